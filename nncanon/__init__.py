@@ -1,0 +1,14 @@
+"""nncanon: a standard, documented name for every internal of a Hugging Face transformer.
+
+    import nncanon
+    model = nncanon.load("path/to/checkpoint")
+    with model.trace("The cat sat"):
+        logits = model.layers[1].mlp.router_logits.save()
+"""
+
+from .model import FamilyMismatch, StandardModel, Support, load, wrap
+from .values import NotOnHost, ReadOnly, Unavailable
+
+__version__ = "0.1.0"
+
+__all__ = ["load", "wrap", "StandardModel", "Support", "Unavailable", "NotOnHost", "ReadOnly", "FamilyMismatch", "__version__"]

@@ -1,0 +1,160 @@
+"""Parts shared by decoder families: the model root, the block, attention, MLPs, mixtures.
+
+Each host here is what Llama's tree has; a family subclasses the ones it changes (a gated
+attention, a mixture with a shared expert) and says in its module which module class each
+host wraps. Locators name children by their standard names (aliases resolve), so one
+declaration serves every family whose RENAME maps its native names onto them.
+"""
+
+from __future__ import annotations
+
+from ..hosts import Host, host
+from ..layouts import (
+    ExpertIndices,
+    ExpertOutputs,
+    ExpertWeights,
+    HeadOutputs,
+    Keys,
+    Logits,
+    Neurons,
+    NextTokenProbs,
+    Pattern,
+    Queries,
+    Residual,
+    RouterLogits,
+    Scalar,
+    Tokens,
+    Values,
+)
+from ..locators import FIRST, child, op, own
+from ..values import Condition, Value, never
+from ..views import READ_ONLY, TOKENS, derived, heads
+
+# -- conditions -----------------------------------------------------------------
+
+EAGER = Condition(
+    needs='attn_implementation="eager"',
+    why="sdpa and flash compute the pattern inside one kernel, so no tensor holds it",
+    holds=lambda model: model.attn_implementation == "eager",
+)
+ATTENTION_CALL = Condition(
+    needs='attn_implementation "eager" or "sdpa"',
+    why="the attention function's arguments and output are read in the layout eager and sdpa take",
+    holds=lambda model: model.attn_implementation in ("eager", "sdpa"),
+)
+EXPERTS_MM = Condition(
+    needs='experts_implementation "grouped_mm" (the default) or "batched_mm"',
+    why="the eager experts loop over experts and never hold every slot's weighted output in one tensor",
+    holds=lambda model: model.experts_implementation in ("grouped_mm", "batched_mm"),
+)
+
+# -- the model root ------------------------------------------------------------------
+
+ROOT_VALUES = [
+    Value("logits", Logits, "The logits the model returns, after anything it does past lm_head (a softcap, a scale)",
+          own("output", attr="logits")),
+    Value("token_embeddings", Residual, "The embedding module's output; layers[0].input is what enters the first block",
+          child("embed_tokens")),
+    Value("final_norm_output", Residual, "The residual stream after the final norm, what lm_head reads",
+          child("norm")),
+    Value("lm_head_output", Logits, "The head's logits before anything the model does past lm_head (a softcap, a scale)",
+          child("lm_head")),
+    Value("next_token_probs", NextTokenProbs, "The next-token distribution at the last position; derived, read-only",
+          own("output", attr="logits"), view=derived("softmax of the last position", lambda x: x[:, -1].softmax(-1))),
+    Value("input_ids", Tokens, "The token ids the model was called with", own("input", element="input_ids"),
+          view=READ_ONLY),
+    Value("attention_mask", Tokens, "The attention mask the model was called with; zeros are padding",
+          own("input", element="attention_mask"), view=READ_ONLY),
+    Value("input_size", Scalar, "[batch, seq] of the current call; read-only", own("input", element="input_ids"),
+          view=derived("shape", lambda ids: list(ids.shape))),
+]
+
+# -- the block ---------------------------------------------------------------------
+
+Block = host("Block", values=[
+    Value("layer_input", Residual, "The residual stream entering the block", own("input")),
+    Value("attention_norm_output", Residual, "The normed stream entering the attention", child("input_layernorm")),
+    Value("layer_mid", Residual, "The residual stream after the attention add", child("post_attention_layernorm", "input")),
+    Value("mlp_norm_output", Residual, "The normed stream entering the MLP", child("post_attention_layernorm")),
+    Value("mlp_input", Residual, "What the MLP is called with", child("mlp", "input")),
+    Value("layer_output", Residual,
+          "The residual stream leaving the block, a tensor even when the block returns a tuple",
+          own("output", element=FIRST)),
+], HOST="model.layers[i]")
+
+# -- attention ---------------------------------------------------------------------
+
+_CALL = "attention_interface_1"  # attention_interface_0 is the get_interface(...) assignment
+
+Attention = host("Attention", values=[
+    Value("attention_queries", Queries, "The queries entering attention",
+          op(_CALL, io="input", element=1), conditions=(ATTENTION_CALL,)),
+    Value("attention_keys", Keys, "The keys entering attention", op(_CALL, io="input", element=2),
+          conditions=(ATTENTION_CALL,)),
+    Value("attention_values", Values, "The values entering attention", op(_CALL, io="input", element=3),
+          conditions=(ATTENTION_CALL,)),
+    Value("attention_scores", Pattern, "The attention scores entering the softmax, masked",
+          op(_CALL, "nn_functional_softmax_0", io="input"), conditions=(EAGER,)),
+    Value("attention_premix", HeadOutputs, "Every head's output side by side, as the output projection takes it",
+          child("o_proj", "input"), view=heads()),
+    Value("attention_output", Residual, "What the attention adds to the residual stream", own("output", element=0)),
+    Value("attention_probabilities", Pattern, "The attention pattern the values are mixed with",
+          op(_CALL, "nn_functional_dropout_0"), conditions=(EAGER,)),
+    Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
+          op(_CALL, element=0), conditions=(ATTENTION_CALL,)),
+], HOST="model.layers[i].self_attn")
+
+# -- MLPs -----------------------------------------------------------------------
+
+_MLP_VALUES = [
+    Value("mlp_activation", Neurons, "The activation function's output", child("act_fn")),
+    Value("mlp_neurons", Neurons,
+          "What the down projection receives: act(gate)·up on a gated MLP, the activation itself otherwise",
+          child("down_proj", "input")),
+    Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output")),
+]
+
+MLP = host("MLP", values=_MLP_VALUES, HOST="model.layers[i].mlp")
+
+#: an MLP called on the mixture's token-flattened [batch*seq, hidden] rows (a shared expert)
+TokenMLP = host("TokenMLP", values=[
+    Value(v.name, v.layout, v.description, v.locator, view=TOKENS) for v in _MLP_VALUES
+], HOST="model.layers[i].mlp.shared_experts")
+
+_NO_ACT = never("a mixture has no activation of its own; read an expert's, e.g. mlp.shared_experts.mlp_activation")
+
+#: a softmax top-k mixture whose router is `router` (returning logits, weights, indices)
+#: and whose fused `experts` take (rows, indices, weights)
+MoE = host("MoE", MLP, values=[
+    Value("mlp_activation", Neurons, "The activation function's output", child("act_fn"), conditions=(_NO_ACT,)),
+    Value("mlp_neurons", Neurons,
+          "What the down projection receives: act(gate)·up on a gated MLP, the activation itself otherwise",
+          child("down_proj", "input"), conditions=(_NO_ACT,)),
+    Value("router_logits", RouterLogits, "The router's logits, one per expert, before the scoring",
+          op("F_linear_0", module="router"), view=TOKENS),
+    Value("expert_weights", ExpertWeights, "The weight each selected expert's output is scaled by",
+          child("experts", "input", element=2), view=TOKENS),
+    Value("expert_indices", ExpertIndices, "The expert each routing slot sends the token to",
+          child("experts", "input", element=1), view=TOKENS),
+    Value("expert_outputs", ExpertOutputs, "Each routing slot's weighted expert output",
+          op("experts_forward_1", "weighted_out_view_0", module="experts"), view=TOKENS,
+          conditions=(EXPERTS_MM,)),
+    Value("routed_output", Residual, "The routed experts' combined output", child("experts"), view=TOKENS),
+], HOST="model.layers[i].mlp")
+
+
+class _TopK:
+    @property
+    def top_k(self) -> int:
+        """How many experts each token is routed to (num_experts_per_tok)."""
+        return self._module.gate.top_k if hasattr(self._module, "gate") else self._module.router.top_k
+
+    @property
+    def num_experts(self) -> int:
+        return self._module.experts.num_experts
+
+
+MoE = type("MoE", (_TopK, MoE), {"HOST": "model.layers[i].mlp"})
+
+__all__ = ["Host", "ROOT_VALUES", "Block", "Attention", "MLP", "TokenMLP", "MoE", "EAGER", "ATTENTION_CALL",
+           "EXPERTS_MM"]

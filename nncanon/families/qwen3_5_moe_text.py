@@ -1,0 +1,123 @@
+"""Qwen3.5-MoE / 3.6-MoE text (Qwen3_5MoeForCausalLM, model_type qwen3_5_moe_text).
+
+Llama's tree with a hybrid block: three blocks in four carry a gated DeltaNet mixer,
+linear_attn, the fourth ordinary attention, self_attn (config.layer_types). Each block has
+one or the other, never both, so on a linear block every self_attn value is reported
+missing and the linear values live at layers[i].linear_attn (see
+nncanon.families._deltanet). The MLP is a mixture of experts with a shared expert scaled
+by a sigmoid gate. Every released checkpoint is a qwen3_5_moe wrapper:
+task="text-generation" (the default) builds Qwen3_5MoeForCausalLM out of it,
+task="image-text-to-text" the wrapper, whose text stack sits at model.language_model;
+RENAME carries both.
+
+On the wrapper the Qwen ViT model.visual is vision (packed, [1, patches,
+vision_hidden_size], with a learned pos_embed added after patch_embed and no deepstack),
+its blocks vision.layers; its merger is projector.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf
+
+from .. import kernels
+from ..hosts import host
+from ..layouts import Residual
+from ..locators import op
+from ..model import StandardModel
+from ..values import Value
+from ..views import TOKENS
+from . import _loading
+from ._decoder import ROOT_VALUES, Attention, Block, MoE, TokenMLP
+from ._deltanet import KERNELS, DeltaNet
+
+FAMILY = "qwen3_5_moe_text"
+MODEL_TYPES = ("qwen3_5_moe_text",)
+
+RENAME = {
+    # the text stack, mounted at the root from the causal LM and from the wrapper
+    "model.embed_tokens": "embed_tokens",
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.layers": "layers",
+    "model.language_model.layers": "layers",
+    "model.norm": "norm",
+    "model.language_model.norm": "norm",
+    # inside the mixture
+    "gate": "router",
+    "shared_expert": "shared_experts",
+}
+
+Layer = host("Layer", Block, TRACKS_TOKENS=True)
+
+SharedMoE = host("SharedMoE", MoE, values=[
+    Value("shared_expert_output", Residual, "The shared expert's output",
+          op("shared_expert_output_1"), view=TOKENS),
+])
+
+ENVOYS = {
+    hf.Qwen3_5MoeDecoderLayer: Layer,
+    hf.Qwen3_5MoeAttention: Attention,
+    hf.Qwen3_5MoeGatedDeltaNet: DeltaNet,
+    hf.Qwen3_5MoeSparseMoeBlock: SharedMoE,
+    hf.Qwen3_5MoeMLP: TokenMLP,
+}
+
+ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+
+
+def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
+    _loading.check_task(task)
+    if task == "text-generation":
+        module = _loading.text_model(checkpoint, hf.Qwen3_5MoeForCausalLM, "model.language_model.", **hf_kwargs)
+        return module, {"tokenizer": _loading.tokenizer(checkpoint)}
+    from ..processing import load_processor
+
+    module = hf.Qwen3_5MoeForConditionalGeneration.from_pretrained(checkpoint, **hf_kwargs)
+    processor = load_processor(checkpoint)
+    return module, {"tokenizer": processor.tokenizer, "processor": processor}
+
+
+def required_paths(model: StandardModel) -> list[str]:
+    paths = ["embed_tokens", "layers", "norm", "lm_head", "layers.0.mlp.router", "layers.0.mlp.experts",
+             "layers.0.mlp.shared_experts"]
+    if model.task == "image-text-to-text":
+        paths += ["vision", "projector"]
+    return paths
+
+
+def layer_types(model: StandardModel) -> list[str]:
+    return list(model.text_config.layer_types)
+
+
+def dim_sizes(model: StandardModel) -> dict[str, int]:
+    config = model.text_config
+    return {
+        "num_experts": config.num_experts,
+        "top_k": config.num_experts_per_tok,
+        "key_heads": config.linear_num_key_heads,
+        "heads": config.linear_num_value_heads,
+        "key_dim": config.linear_key_head_dim,
+        "value_dim": config.linear_value_head_dim,
+    }
+
+
+def prepare(model: StandardModel) -> None:
+    kernels.tap(hf, KERNELS)
+    for envoy in model._hosts:
+        if isinstance(envoy, DeltaNet):
+            kernels.track(envoy)
+
+
+def explain_missing(model: StandardModel, envoy: Any, name: str) -> str | None:
+    """A block has linear_attn or self_attn, never both: say which this one has."""
+    if isinstance(envoy, Layer) and name in ("self_attn", "linear_attn"):
+        types = layer_types(model)
+        index = int(envoy.path.rsplit(".", 1)[-1])
+        mixer = {"linear_attention": "linear_attn", "full_attention": "self_attn"}
+        blocks = [i for i, t in enumerate(types) if mixer[t] == name]
+        return (f"{envoy._std_path} is a {types[index]} block: it has {mixer[types[index]]}, not {name}; "
+                f"the blocks with {name} are {blocks}")
+    return None

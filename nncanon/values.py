@@ -1,0 +1,140 @@
+"""Values: a standard name for one point of the forward, declared as data.
+
+A `Value` is a name, a `Layout`, a one-line description, a `Locator` (where it is read),
+an optional view (how the served tensor is reshaped into the layout, and back for an
+assignment) and the `Condition`s under which the current load serves it. A host class
+(an nnsight Envoy subclass, see `nncanon.hosts`) carries one `ValueProperty` per value,
+so ``model.layers[1].mlp.router_logits`` reads like any nnsight attribute and shows up in
+``print(model)``.
+
+Views are views: an in-place edit of what a read returns lands in the model's own tensor;
+an assignment is rebuilt into the model's layout and swapped in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nnsight.intervention.eproperty import eproperty
+from nnsight.intervention.interleaver import Mediator
+
+from .layouts import Layout
+from .locators import Locator
+
+
+class Unavailable(Exception):
+    """The current load cannot serve this value; the message says what would make it available.
+
+    Not an AttributeError: a property getter raising one would be swallowed into
+    ``__getattr__`` and resurface as a bare "has no attribute".
+    """
+
+
+class NotOnHost(Unavailable, AttributeError):
+    """A standard name asked of a host that does not have it (self_attn on a DeltaNet block).
+
+    An AttributeError too, so ``hasattr`` stays False and nnsight's alias lookups skip it.
+    """
+
+
+class ReadOnly(TypeError):
+    """A derived or read-only value was assigned to."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A requirement of the load: ``needs`` is what the user does to meet it.
+
+    ``holds(model)`` is evaluated on the `StandardModel`; ``why`` says in a clause why
+    the value needs it.
+    """
+
+    needs: str
+    why: str
+    holds: Callable[[Any], bool]
+
+    def message(self, name: str) -> str:
+        return f"{name} needs {self.needs}: {self.why}"
+
+
+def never(reason: str) -> Condition:
+    """A condition no load meets: the value does not exist on this family's host."""
+    return Condition(needs="", why=reason, holds=lambda model: False)
+
+
+@dataclass(frozen=True)
+class View:
+    """How a selected tensor becomes the layout (``read``) and back (``write``).
+
+    Both get the host envoy, so a view can ask it for sizes (the token shape of the
+    current call, the head count). ``write`` None: the value cannot be assigned.
+    """
+
+    name: str
+    read: Callable[[Any, Any], Any]
+    write: Callable[[Any, Any], Any] | None
+
+
+IDENTITY = View("identity", lambda host, x: x, lambda host, x: x)
+
+
+@dataclass(frozen=True)
+class Value:
+    name: str
+    layout: Layout
+    description: str
+    locator: Locator
+    view: View = IDENTITY
+    conditions: tuple[Condition, ...] = ()
+    #: shown in the support table beside the ⚠︎ mark; defaults to the conditions' needs
+    note: str | None = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def writable(self) -> bool:
+        return self.view.write is not None
+
+    def read_at(self) -> str:
+        return self.locator.read_at()
+
+    def line(self) -> str:
+        """The line print(model) shows for this value."""
+        arrow = f" -> {self.layout}" if self.layout.typed else ""
+        return f"({self.name}){arrow}: {self.description}"
+
+
+class ValueProperty(eproperty):
+    """The descriptor a host class carries for one `Value`.
+
+    An `eproperty` so nnsight's repr lists it; reads and writes go straight through the
+    interleaver at the value's location, so there is no write-back to flush: the views
+    alias the model's tensors.
+    """
+
+    def __init__(self, value: Value) -> None:
+        super().__init__(key=value.name, description=value.description)
+        self.name = value.name
+        self.value = value
+        self.__doc__ = f"{value.layout}: {value.description}"
+
+    def __str__(self) -> str:
+        return self.value.line()
+
+    def __get__(self, host: Any, owner: Any = None) -> Any:
+        if host is None:
+            return self
+        value = self.value
+        host._require(value)
+        raw = Mediator.value(value.locator.location(host))
+        return value.view.read(host, value.locator.select(raw))
+
+    def __set__(self, host: Any, new: Any) -> None:
+        value = self.value
+        if value.view.write is None:
+            raise ReadOnly(f"{host._standard_path()}.{value.name} is read-only: {value.description}")
+        host._require(value)
+        location = value.locator.location(host)
+        raw = Mediator.value(location)
+        Mediator.swap(location, value.locator.replace(raw, value.view.write(host, new)))
