@@ -40,7 +40,7 @@ class Locator:
     def target(self, host: Any) -> Any:
         """The nnsight object whose ``path`` the location hangs off (drills nested ops)."""
         envoy = host if self.module is None else host.get(self.module)
-        for depth, op in enumerate(self.ops):
+        for op in self.ops:
             # The first level is installed at load; a nested one is drilled now, which
             # parks until the enclosing op runs: only legal inside a trace.
             envoy = getattr(envoy.source, op)
