@@ -90,6 +90,10 @@ class Value:
     conditions: tuple[Condition, ...] = ()
     #: shown in the support table beside the ⚠︎ mark; defaults to the conditions' needs
     note: str | None = None
+    #: assignment copies into the model's tensor instead of swapping it, for a tensor the
+    #: forward reads twice (layer_mid is both the MLP norm's input and the residual), so an
+    #: assignment reaches every reader, as an in-place edit does
+    assign_in_place: bool = False
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -137,4 +141,8 @@ class ValueProperty(eproperty):
         host._require(value)
         location = value.locator.location(host)
         raw = Mediator.value(location)
-        Mediator.swap(location, value.locator.replace(raw, value.view.write(host, new)))
+        written = value.view.write(host, new)
+        if value.assign_in_place:
+            value.locator.select(raw).copy_(written)
+        else:
+            Mediator.swap(location, value.locator.replace(raw, written))

@@ -74,7 +74,8 @@ ROOT_VALUES = [
 Block = host("Block", values=[
     Value("layer_input", Residual, "The residual stream entering the block", own("input")),
     Value("attention_norm_output", Residual, "The normed stream entering the attention", child("input_layernorm")),
-    Value("layer_mid", Residual, "The residual stream after the attention add", child("post_attention_layernorm", "input")),
+    Value("layer_mid", Residual, "The residual stream after the attention add", child("post_attention_layernorm", "input"),
+          assign_in_place=True),
     Value("mlp_norm_output", Residual, "The normed stream entering the MLP", child("post_attention_layernorm")),
     Value("mlp_input", Residual, "What the MLP is called with", child("mlp", "input")),
     Value("layer_output", Residual,
