@@ -139,7 +139,6 @@ def test_attention_values(eager_model, prompts):
              "self_attn.attention_scores", "self_attn.attention_probabilities", "self_attn.attention_head_outputs",
              "self_attn.attention_premix", "self_attn.attention_output"]
     got, seen, mask = read_all(model, prompts, ATTN, names)
-    attn = model._module.model.layers[ATTN].self_attn
     config = model.text_config
     batch, seq = mask.shape
     heads, kv, d = config.num_attention_heads, config.num_key_value_heads, model.head_dim
@@ -207,9 +206,9 @@ def test_wrong_host_is_a_clear_error(model):
     import nncanon
 
     with pytest.raises(nncanon.NotOnHost, match=r"layers\[0\] is a linear_attention block.*\[3, 7\]"):
-        model.layers[0].self_attn
+        _ = model.layers[0].self_attn
     with pytest.raises(nncanon.NotOnHost, match="attention_scores is served on model.layers"):
-        model.layers[0].linear_attn.attention_scores
+        _ = model.layers[0].linear_attn.attention_scores
     assert not hasattr(model.layers[0], "self_attn")
 
 
