@@ -1,0 +1,1 @@
+"""The encyclopedia generator: family YAMLs, tiny pinned checkpoints, facts, pages."""

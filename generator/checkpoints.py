@@ -1,0 +1,557 @@
+"""Tiny pinned checkpoints: build one from its family's recipe, cache it, check its pin.
+
+The family YAML's ``tiny:`` section is a recipe: a model class, a seed, a small config, the size
+of a byte-level BPE vocabulary and the family's special tokens with their ids, the image
+processor's settings, and ``sha256``, the pin of the weights file. :func:`checkpoint_dir` builds
+the checkpoint from the recipe (or reuses the cached build) and returns its directory, laid out as
+a user's checkpoint is and loaded back through the same ``from_pretrained`` calls::
+
+    <cache>/<family>-<key>/
+        config.json  generation_config.json  model.safetensors       the model (float32)
+        tokenizer.json  tokenizer_config.json  chat_template.jinja    the tokenizer
+        processor_config.json                                         image processor + processor
+        nncanon_checkpoint.json                                       what was built, from what
+
+``<cache>`` is ``$NNCANON_CACHE`` or ``<repo>/build/checkpoints``; ``<key>`` hashes the recipe
+(without its pin), the tokenizer corpus and chat template below, and the torch and transformers
+versions, so a change to any of them builds a new directory. A build happens in a temporary
+directory beside the cache entry and is renamed into place only when complete and pinned.
+
+The weights' sha256 must equal ``tiny.sha256``; otherwise :class:`PinMismatch` says how to
+re-pin (``python -m generator pin <family>``), which rebuilds and rewrites only that line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from generator.family import REPO_ROOT, Family, FamilyYamlError, _display, get_family
+
+BUILDER_VERSION = 1
+WEIGHTS_FILE = "model.safetensors"
+MANIFEST_FILE = "nncanon_checkpoint.json"
+
+# Standard deviation of the noise added to parameters the model's init leaves constant
+# (norm gains at 0 or 1, biases at 0, dt_bias at 1): with it every weight is random, so an
+# identity such as "the gain is 1 + weight" cannot hold by accident of a zero weight.
+CONSTANT_PARAM_NOISE = 0.1
+
+
+class PinMismatch(RuntimeError):
+    """The built weights' sha256 differs from the family YAML's ``tiny.sha256`` (or it is null)."""
+
+    def __init__(self, family: str, file: str | Path, expected: str | None, actual: str):
+        self.family = family
+        self.file = _display(file)
+        self.expected = expected
+        self.actual = actual
+        command = f"python -m generator pin {family}"
+        if expected is None:
+            message = (
+                f"{family}: {self.file} has no pin for the tiny checkpoint (tiny.sha256 is null); "
+                f"the build gives {WEIGHTS_FILE} sha256 {actual}. Pin it with: {command}"
+            )
+        else:
+            message = (
+                f"{family}: the tiny checkpoint's {WEIGHTS_FILE} has sha256 {actual}, but {self.file} "
+                f"pins tiny.sha256 {expected}. The recipe, this builder or the torch/transformers "
+                f"versions changed what the build gives; if that is intended, re-pin with: {command}"
+            )
+        super().__init__(message)
+
+
+# ---------------------------------------------------------------------------------------
+# the tokenizer's training corpus and chat template (both part of the cache key)
+
+CORPUS = """\
+The river ran low that summer, and the children walked along its stony bed, turning over flat rocks
+to look for crayfish. Their grandmother watched from the bank with a basket of bread and cheese.
+She had grown up in the same valley, and she told them how the water once rose so high in spring
+that the old mill wheel turned for three weeks without rest.
+
+A library is a quiet machine for remembering. Every book on its shelves was written by someone who
+wanted to be understood, and every reader who opens one completes a conversation that began long
+ago. The librarian knows this, which is why she stamps the return date so carefully.
+
+In the morning the market fills with voices. Farmers arrange tomatoes in pyramids, a baker sets out
+warm loaves, and a man with a small cart sells coffee in paper cups. By noon the square is crowded;
+by evening only pigeons and a few folded tables remain.
+
+Mathematics is the art of giving the same name to different things. Two apples and two ships share
+the number two, and a circle drawn in sand obeys the same rules as the orbit of a distant moon.
+Learning to see these patterns takes patience, but it rewards the patient with a kind of freedom.
+
+The engineer tested the bridge model in the wind tunnel. At low speeds it stood perfectly still;
+as the fan turned faster, the deck began to twist, slowly at first and then with a steady rhythm.
+She wrote down the speed, stopped the fan, and added two thin braces under the road.
+
+Weather changes quickly in the mountains. A clear sky at breakfast can turn to hail before lunch,
+so careful walkers carry a warm layer, a map, some water and a little food, and they turn back
+early rather than late. The summit will still be there next year.
+
+When you learn a new language, begin with the words you need every day: hello, thank you, where is
+the station, how much does this cost. Speak them aloud, make mistakes, and laugh at them. Grammar
+will follow the habit of speaking, not the other way around.
+
+Cooking rice is simple and easy to get wrong. Rinse it until the water runs clear, use a little
+less water than you think, bring it to a boil, then cover it and lower the heat. Do not lift the lid
+for fifteen minutes, and let it rest for five more before serving.
+
+<|im_start|>system
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
+Can you explain what a neural network is in two sentences?<|im_end|>
+<|im_start|>assistant
+<think>
+The user wants a short explanation, so I should keep it simple.
+</think>
+
+A neural network is a function built from many small units that each weigh their inputs and pass
+the result on. By adjusting those weights on examples, the network learns to map inputs to outputs.<|im_end|>
+<|im_start|>user
+What is the capital of France, and what river runs through it?<|im_end|>
+<|im_start|>assistant
+The capital of France is Paris, and the Seine runs through it.<|im_end|>
+<|im_start|>user
+<|vision_start|><|image_pad|><|vision_end|>What color is the square in this picture?<|im_end|>
+<|im_start|>assistant
+The square in the picture is red.<|im_end|>
+<|im_start|>user
+Write a haiku about autumn leaves.<|im_end|>
+<|im_start|>assistant
+Red leaves drift and fall,
+the path is soft underfoot,
+the old tree breathes out.<|im_end|>
+<|im_start|>user
+Thanks! How many days are there in a leap year?<|im_end|>
+<|im_start|>assistant
+A leap year has 366 days: February gets a 29th day.<|im_end|>
+
+Numbers and symbols: 0 1 2 3 4 5 6 7 8 9 10 42 100 2024 3.14 1e-6 (a + b) * c = d; x[i] != y[j].
+"""
+
+# Behaves like the Qwen3.5 template on what the tiny checkpoint is used for: one
+# <|im_start|>role ... <|im_end|> block per message, image and video parts as vision-pad
+# placeholders, and a generation prompt that opens the thinking block (or closes it empty when
+# enable_thinking=False is passed).
+CHAT_TEMPLATE = """\
+{%- for message in messages -%}
+    {{- '<|im_start|>' + message['role'] + '\\n' -}}
+    {%- if message['content'] is string -%}
+        {{- message['content'] -}}
+    {%- else -%}
+        {%- for part in message['content'] -%}
+            {%- if part['type'] == 'image' or 'image' in part or 'image_url' in part -%}
+                {{- '<|vision_start|><|image_pad|><|vision_end|>' -}}
+            {%- elif part['type'] == 'video' or 'video' in part -%}
+                {{- '<|vision_start|><|video_pad|><|vision_end|>' -}}
+            {%- elif 'text' in part -%}
+                {{- part['text'] -}}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{- '<|im_end|>\\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\\n' -}}
+    {%- if enable_thinking is defined and enable_thinking is false -%}
+        {{- '<think>\\n\\n</think>\\n\\n' -}}
+    {%- else -%}
+        {{- '<think>\\n' -}}
+    {%- endif -%}
+{%- endif -%}
+"""
+
+
+# ---------------------------------------------------------------------------------------
+# cache layout
+
+
+def cache_root() -> Path:
+    """``$NNCANON_CACHE`` or ``<repo>/build/checkpoints``."""
+    env = os.environ.get("NNCANON_CACHE")
+    return Path(env) if env else REPO_ROOT / "build" / "checkpoints"
+
+
+def recipe_key(family: str | Path | Family) -> str:
+    """A short hash of everything the checkpoint's files depend on (the pin excluded).
+
+    Reads the torch and transformers versions from the installed distributions, so finding a
+    cached build imports neither."""
+    from importlib.metadata import version
+
+    fam = get_family(family)
+    payload = {
+        "recipe": fam.tiny_recipe,
+        "builder": BUILDER_VERSION,
+        "corpus": hashlib.sha256(CORPUS.encode()).hexdigest(),
+        "chat_template": hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest(),
+        "noise": CONSTANT_PARAM_NOISE,
+        "torch": version("torch"),
+        "transformers": version("transformers"),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def cached_dir(family: str | Path | Family) -> Path:
+    """Where the family's tiny checkpoint lives in the cache (it may not be built yet)."""
+    fam = get_family(family)
+    return cache_root() / f"{fam.family}-{recipe_key(fam)}"
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# building
+
+
+def _transformers_class(fam: Family, name: str, field: str) -> type:
+    import transformers
+
+    cls = getattr(transformers, name, None)
+    if not isinstance(cls, type):
+        raise FamilyYamlError(
+            fam.path, field, f"transformers {transformers.__version__} has no class {name!r}"
+        )
+    return cls
+
+
+def build_model(family: str | Path | Family):
+    """The tiny model exactly as the checkpoint saves it: seeded init, float32, and every
+    parameter the init leaves constant (norm gains, biases, dt_bias) offset by seeded noise."""
+    import torch
+
+    fam = get_family(family)
+    tiny = fam.tiny
+    model_cls = _transformers_class(fam, tiny["class"], "tiny.class")
+    config = model_cls.config_class(**json.loads(json.dumps(tiny["config"])))
+    torch.manual_seed(tiny["seed"])
+    with _default_dtype(torch.float32):
+        model = model_cls(config)
+    model = model.to(torch.float32).eval()
+    noise = torch.Generator().manual_seed(tiny["seed"] + 1)
+    bad = []
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            flat = param.detach().reshape(-1)
+            if flat.numel() > 0 and bool((flat == flat[0]).all()):
+                param.add_(
+                    torch.randn(param.shape, generator=noise, dtype=param.dtype) * CONSTANT_PARAM_NOISE
+                )
+            if not bool(torch.isfinite(param).all()):
+                bad.append(f"{name} has non-finite values")
+            elif param.numel() > 1 and float(param.std()) == 0.0:
+                bad.append(f"{name} is constant")
+    if bad:
+        raise RuntimeError(
+            f"{fam.family}: the tiny model's weights are not all random and finite: {'; '.join(bad)}"
+        )
+    return model
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype):
+    import torch
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+@contextlib.contextmanager
+def _no_progress_bars():
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _special_token_list(fam: Family) -> list[tuple[str, int]]:
+    specials = fam.tiny["tokenizer"]["special_tokens"]
+    return sorted(specials.items(), key=lambda item: item[1])
+
+
+def build_tokenizer(family: str | Path | Family):
+    """A byte-level BPE trained on :data:`CORPUS`, with the family's special tokens at their ids.
+
+    The pipeline is the real Qwen3.5 tokenizer's (NFC, Qwen's split regex, byte-level, no
+    prefix space), so the saved files load identically as ``Qwen3_5Tokenizer``, which is what
+    ``AutoTokenizer`` picks for a ``qwen3_5_moe`` checkpoint, and as ``PreTrainedTokenizerFast``.
+    Like the real one it prepends no BOS; eos and pad are ``<|endoftext|>``; padding is left.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
+    from tokenizers.models import BPE
+    from transformers import AddedToken, Qwen3_5Tokenizer
+    from transformers.models.qwen3_5.tokenization_qwen3_5 import PRETOKENIZE_REGEX
+
+    fam = get_family(family)
+    recipe = fam.tiny["tokenizer"]
+    size = recipe["bpe_vocab_size"]
+
+    backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=size,
+        min_frequency=1,
+        special_tokens=[],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    # Train on the text between the special tokens only: they must not become merges.
+    pieces = re.split("|".join(re.escape(t) for t, _ in _special_token_list(fam)), CORPUS)
+    backend.train_from_iterator([p for p in pieces if p], trainer=trainer)
+    model = json.loads(backend.to_str())["model"]
+    vocab, merges = (
+        model["vocab"],
+        [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
+    )
+    if len(vocab) != size:
+        raise RuntimeError(
+            f"{fam.family}: the BPE trained on the corpus has {len(vocab)} ids, not "
+            f"tiny.tokenizer.bpe_vocab_size = {size}: the corpus is too small for that many merges"
+        )
+
+    tokenizer = Qwen3_5Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        bos_token=None,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        padding_side="left",
+        model_max_length=int(fam.tiny["config"].get("text_config", {}).get("max_position_embeddings", 32768)),
+        chat_template=CHAT_TEMPLATE,
+    )
+    # As in Qwen's tokenizers, the <|...|> control tokens are special (skipped by
+    # decode(skip_special_tokens=True)); <think>, <tool_call> and their closers are added tokens
+    # that decode as text.
+    for token, token_id in _special_token_list(fam):
+        if token not in tokenizer.get_vocab():
+            special = token.startswith("<|") and token.endswith("|>")
+            added = AddedToken(token, special=special, normalized=False, lstrip=False, rstrip=False)
+            tokenizer.add_tokens([added], special_tokens=special)
+        got = tokenizer.convert_tokens_to_ids(token)
+        if got != token_id:
+            raise RuntimeError(
+                f"{fam.family}: special token {token!r} got id {got}, but "
+                f"tiny.tokenizer.special_tokens declares {token_id}; declare the special tokens at "
+                f"consecutive ids from bpe_vocab_size ({size})"
+            )
+    return tokenizer
+
+
+def build_processor(family: str | Path | Family, tokenizer=None):
+    """The image-text processor: ``Qwen2VLImageProcessorPil`` with ``tiny.processor`` settings
+    and the tokenizer, combined without a video processor (no torchvision needed)."""
+    from transformers import Qwen2VLImageProcessorPil
+
+    from nncanon.processing import QwenImageTextProcessor
+
+    fam = get_family(family)
+    tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)
+    image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
+    return QwenImageTextProcessor(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
+    )
+
+
+def _build_into(fam: Family, directory: Path) -> str:
+    """Write the whole checkpoint into ``directory``; return the weights' sha256."""
+    import torch
+    import transformers
+
+    started = time.perf_counter()
+    model = build_model(fam)
+    with _no_progress_bars():
+        model.save_pretrained(directory)
+    tokenizer = build_tokenizer(fam)
+    tokenizer.save_pretrained(directory)
+    build_processor(fam, tokenizer).save_pretrained(directory)
+    sha = file_sha256(directory / WEIGHTS_FILE)
+    manifest = {
+        "family": fam.family,
+        "key": recipe_key(fam),
+        "sha256": sha,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "build_seconds": round(time.perf_counter() - started, 2),
+    }
+    (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return sha
+
+
+def _temp_build(fam: Family) -> tuple[Path, str]:
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{fam.family}-", dir=root))
+    try:
+        sha = _build_into(fam, tmp)
+        _usual_permissions(tmp)
+        return tmp, sha
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _usual_permissions(directory: Path) -> None:
+    """mkdtemp makes a private directory and some writers private files: give the checkpoint
+    the permissions a directory made by mkdir and files made by open would have."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [directory, *directory.rglob("*")]:
+        os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
+
+
+def _install(tmp: Path, final: Path) -> Path:
+    """Rename a finished build into place, replacing an older build of the same key."""
+    if final.exists():
+        trash = final.with_name(f".old-{final.name}-{os.getpid()}-{time.monotonic_ns()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(final, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        # Another process installed the same build meanwhile: keep theirs.
+        if not (final / WEIGHTS_FILE).is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def checkpoint_dir(family: str | Path | Family, rebuild: bool = False) -> Path:
+    """The directory of the family's tiny checkpoint, built if needed and checked against its pin.
+
+    ``family`` is a family name, a YAML path or a :class:`Family`. Raises :class:`PinMismatch`
+    when the weights' sha256 differs from ``tiny.sha256`` or that is null.
+    """
+    fam = get_family(family)
+    expected = fam.tiny["sha256"]
+    final = cached_dir(fam)
+    weights = final / WEIGHTS_FILE
+    if not rebuild and weights.is_file() and expected is not None and file_sha256(weights) == expected:
+        return final
+    tmp, actual = _temp_build(fam)
+    if actual != expected:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PinMismatch(fam.family, fam.path, expected, actual)
+    return _install(tmp, final)
+
+
+# ---------------------------------------------------------------------------------------
+# pinning
+
+_SHA_LINE = re.compile(
+    r"^(?P<head>[ \t]+sha256:[ \t]*)(?P<value>[^#\r\n]*?)(?P<tail>[ \t]*(?:#[^\r\n]*)?)(?P<eol>\r?\n?)$"
+)
+_TOP_KEY = re.compile(r"^[^\s#]")
+
+
+def _rewrite_pin(path: Path, sha: str) -> None:
+    """Replace the value of ``tiny.sha256`` in place, leaving every other byte as it was."""
+    import yaml
+
+    text = path.read_bytes().decode("utf-8")
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if re.match(r"^tiny:[ \t]*(#.*)?\r?\n?$", line)]
+    if len(starts) != 1:
+        raise FamilyYamlError(path, "tiny", "cannot find the one top-level 'tiny:' line to pin under")
+    start = starts[0]
+    end = next((i for i in range(start + 1, len(lines)) if _TOP_KEY.match(lines[i])), len(lines))
+    child_indent = next(
+        (
+            re.match(r"^[ \t]*", lines[i]).group(0)
+            for i in range(start + 1, end)
+            if lines[i].strip() and not lines[i].lstrip().startswith("#")
+        ),
+        None,
+    )
+    hits = [
+        i
+        for i in range(start + 1, end)
+        if child_indent and lines[i].startswith(child_indent + "sha256:") and _SHA_LINE.match(lines[i])
+    ]
+    if len(hits) != 1:
+        raise FamilyYamlError(
+            path,
+            "tiny.sha256",
+            "cannot find the one 'sha256:' line of the tiny section to rewrite (write it as 'sha256: null')",
+        )
+    m = _SHA_LINE.match(lines[hits[0]])
+    value = sha if isinstance(yaml.safe_load(sha), str) else f'"{sha}"'  # an all-digit hash would be an int
+    lines[hits[0]] = f"{m['head']}{value}{m['tail']}{m['eol']}"
+    new_text = "".join(lines)
+
+    before, after = yaml.safe_load(text), yaml.safe_load(new_text)
+    before["tiny"]["sha256"] = sha
+    if after != before:
+        raise FamilyYamlError(path, "tiny.sha256", "rewriting the sha256 line would change more than the pin")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(new_text.encode("utf-8"))
+    os.replace(tmp, path)
+
+
+def pin(family: str | Path | Family) -> str:
+    """Rebuild the tiny checkpoint, write its weights' sha256 into the YAML's ``tiny.sha256``
+    (only that line changes), install the build in the cache, and return the sha256."""
+    fam = get_family(family)
+    tmp, sha = _temp_build(fam)
+    try:
+        if fam.tiny["sha256"] != sha:
+            _rewrite_pin(fam.path, sha)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _install(tmp, cached_dir(fam))
+    return sha
+
+
+# ---------------------------------------------------------------------------------------
+# full-size checkpoints on the meta device
+
+
+def meta_model(family: str | Path | Family, checkpoint_id: str):
+    """The full-size model of a ``checkpoints:`` item built on the ``meta`` device (no weights).
+
+    Its class is the config's first ``architectures`` entry (else ``tiny.class``)."""
+    import torch
+
+    fam = get_family(family)
+    config: dict[str, Any] = fam.checkpoint_config(checkpoint_id)
+    index = fam.checkpoint_ids.index(checkpoint_id)
+    name = (config.get("architectures") or [fam.tiny["class"]])[0]
+    model_cls = _transformers_class(fam, name, f"checkpoints[{index}].config.architectures")
+    cfg = model_cls.config_class(**config)
+    with torch.device("meta"):
+        return model_cls(cfg)

@@ -1,0 +1,337 @@
+"""Load and validate a family YAML (``families/<family>.yaml``).
+
+A family file says what the encyclopedia page holds that the code cannot measure (lines,
+tagline, tags, notes), the recipe of the tiny checkpoint the page is verified on, and the
+full-size checkpoints' configs (built on the ``meta`` device for printouts and config tables).
+
+``load_family(path)`` checks the structure and returns a frozen :class:`Family`; every problem
+raises :class:`FamilyYamlError`, whose message names the file and the dotted field::
+
+    families/x.yaml: field 'tiny.seed': expected an integer, got 'abc'
+
+The optional sections (``notes``, ``vision_notes``, ``shared_vision_notes``, ``saes``) are kept
+as raw data: their consumers validate them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "checkpoints")
+OPTIONAL_FIELDS = ("notes", "vision_notes", "shared_vision_notes", "saes")
+TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256")
+TOKENIZER_FIELDS = ("bpe_vocab_size", "special_tokens")
+CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as")
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class FamilyYamlError(ValueError):
+    """A family YAML is malformed. ``file`` and ``field`` (dotted) say where."""
+
+    def __init__(self, file: str | Path, field: str | None, message: str):
+        self.file = _display(file)
+        self.field = field
+        self.message = message
+        where = f"{self.file}: field '{field}'" if field else self.file
+        super().__init__(f"{where}: {message}")
+
+
+def _display(path: str | Path) -> str:
+    """The path relative to the repository when it lies inside it, else as given."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(p)
+
+
+@dataclass(frozen=True, eq=False)
+class Family:
+    """A validated family file. ``raw`` is the whole parsed YAML (plain dicts and lists)."""
+
+    path: Path
+    family: str
+    module: str
+    lines: tuple[str, ...]
+    tagline: str
+    tags: tuple[str, ...]
+    tiny: dict[str, Any]
+    checkpoints: tuple[dict[str, Any], ...]
+    notes: Any = None
+    vision_notes: Any = None
+    shared_vision_notes: Any = None
+    saes: Any = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.family
+
+    def __getitem__(self, key: str) -> Any:
+        """Raw access: ``family["tiny"]["config"]``."""
+        return self.raw[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.raw.get(key, default)
+
+    @property
+    def tiny_recipe(self) -> dict[str, Any]:
+        """The tiny recipe without its pin: what the checkpoint's bytes depend on."""
+        return {k: v for k, v in self.tiny.items() if k != "sha256"}
+
+    @property
+    def checkpoint_ids(self) -> list[str]:
+        return [c["id"] for c in self.checkpoints]
+
+    @property
+    def printout_checkpoint(self) -> str:
+        """The id of the checkpoint whose ``print(model)`` the page shows."""
+        return next(c["id"] for c in self.checkpoints if c.get("printout"))
+
+    def checkpoint_config(self, checkpoint_id: str) -> dict[str, Any]:
+        """The config.json content of a full-size checkpoint, following ``same_as``."""
+        by_id = {c["id"]: c for c in self.checkpoints}
+        if checkpoint_id not in by_id:
+            raise KeyError(
+                f"{_display(self.path)}: no checkpoint {checkpoint_id!r} in 'checkpoints' "
+                f"(known: {', '.join(by_id)})"
+            )
+        item = by_id[checkpoint_id]
+        while "config" not in item:
+            item = by_id[item["same_as"]]
+        return json.loads(json.dumps(item["config"]))
+
+
+# ---------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _type_name(expected: type | tuple[type, ...]) -> str:
+    names = {
+        str: "a string",
+        int: "an integer",
+        bool: "a boolean (true/false)",
+        list: "a list",
+        dict: "a mapping",
+        float: "a number",
+    }
+    if isinstance(expected, tuple):
+        return " or ".join(names.get(t, t.__name__) for t in expected)
+    return names.get(expected, expected.__name__)
+
+
+def _check_type(file: Path, dotted: str, value: Any, expected: type | tuple[type, ...]) -> Any:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    ok = isinstance(value, types)
+    # bool is an int in Python; YAML's true is not an integer here.
+    if ok and isinstance(value, bool) and bool not in types:
+        ok = False
+    if dict in types and isinstance(value, Mapping):
+        ok = True
+    if not ok:
+        raise FamilyYamlError(file, dotted, f"expected {_type_name(expected)}, got {value!r}")
+    return value
+
+
+def _require(file: Path, mapping: Mapping, prefix: str, names: tuple[str, ...]) -> None:
+    for name in names:
+        if name not in mapping:
+            raise FamilyYamlError(file, f"{prefix}{name}", "missing (required)")
+
+
+def _no_unknown(file: Path, mapping: Mapping, prefix: str, allowed: tuple[str, ...]) -> None:
+    unknown = [k for k in mapping if k not in allowed]
+    if unknown:
+        raise FamilyYamlError(
+            file,
+            f"{prefix}{unknown[0]}",
+            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(str(k)) for k in unknown)}"
+            f" (allowed: {', '.join(allowed)})",
+        )
+
+
+def _string_list(file: Path, dotted: str, value: Any) -> tuple[str, ...]:
+    _check_type(file, dotted, value, list)
+    for i, item in enumerate(value):
+        _check_type(file, f"{dotted}[{i}]", item, str)
+    return tuple(value)
+
+
+def _validate_tiny(file: Path, tiny: Any) -> dict[str, Any]:
+    _check_type(file, "tiny", tiny, dict)
+    _require(file, tiny, "tiny.", TINY_FIELDS)
+    _no_unknown(file, tiny, "tiny.", TINY_FIELDS)
+    _check_type(file, "tiny.class", tiny["class"], str)
+    _check_type(file, "tiny.seed", tiny["seed"], int)
+    _check_type(file, "tiny.config", tiny["config"], dict)
+    _check_type(file, "tiny.processor", tiny["processor"], dict)
+    tok = _check_type(file, "tiny.tokenizer", tiny["tokenizer"], dict)
+    _require(file, tok, "tiny.tokenizer.", TOKENIZER_FIELDS)
+    _no_unknown(file, tok, "tiny.tokenizer.", TOKENIZER_FIELDS)
+    size = _check_type(file, "tiny.tokenizer.bpe_vocab_size", tok["bpe_vocab_size"], int)
+    if size < 257:
+        raise FamilyYamlError(
+            file, "tiny.tokenizer.bpe_vocab_size", f"must exceed the 256 byte symbols, got {size}"
+        )
+    specials = _check_type(file, "tiny.tokenizer.special_tokens", tok["special_tokens"], dict)
+    seen: dict[int, str] = {}
+    for token, token_id in specials.items():
+        dotted = f"tiny.tokenizer.special_tokens.{token}"
+        _check_type(file, dotted, token, str)
+        _check_type(file, dotted, token_id, int)
+        if token_id in seen:
+            raise FamilyYamlError(file, dotted, f"id {token_id} is already {seen[token_id]!r}")
+        seen[token_id] = token
+    sha = tiny["sha256"]
+    if sha is not None:
+        _check_type(file, "tiny.sha256", sha, str)
+        if not _SHA256.match(sha):
+            raise FamilyYamlError(
+                file,
+                "tiny.sha256",
+                f"expected 64 lowercase hex digits or null, got {sha!r} "
+                "(run: python -m generator pin <family>)",
+            )
+    return tiny
+
+
+def _validate_checkpoints(file: Path, items: Any) -> tuple[dict[str, Any], ...]:
+    _check_type(file, "checkpoints", items, list)
+    if not items:
+        raise FamilyYamlError(file, "checkpoints", "must list at least one checkpoint")
+    ids: dict[str, int] = {}
+    for i, item in enumerate(items):
+        prefix = f"checkpoints[{i}]"
+        _check_type(file, prefix, item, dict)
+        _require(file, item, f"{prefix}.", ("id",))
+        _no_unknown(file, item, f"{prefix}.", CHECKPOINT_FIELDS)
+        cid = _check_type(file, f"{prefix}.id", item["id"], str)
+        if cid in ids:
+            raise FamilyYamlError(
+                file, f"{prefix}.id", f"{cid!r} is listed twice (also checkpoints[{ids[cid]}])"
+            )
+        ids[cid] = i
+        if "printout" in item:
+            _check_type(file, f"{prefix}.printout", item["printout"], bool)
+        has_config, has_same = "config" in item, "same_as" in item
+        if has_config == has_same:
+            raise FamilyYamlError(
+                file,
+                f"{prefix}.config",
+                "give exactly one of 'config' (a mapping) and 'same_as' (a checkpoint id)",
+            )
+        if has_config:
+            _check_type(file, f"{prefix}.config", item["config"], dict)
+        else:
+            _check_type(file, f"{prefix}.same_as", item["same_as"], str)
+    for i, item in enumerate(items):
+        seen = [item["id"]]
+        cur = item
+        while "same_as" in cur:
+            target = cur["same_as"]
+            if target not in ids:
+                raise FamilyYamlError(
+                    file, f"checkpoints[{i}].same_as", f"{target!r} is not a checkpoint id in this file"
+                )
+            if target in seen:
+                raise FamilyYamlError(
+                    file, f"checkpoints[{i}].same_as", f"circular same_as: {' -> '.join([*seen, target])}"
+                )
+            seen.append(target)
+            cur = items[ids[target]]
+    printouts = [item["id"] for item in items if item.get("printout")]
+    if len(printouts) != 1:
+        raise FamilyYamlError(
+            file,
+            "checkpoints",
+            f"exactly one checkpoint must have 'printout: true', found {len(printouts)}"
+            + (f" ({', '.join(printouts)})" if printouts else ""),
+        )
+    return tuple(items)
+
+
+# ---------------------------------------------------------------------------------------
+# public API
+
+
+def families_dir() -> Path:
+    """The repository's ``families/`` directory."""
+    return REPO_ROOT / "families"
+
+
+def family_path(name: str) -> Path:
+    path = families_dir() / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in families_dir().glob("*.yaml"))) or "none"
+        raise FamilyYamlError(path, None, f"no such family file (known families: {known})")
+    return path
+
+
+def load_family(path: str | Path) -> Family:
+    """Parse and validate one family YAML."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise FamilyYamlError(path, None, f"cannot read: {e.strerror or e}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise FamilyYamlError(path, None, f"invalid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise FamilyYamlError(path, None, f"expected a mapping at the top level, got {type(data).__name__}")
+    # Plain, unaliased data: YAML anchors would otherwise share one object between checkpoints.
+    data = json.loads(json.dumps(data))
+
+    _no_unknown(path, data, "", REQUIRED_FIELDS + OPTIONAL_FIELDS)
+    _require(path, data, "", REQUIRED_FIELDS)
+    name = _check_type(path, "family", data["family"], str)
+    if name != path.stem:
+        raise FamilyYamlError(
+            path, "family", f"is {name!r} but the file is named {path.name!r}; they must match"
+        )
+    module = _check_type(path, "module", data["module"], str)
+    lines = _string_list(path, "lines", data["lines"])
+    tagline = _check_type(path, "tagline", data["tagline"], str)
+    tags = _string_list(path, "tags", data["tags"])
+    tiny = _validate_tiny(path, data["tiny"])
+    checkpoints = _validate_checkpoints(path, data["checkpoints"])
+    return Family(
+        path=path,
+        family=name,
+        module=module,
+        lines=lines,
+        tagline=tagline,
+        tags=tags,
+        tiny=tiny,
+        checkpoints=checkpoints,
+        notes=data.get("notes"),
+        vision_notes=data.get("vision_notes"),
+        shared_vision_notes=data.get("shared_vision_notes"),
+        saes=data.get("saes"),
+        raw=data,
+    )
+
+
+def get_family(family: str | Path | Family) -> Family:
+    """A Family from a Family, a family name, or a YAML path."""
+    if isinstance(family, Family):
+        return family
+    if isinstance(family, Path) or str(family).endswith((".yaml", ".yml")):
+        return load_family(family)
+    return load_family(family_path(str(family)))
+
+
+def all_families() -> list[Family]:
+    """Every ``families/*.yaml``, loaded and validated, sorted by name."""
+    return [load_family(p) for p in sorted(families_dir().glob("*.yaml"))]

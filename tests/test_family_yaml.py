@@ -1,0 +1,226 @@
+"""Family YAML validation (generator/family.py): every malformed file names its file and field."""
+
+import copy
+
+import pytest
+import yaml
+
+from generator.family import Family, FamilyYamlError, all_families, families_dir, load_family
+
+SHA = "3f" * 32
+
+
+def valid() -> dict:
+    """A small, valid family file's content (written as x.yaml)."""
+    return {
+        "family": "x",
+        "module": "nncanon.families.x",
+        "lines": ["X-1"],
+        "tagline": "A test family.",
+        "tags": ["Test"],
+        "tiny": {
+            "class": "Qwen3_5MoeForConditionalGeneration",
+            "seed": 0,
+            "config": {"text_config": {"hidden_size": 40}},
+            "tokenizer": {
+                "bpe_vocab_size": 300,
+                "special_tokens": {"<|endoftext|>": 300, "<|im_start|>": 301},
+            },
+            "processor": {"patch_size": 16},
+            "sha256": SHA,
+        },
+        "checkpoints": [
+            {"id": "Org/X-Base", "printout": True, "config": {"text_config": {"hidden_size": 2048}}},
+            {"id": "Org/X", "same_as": "Org/X-Base"},
+        ],
+        "notes": [{"anything": "goes"}],
+        "saes": {"raw": True},
+    }
+
+
+def write(tmp_path, data, name="x.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_valid_file_loads(tmp_path):
+    fam = load_family(write(tmp_path, valid()))
+    assert isinstance(fam, Family)
+    assert (fam.family, fam.module, fam.lines, fam.tags) == ("x", "nncanon.families.x", ("X-1",), ("Test",))
+    assert fam.tiny["seed"] == 0 and fam.tiny_recipe.keys() == fam.tiny.keys() - {"sha256"}
+    assert fam.printout_checkpoint == "Org/X-Base"
+    assert fam.checkpoint_config("Org/X") == {"text_config": {"hidden_size": 2048}}
+    assert fam["notes"] == [{"anything": "goes"}] and fam.saes == {"raw": True}
+    with pytest.raises(AttributeError):
+        fam.family = "y"  # frozen
+
+
+def test_repository_families_load():
+    families = all_families()
+    names = [f.family for f in families]
+    assert "qwen3_5_moe_text" in names
+    assert sorted(names) == sorted(p.stem for p in families_dir().glob("*.yaml"))
+    fam = next(f for f in families if f.family == "qwen3_5_moe_text")
+    assert fam.printout_checkpoint == "Qwen/Qwen3.5-35B-A3B-Base"
+    assert {
+        "Qwen/Qwen3.5-35B-A3B",
+        "Qwen/Qwen3.5-122B-A10B",
+        "Qwen/Qwen3.5-397B-A17B",
+        "Qwen/Qwen3.6-35B-A3B",
+    } <= set(fam.checkpoint_ids)
+
+
+def _set(data, dotted, value):
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    last = keys[-1]
+    if value is _DELETE:
+        del node[last]
+    elif isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+_DELETE = object()
+
+# (what to change, the value (or _DELETE), the field the error must name, a part of its message)
+CASES = [
+    ("tagline", _DELETE, "tagline", "missing"),
+    ("tiny", _DELETE, "tiny", "missing"),
+    ("checkpoints", _DELETE, "checkpoints", "missing"),
+    ("tiny.seed", _DELETE, "tiny.seed", "missing"),
+    ("tiny.tokenizer.special_tokens", _DELETE, "tiny.tokenizer.special_tokens", "missing"),
+    ("tiny.seed", "abc", "tiny.seed", "expected an integer, got 'abc'"),
+    ("tiny.seed", True, "tiny.seed", "expected an integer, got True"),
+    ("family", 3, "family", "expected a string, got 3"),
+    ("lines", "X-1", "lines", "expected a list"),
+    ("tags", ["ok", 5], "tags[1]", "expected a string, got 5"),
+    ("tiny.config", [1, 2], "tiny.config", "expected a mapping"),
+    ("tiny.processor", None, "tiny.processor", "expected a mapping, got None"),
+    (
+        "tiny.tokenizer.bpe_vocab_size",
+        "300",
+        "tiny.tokenizer.bpe_vocab_size",
+        "expected an integer, got '300'",
+    ),
+    ("tiny.tokenizer.bpe_vocab_size", 100, "tiny.tokenizer.bpe_vocab_size", "256 byte symbols"),
+    (
+        "tiny.tokenizer.special_tokens",
+        {"<|a|>": "x"},
+        "tiny.tokenizer.special_tokens.<|a|>",
+        "expected an integer",
+    ),
+    (
+        "tiny.tokenizer.special_tokens",
+        {"<|a|>": 300, "<|b|>": 300},
+        "tiny.tokenizer.special_tokens.<|b|>",
+        "already",
+    ),
+    ("tiny.sha256", "not-a-hash", "tiny.sha256", "64 lowercase hex"),
+    ("tiny.sha256", 12, "tiny.sha256", "expected a string, got 12"),
+    ("checkpoints", {"id": "a"}, "checkpoints", "expected a list"),
+    ("checkpoints", [], "checkpoints", "at least one"),
+    ("checkpoints.0.id", 7, "checkpoints[0].id", "expected a string, got 7"),
+    ("checkpoints.0.config", [1], "checkpoints[0].config", "expected a mapping"),
+    ("checkpoints.0.printout", "yes", "checkpoints[0].printout", "expected a boolean"),
+    ("checkpoints.1.same_as", "Org/Missing", "checkpoints[1].same_as", "not a checkpoint id"),
+    ("checkpoints.1.id", "Org/X-Base", "checkpoints[1].id", "listed twice"),
+    (
+        "checkpoints.0.printout",
+        False,
+        "checkpoints",
+        "exactly one checkpoint must have 'printout: true', found 0",
+    ),
+    ("checkpoints.1.printout", True, "checkpoints", "found 2"),
+    ("checkpoints.1.config", {"a": 1}, "checkpoints[1].config", "exactly one of 'config'"),
+    ("colour", "red", "colour", "unknown field"),
+    ("tiny.extra", 1, "tiny.extra", "unknown field"),
+    ("tiny.tokenizer.extra", 1, "tiny.tokenizer.extra", "unknown field"),
+    ("checkpoints.0.revision", "main", "checkpoints[0].revision", "unknown field"),
+    ("family", "y", "family", "they must match"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field", "message"), CASES, ids=[f"{c[0]}={c[1]!r}"[:60] for c in CASES]
+)
+def test_malformed_file_names_file_and_field(tmp_path, path, value, field, message):
+    data = copy.deepcopy(valid())
+    _set(data, path, value)
+    file = write(tmp_path, data)
+    with pytest.raises(FamilyYamlError) as info:
+        load_family(file)
+    err = info.value
+    assert err.field == field
+    text = str(err)
+    assert text.startswith(f"{file}: field '{field}': "), text
+    assert message in text, text
+
+
+def test_exact_message_for_a_wrong_type(tmp_path):
+    data = valid()
+    data["tiny"]["seed"] = "abc"
+    file = write(tmp_path, data)
+    with pytest.raises(FamilyYamlError) as info:
+        load_family(file)
+    assert str(info.value) == f"{file}: field 'tiny.seed': expected an integer, got 'abc'"
+
+
+def test_unknown_keys_are_all_named(tmp_path):
+    data = valid()
+    data["colour"] = "red"
+    data["size"] = 3
+    with pytest.raises(FamilyYamlError, match=r"unknown fields 'colour', 'size' \(allowed: family, module"):
+        load_family(write(tmp_path, data))
+
+
+def test_circular_same_as(tmp_path):
+    data = valid()
+    data["checkpoints"].append({"id": "Org/Y", "same_as": "Org/Z"})
+    data["checkpoints"].append({"id": "Org/Z", "same_as": "Org/Y"})
+    with pytest.raises(
+        FamilyYamlError, match=r"field 'checkpoints\[2\]\.same_as': circular same_as: Org/Y -> Org/Z -> Org/Y"
+    ):
+        load_family(write(tmp_path, data))
+
+
+def test_invalid_yaml_and_non_mapping_name_the_file(tmp_path):
+    bad = tmp_path / "x.yaml"
+    bad.write_text("family: x\ntiny: [unclosed\n", encoding="utf-8")
+    with pytest.raises(FamilyYamlError, match=r"x\.yaml: invalid YAML"):
+        load_family(bad)
+    bad.write_text("- just\n- a list\n", encoding="utf-8")
+    with pytest.raises(FamilyYamlError, match=r"x\.yaml: expected a mapping at the top level, got list"):
+        load_family(bad)
+    with pytest.raises(FamilyYamlError, match=r"missing\.yaml: cannot read"):
+        load_family(tmp_path / "missing.yaml")
+
+
+def test_repository_paths_are_shown_relative():
+    fam = next(f for f in all_families() if f.family == "qwen3_5_moe_text")
+    err = FamilyYamlError(fam.path, "tiny.seed", "expected an integer, got 'abc'")
+    assert str(err) == "families/qwen3_5_moe_text.yaml: field 'tiny.seed': expected an integer, got 'abc'"
+
+
+def test_yaml_anchors_do_not_share_objects(tmp_path):
+    text = yaml.safe_dump(valid(), sort_keys=False)
+    text = text.replace("checkpoints:\n", "shared: &s {hidden_size: 1}\ncheckpoints:\n")
+    # an unknown top-level key is still an error, anchors or not
+    (tmp_path / "x.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(FamilyYamlError, match="field 'shared'"):
+        load_family(tmp_path / "x.yaml")
+    data = valid()
+    data["checkpoints"][1] = {"id": "Org/X", "config": {"text_config": {"hidden_size": 2048}}}
+    text = yaml.safe_dump(data, sort_keys=False).replace(
+        "  config:\n    text_config:\n      hidden_size: 2048\n- id: Org/X\n  config:\n    text_config:\n      hidden_size: 2048\n",
+        "  config: &c\n    text_config:\n      hidden_size: 2048\n- id: Org/X\n  config: *c\n",
+    )
+    assert "*c" in text
+    (tmp_path / "x.yaml").write_text(text, encoding="utf-8")
+    fam = load_family(tmp_path / "x.yaml")
+    fam.checkpoints[0]["config"]["text_config"]["hidden_size"] = 1
+    assert fam.checkpoints[1]["config"]["text_config"]["hidden_size"] == 2048
