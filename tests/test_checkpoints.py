@@ -285,6 +285,8 @@ def _recipe_dims(family):
         "vision.hidden_size": vision["hidden_size"],
         "vision.num_heads": vision["num_heads"],
         "vision.intermediate_size": vision["intermediate_size"],
+        "vision.head_dim": vision["hidden_size"] // vision["num_heads"],
+        "vision.patch_size": vision["patch_size"],
     }
 
 
@@ -296,17 +298,6 @@ def _collisions(dims):
 
 
 def test_recipe_dimensions_are_distinct(family):
-    dims = _recipe_dims(family)
-    dims.pop("vision.num_heads")  # checked on its own below
-    assert _collisions(dims) == {}
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the recipe's vision num_heads (3) equals num_experts_per_tok (3); the tiny section is "
-    "the family owner's to change",
-)
-def test_recipe_vision_heads_are_distinct(family):
     assert _collisions(_recipe_dims(family)) == {}
 
 

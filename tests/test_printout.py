@@ -1,0 +1,52 @@
+"""print(model) of the full-size Qwen3.5-35B-A3B-Base, built on the meta device (no weights),
+against the spec's printout (tests/fixtures/spec_printout_35b_a3b_base.txt, copied verbatim
+from the reference page)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SPEC = (Path(__file__).parent / "fixtures" / "spec_printout_35b_a3b_base.txt").read_text().splitlines()
+
+
+def text_part(lines: list[str]) -> list[str]:
+    """The spec's printout without the vision encoder and projector (the text model's tree)."""
+    start = lines.index("  (vision): Qwen3_5MoeVisionModel(")
+    end = next(i for i, line in enumerate(lines) if line.startswith("  (logits)"))
+    return lines[1:start] + lines[end:]
+
+
+@pytest.fixture(scope="module")
+def meta_text_model(checkpoint):
+    import nncanon
+    from generator.checkpoints import meta_model
+    from nncanon.families import _loading
+    from nncanon.families import qwen3_5_moe_text as family
+    from transformers import AutoTokenizer
+
+    config = meta_model(family.FAMILY, "Qwen/Qwen3.5-35B-A3B-Base").config.get_text_config()
+    module = _loading.meta(family.hf.Qwen3_5MoeForCausalLM, config)
+    return nncanon.wrap(family, module, "text-generation", tokenizer=AutoTokenizer.from_pretrained(checkpoint),
+                        device="meta")
+
+
+def test_text_printout_matches_the_spec(meta_text_model):
+    ours = repr(meta_text_model).splitlines()
+    assert ours[0] == "Qwen3_5MoeForCausalLM("
+    # The one documented deviation: transformers 5.23 hands the delta rule its queries and keys
+    # at the key-head count (the spec says they are repeated to the value heads before it).
+    expected = [line.replace("LinearQK [batch seq heads key_dim]", "LinearQK [batch seq key_heads key_dim]")
+                for line in text_part(SPEC)]
+    for i, (got, want) in enumerate(zip(ours[1:], expected)):
+        assert got == want, f"line {i + 2}: {got!r} != {want!r}"
+    assert len(ours) - 1 == len(expected)
+
+
+def test_printout_lists_aliases_and_values(meta_text_model):
+    text = repr(meta_text_model)
+    assert "(router/gate): Qwen3_5MoeTopKRouter()" in text
+    assert "(shared_experts/shared_expert): Qwen3_5MoeMLP(" in text
+    assert "(0-2): 3 x Qwen3_5MoeDecoderLayer(" in text and "(39): Qwen3_5MoeDecoderLayer(" in text
+    assert "(input_size): [batch, seq] of the current call; read-only" in text
