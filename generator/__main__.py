@@ -53,7 +53,64 @@ def run_pin(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help="collect facts again even where the cache key matches")
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from generator.build import build
+
+    build(force=args.force)
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Collect (verify every claim) without rendering."""
+    from generator.build import collect_all
+
+    collect_all(force=args.force)
+    return 0
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=8000)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import functools
+    import http.server
+
+    from generator.build import SITE
+
+    if not SITE.exists():
+        print("error: no site/ yet; run `python -m generator build` first", file=sys.stderr)
+        return 1
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(SITE))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler) as server:
+        print(f"serving {SITE} at http://127.0.0.1:{args.port}/ (Ctrl-C stops)")
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 COMMANDS: dict[str, Command] = {
+    "build": Command(
+        help="collect facts for every family (cached), render the pages and build site/ with mkdocs --strict",
+        run=run_build,
+        arguments=_build_arguments,
+    ),
+    "verify": Command(
+        help="collect facts for every family, checking every claim, without rendering",
+        run=run_verify,
+        arguments=_build_arguments,
+    ),
+    "serve": Command(
+        help="serve site/ on 127.0.0.1",
+        run=run_serve,
+        arguments=_serve_arguments,
+    ),
     "checkpoint": Command(
         help="build the family's tiny checkpoint if needed (checking its pin) and print its directory",
         run=run_checkpoint,
@@ -78,11 +135,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from generator.checkpoints import PinMismatch
+    from generator.collect import ClaimError
     from generator.family import FamilyYamlError
+    from generator.render import FactsError, MkdocsBuildError
 
     try:
         return COMMANDS[args.command].run(args) or 0
-    except (FamilyYamlError, PinMismatch) as e:
+    except (FamilyYamlError, PinMismatch, ClaimError, FactsError, MkdocsBuildError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 

@@ -27,7 +27,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "checkpoints")
-OPTIONAL_FIELDS = ("notes", "vision_notes", "shared_vision_notes", "saes")
+OPTIONAL_FIELDS = ("notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims")
 TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256")
 TOKENIZER_FIELDS = ("bpe_vocab_size", "special_tokens")
 CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as")
