@@ -11,10 +11,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from generator.collect import cached_facts, facts_dir
+from generator.collect import build_dir, cached_facts, facts_dir
 from generator.family import REPO_ROOT, all_families
 
-BUILD = REPO_ROOT / "build"
 SITE = REPO_ROOT / "site"
 
 
@@ -37,7 +36,7 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
     from generator.render import mkdocs_build, render_site
 
     collected = collect_all(progress=progress, force=force)
-    docs, staged = BUILD / "docs", site.parent / f".{site.name}.new"
+    docs, staged = build_dir() / "docs", site.parent / f".{site.name}.new"
     progress("render: pages from facts")
     render_site(facts_dir(), docs)
     progress("mkdocs: build --strict")

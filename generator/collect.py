@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -209,6 +210,13 @@ def _measure_value(models: Models, load: Load, family: Family, family_module: An
 
 
 def _input_sizes(model: Any, family_module: Any, args: tuple, kwargs: dict) -> dict[str, int]:
+    cached = getattr(model, "_collect_input_sizes", None)
+    if cached is None:
+        cached = model._collect_input_sizes = _measure_input_sizes(model, family_module, args, kwargs)
+    return cached
+
+
+def _measure_input_sizes(model: Any, family_module: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     import torch
 
     with torch.no_grad(), model.trace(*args, **kwargs):
@@ -528,32 +536,37 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 # -- the cache key ---------------------------------------------------------------------------------
 
 
-def cache_key(name: str) -> str:
+def cache_key(name: str | Family) -> str:
     """A hash of everything that can change the facts: the YAML and notes, the library's and the
     generator's source, and the versions of torch, transformers and nnsight."""
     from importlib.metadata import version
 
     family = get_family(name)
     digest = hashlib.sha256()
-    files = [family.path, *sorted((REPO_ROOT / "families").rglob("*.md"))]
+    files = [family.path, *sorted(family.path.parent.rglob("*.md"))]
     files += sorted((REPO_ROOT / "nncanon").rglob("*.py"))
     files += [REPO_ROOT / "generator" / n for n in ("collect.py", "examples.py", "checkpoints.py", "family.py")]
     for path in files:
         if path.exists():
-            digest.update(str(path.relative_to(REPO_ROOT)).encode())
+            digest.update(path.name.encode())
             digest.update(path.read_bytes())
     for package in ("torch", "transformers", "nnsight"):
         digest.update(f"{package}=={version(package)}".encode())
     return digest.hexdigest()[:20]
 
 
+def build_dir() -> Path:
+    """Where facts and the rendered docs go: ``build/``, or ``$NNCANON_BUILD``."""
+    return Path(os.environ.get("NNCANON_BUILD") or REPO_ROOT / "build")
+
+
 def facts_dir() -> Path:
-    return REPO_ROOT / "build" / "facts"
+    return build_dir() / "facts"
 
 
 def cached_facts(name: str, progress: Callable[[str], None] = print, force: bool = False) -> tuple[dict, bool]:
     """The family's facts, collected only when the cache key changed. Returns (facts, collected)."""
-    key = cache_key(name)
+    key = cache_key(get_family(name))
     directory = facts_dir()
     path, key_path = directory / f"{name}.json", directory / f"{name}.key"
     if not force and path.exists() and key_path.exists() and key_path.read_text().strip() == key:

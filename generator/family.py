@@ -16,6 +16,7 @@ as raw data: their consumers validate them.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -265,8 +266,8 @@ def _validate_checkpoints(file: Path, items: Any) -> tuple[dict[str, Any], ...]:
 
 
 def families_dir() -> Path:
-    """The repository's ``families/`` directory."""
-    return REPO_ROOT / "families"
+    """The repository's ``families/`` directory, or ``$NNCANON_FAMILIES`` (tests build from a copy)."""
+    return Path(os.environ.get("NNCANON_FAMILIES") or REPO_ROOT / "families")
 
 
 def family_path(name: str) -> Path:
