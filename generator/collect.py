@@ -436,19 +436,23 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
 
 
 def parts(family: Family, model: Any, block: str, standard: str, declared: list, field: str) -> list[dict]:
-    """Diagram parts: each names a module under the block and the value drawn at it; both must exist."""
+    """Diagram parts: each names a module under the block and the value drawn at it; both must exist.
+
+    ``value`` is a value name of the block's host, or ``child.value`` for a value of a child host.
+    """
     out = []
     for n, (part, value) in enumerate(declared):
+        where = f"{field}.parts[{n}]"
+        child, _, name = value.rpartition(".")
         try:
             model.get(f"{block}.{part}")
-        except AttributeError:
-            raise ClaimError(family.family, f"{field}.parts[{n}]", f"{standard}.{part} does not resolve") from None
-        host_rel, _, name = f"{part}.{value}".rpartition(".") if "." in value else (standard, "", value)
-        host_path = f"{block}.{value.rpartition('.')[0]}" if "." in value else block
-        host = model.get(host_path)
+            host = model.get(f"{block}.{child}") if child else model.get(block)
+        except AttributeError as error:
+            raise ClaimError(family.family, where, f"{standard}.{part} or its value {value!r} does not "
+                                                  f"resolve: {error}") from None
         if name not in {v.name for v in type(host).values()}:
-            raise ClaimError(family.family, f"{field}.parts[{n}]", f"{value!r} is not a value of {standard}")
-        host_std = "model." + standard + (f".{value.rpartition('.')[0]}" if "." in value else "")
+            raise ClaimError(family.family, where, f"{value!r} is not a value of {standard}")
+        host_std = f"model.{standard}" + (f".{child}" if child else "")
         out.append({"id": f"{standard}.{part}", "label": part.rsplit(".", 1)[-1], "value": name, "host": host_std})
     return out
 

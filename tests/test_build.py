@@ -1,0 +1,146 @@
+"""The encyclopedia's build: claims that do not hold fail it naming the claim, a malformed family
+YAML fails it naming file and field, a failed build leaves the previous site, two builds are
+byte-identical, and a warm rebuild collects nothing."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+FAMILY = "qwen3_5_moe_text"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A copy of families/ and a private build directory, so the tests never touch the repo's cache."""
+    root = tmp_path_factory.mktemp("build")
+    shutil.copytree(REPO / "families", root / "families")
+    saved = {k: os.environ.get(k) for k in ("NNCANON_FAMILIES", "NNCANON_BUILD")}
+    os.environ["NNCANON_FAMILIES"] = str(root / "families")
+    os.environ["NNCANON_BUILD"] = str(root / "build")
+    # reuse the repo's facts when they are current, so the module does not collect twice per run
+    repo_facts = REPO / "build" / "facts"
+    if repo_facts.exists():
+        shutil.copytree(repo_facts, root / "build" / "facts")
+    yield root
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def built(workspace):
+    from generator.build import build
+
+    site = workspace / "site"
+    build(site=site, progress=lambda line: None)
+    return site
+
+
+def test_warm_rebuild_collects_nothing_and_is_byte_identical(workspace, built):
+    from generator.build import build
+
+    again = workspace / "site2"
+    collected = build(site=again, progress=lambda line: None)
+    assert collected == []
+    comparison = filecmp.dircmp(built, again)
+    assert _identical(comparison), "two builds differ"
+    assert (built / "families" / FAMILY / "index.html").exists()
+    assert (built / "facts" / f"{FAMILY}.json").exists() and (built / "llms.txt").exists()
+
+
+def _identical(comparison: filecmp.dircmp) -> bool:
+    _, mismatch, errors = filecmp.cmpfiles(comparison.left, comparison.right, comparison.common_files, shallow=False)
+    if mismatch or errors or comparison.left_only or comparison.right_only:
+        return False
+    return all(_identical(sub) for sub in comparison.subdirs.values())
+
+
+def mutated(workspace: Path, edit) -> Path:
+    """A copy of the family YAML with ``edit`` applied to its parsed data, in its own directory."""
+    directory = workspace / f"mutant-{len(list(workspace.glob('mutant-*')))}"
+    shutil.copytree(workspace / "families", directory)
+    path = directory / f"{FAMILY}.yaml"
+    data = yaml.safe_load(path.read_text())
+    edit(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def facts(workspace: Path) -> dict:
+    import json
+
+    return json.loads((workspace / "build" / "facts" / f"{FAMILY}.json").read_text())
+
+
+def test_malformed_yaml_fails_naming_file_and_field_and_keeps_the_site(workspace, built):
+    from generator.build import build
+    from generator.family import FamilyYamlError
+
+    path = mutated(workspace, lambda data: data.pop("tagline"))
+    before = {p: p.read_bytes() for p in built.rglob("*") if p.is_file()}
+    os.environ["NNCANON_FAMILIES"] = str(path.parent)
+    try:
+        with pytest.raises(FamilyYamlError, match=rf"{FAMILY}\.yaml: field 'tagline': missing"):
+            build(site=built, progress=lambda line: None)
+    finally:
+        os.environ["NNCANON_FAMILIES"] = str(workspace / "families")
+    assert {p: p.read_bytes() for p in built.rglob("*") if p.is_file()} == before
+
+
+def claims_of(data: dict, host: str, name: str) -> dict:
+    return data["claims"]["values"][host][name]
+
+
+@pytest.mark.parametrize("kind,edit,match", [
+    ("layout", lambda d: claims_of(d, "model.layers[i].mlp", "router_logits").update(
+        layout="Logits [batch seq num_experts]"), r"router_logits layout"),
+    ("dimension", lambda d: claims_of(d, "model.layers[i].mlp", "expert_weights").update(
+        layout="ExpertWeights [batch seq num_experts]"), r"expert_weights layout"),
+    ("read at", lambda d: claims_of(d, "model.layers[i]", "layer_mid").update(
+        read_at="the child module mlp's input"), r"layer_mid read at"),
+])
+def test_a_wrong_value_claim_fails_naming_it(workspace, built, kind, edit, match):
+    from generator.collect import ClaimError, check_value_claims
+    from generator.family import load_family
+
+    family = load_family(mutated(workspace, edit))
+    with pytest.raises(ClaimError, match=match):
+        check_value_claims(family, facts(workspace)["hosts"])
+
+
+def test_a_wrong_identity_fails_naming_it(workspace, built, checkpoint):
+    from generator.collect import PROMPTS, ClaimError, Models, check_identities, default_loads
+    from generator.family import load_family
+    from nncanon.families import qwen3_5_moe_text as module
+
+    def drop_the_mlp(data):
+        data["claims"]["identities"][0]["expr"] = "layers[i].input + linear_attn.attention_output == layer_output"
+
+    family = load_family(mutated(workspace, drop_the_mlp))
+    models = Models(checkpoint, default_loads(family, module))
+    with pytest.raises(ClaimError, match=r"identity 'layers\[i\].input \+ linear_attn.attention_output"):
+        check_identities(family, models, module, PROMPTS)
+
+
+def test_a_wrong_diagram_part_fails_naming_it(workspace, built, model):
+    from generator.collect import ClaimError, parts
+    from generator.family import load_family
+
+    def misplace(data):
+        data["page"]["block_kinds"]["linear_attention"]["parts"][1] = ["linear_attn", "self_attn.attention_output"]
+
+    family = load_family(mutated(workspace, misplace))
+    spec = family.get("page")["block_kinds"]["linear_attention"]
+    with pytest.raises(ClaimError, match=r"page.block_kinds.linear_attention.parts\[1\]"):
+        parts(family, model, "layers.0", "layers[i]", spec["parts"], "page.block_kinds.linear_attention")
