@@ -6,7 +6,15 @@ video processor; the only video processor registered for these model types
 (``Qwen3VLVideoProcessor``) needs torchvision, and ``Qwen3VLProcessor(..., video_processor=None)``
 fails without it. :class:`QwenImageTextProcessor` is ``Qwen3VLProcessor`` with images and text
 only: it expands each ``<|image_pad|>`` to ``t * h * w / merge_size**2`` image tokens and emits
-``mm_token_type_ids`` (which the Qwen3.5 models require), exactly as ``Qwen3VLProcessor`` does.
+``mm_token_type_ids`` (which the Qwen3.5 models require), exactly as ``Qwen3VLProcessor`` does,
+and pads a batch of prompts by default.
+
+A prompt holds one ``<|vision_start|><|image_pad|><|vision_end|>`` per image (the chat template
+writes it for an ``{"type": "image"}`` part); ``images`` is a flat list in prompt order, or one
+list per prompt::
+
+    model.trace(f"Compare {pad} with {pad}.", images=[red, wide])
+    model.trace([f"One {pad}.", f"Two {pad} {pad}."], images=[[red], [wide, red]])
 
 Because it is not registered with ``AutoProcessor`` (that would change what ``AutoProcessor``
 returns for every real Qwen3.5 checkpoint in the process), load a saved one with
@@ -22,7 +30,7 @@ from pathlib import Path
 from transformers import Qwen3VLProcessor
 from transformers.processing_utils import ProcessorMixin
 
-__all__ = ["QwenImageTextProcessor", "load_processor"]
+__all__ = ["QwenImageTextProcessor", "load_processor", "image_placeholder"]
 
 
 class QwenImageTextProcessor(Qwen3VLProcessor):
@@ -44,6 +52,10 @@ class QwenImageTextProcessor(Qwen3VLProcessor):
                 f"{type(self).__name__} handles images and text only: videos need the torchvision-based "
                 "Qwen3VLVideoProcessor (install torchvision and use transformers.Qwen3VLProcessor)"
             )
+        if isinstance(text, (list, tuple)) and len(text) > 1:
+            # A batch of prompts of different lengths is padded (on the tokenizer's side, the
+            # left), as ``model.trace([p1, p2], images=[[a], [b, c]])`` needs one tensor.
+            kwargs.setdefault("padding", True)
         return super().__call__(images=images, text=text, **kwargs)
 
 
@@ -63,3 +75,10 @@ def load_processor(path: str | os.PathLike) -> ProcessorMixin:
     from transformers import AutoProcessor
 
     return AutoProcessor.from_pretrained(path, local_files_only=True)
+
+
+def image_placeholder(processor) -> str:
+    """What a prompt writes for one image: ``<|vision_start|><|image_pad|><|vision_end|>`` on Qwen."""
+    start = getattr(processor, "vision_start_token", "<|vision_start|>")
+    end = getattr(processor, "vision_end_token", "<|vision_end|>")
+    return f"{start}{processor.image_token}{end}"

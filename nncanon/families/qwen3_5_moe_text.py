@@ -30,7 +30,7 @@ from ..locators import op
 from ..model import StandardModel
 from ..values import Value
 from ..views import TOKENS
-from . import _loading
+from . import _loading, _qwen_vit
 from ._decoder import ROOT_VALUES, Attention, Block, MoE, TokenMLP
 from ._deltanet import KERNELS, DeltaNet
 
@@ -48,6 +48,10 @@ RENAME = {
     # inside the mixture
     "gate": "router",
     "shared_expert": "shared_experts",
+    # -- the vision encoder (task="image-text-to-text"): the Qwen ViT at model.visual, its merger
+    "model.visual": "vision",
+    "model.visual.merger": "projector",
+    **_qwen_vit.RENAME,
 }
 
 Layer = host("Layer", Block, TRACKS_TOKENS=True)
@@ -63,6 +67,11 @@ ENVOYS = {
     hf.Qwen3_5MoeGatedDeltaNet: DeltaNet,
     hf.Qwen3_5MoeSparseMoeBlock: SharedMoE,
     hf.Qwen3_5MoeMLP: TokenMLP,
+    # -- the vision encoder (task="image-text-to-text")
+    hf.Qwen3_5MoeVisionModel: _qwen_vit.Vision,
+    hf.Qwen3_5MoeVisionBlock: _qwen_vit.VisionBlock,
+    hf.Qwen3_5MoeVisionAttention: _qwen_vit.VisionAttention,
+    hf.Qwen3_5MoeVisionMLP: _qwen_vit.VisionMLP,
 }
 
 ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
@@ -84,7 +93,9 @@ def required_paths(model: StandardModel) -> list[str]:
     paths = ["embed_tokens", "layers", "norm", "lm_head", "layers.0.mlp.router", "layers.0.mlp.experts",
              "layers.0.mlp.shared_experts"]
     if model.task == "image-text-to-text":
-        paths += ["vision", "projector"]
+        # the vision encoder
+        paths += ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
+                  "vision.layers.0.self_attn.o_proj", "vision.layers.0.mlp.down_proj", "projector.down_proj"]
     return paths
 
 
@@ -109,6 +120,14 @@ def prepare(model: StandardModel) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, DeltaNet):
             kernels.track(envoy)
+    # the vision encoder: image_features is read inside the wrapper's forward (model.model)
+    _qwen_vit.install_sources(model)
+
+
+# -- the vision encoder: how the encyclopedia traces images (generator/collect.py) --------------
+
+trace_inputs = _qwen_vit.trace_inputs
+image_sizes = _qwen_vit.image_sizes
 
 
 def explain_missing(model: StandardModel, envoy: Any, name: str) -> str | None:
