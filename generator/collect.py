@@ -205,6 +205,11 @@ def _measure_value(models: Models, load: Load, family: Family, family_module: An
     args, kwargs = run_inputs(model, family_module, prompts)
     measured = measure(model, path, row.name, args, kwargs)
     sizes = expected_sizes(model, _input_sizes(model, family_module, args, kwargs))
+    if host.startswith("model.vision.layers"):
+        # the vision blocks' layouts reuse the text dimension names with the encoder's sizes
+        sizes.update(model.vision.dim_sizes(patches=sizes["patches"]))
+    elif path and isinstance(getattr(model.get(path)._module, "intermediate_size", None), int):
+        sizes["intermediate_size"] = model.get(path)._module.intermediate_size  # this MLP's own width
     check_dims(family.family, f"{host}.{row.name}", row.dims, measured["shape"], sizes)
     return measured
 
@@ -223,7 +228,7 @@ def _measure_input_sizes(model: Any, family_module: Any, args: tuple, kwargs: di
         ids = model.input_ids.save()
     batch, seq = ids.shape
     sizes = {"batch": batch, "seq": seq, "query": seq, "key": seq}
-    if hasattr(family_module, "image_sizes"):
+    if model.task == "image-text-to-text" and hasattr(family_module, "image_sizes"):
         sizes.update(family_module.image_sizes(model, args, kwargs))
     return sizes
 
@@ -502,9 +507,10 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
             "identities": identities,
         }
         progress(f"{family.family}: notes and examples")
-        facts.update(notes(family, checkpoint))
-        if facts.get("vision_notes") and hasattr(family_module, "vision_variants"):
-            facts["vision_notes"]["shared"]["variants"] = family_module.vision_variants()
+        facts.update(notes(family, checkpoint, models, progress))
+        shared = (facts.get("vision_notes") or {}).get("shared")
+        if shared is not None and hasattr(family_module, "vision_variants"):
+            shared["variants"] = {**family_module.vision_variants(), **shared.get("variants", {})}
         return json.loads(json.dumps(facts, sort_keys=True, default=str))
     finally:
         models.close()
@@ -526,12 +532,12 @@ def vision(family: Family, family_module: Any, models: Models, identities: list[
                            "page.vision")}
 
 
-def notes(family: Family, checkpoint: Path) -> dict:
-    try:
-        from generator.examples import build_notes
-    except ImportError:
-        return {"notes": [], "vision_notes": None, "saes": None}
-    return build_notes(family, checkpoint)
+def notes(family: Family, checkpoint: Path, models: Models, progress: Callable[[str], None]) -> dict:
+    """The notes, vision notes and SAE section, every expression evaluated and every code block run."""
+    from generator.examples import build_notes
+
+    model = models.get("image") if "image" in models.loads else models.get("sdpa")
+    return build_notes(family, checkpoint, model=model, log=progress)
 
 
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]

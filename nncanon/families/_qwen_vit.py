@@ -308,3 +308,73 @@ RENAME = {
 __all__ = ["Vision", "VisionBlock", "VisionAttention", "VisionMLP", "RENAME", "AtRoot", "Worded",
            "install_sources", "NO_PATTERN", "IMAGES_HEADS", "IMAGE_TOKENS", "RETURNED", "example_images", "trace_inputs",
            "image_sizes"]
+
+
+# -- the Qwen ViT line's variants, read off each line's own encoder (built on the meta device) ----
+
+LINES = (
+    ("Qwen2-VL", "qwen2_vl", "Qwen2VLVisionConfig", "Qwen2VisionTransformerPretrainedModel"),
+    ("Qwen2.5-VL", "qwen2_5_vl", "Qwen2_5_VLVisionConfig", "Qwen2_5_VisionTransformerPretrainedModel"),
+    ("Qwen3-VL", "qwen3_vl", "Qwen3VLVisionConfig", "Qwen3VLVisionModel"),
+    ("Qwen3-VL-MoE", "qwen3_vl_moe", "Qwen3VLMoeVisionConfig", "Qwen3VLMoeVisionModel"),
+    ("Qwen3.5", "qwen3_5", "Qwen3_5VisionConfig", "Qwen3_5VisionModel"),
+    ("Qwen3.5-MoE", "qwen3_5_moe", "Qwen3_5MoeVisionConfig", "Qwen3_5MoeVisionModel"),
+)
+
+_ACTIVATIONS = {"QuickGELUActivation": "QuickGELU", "GELUTanh": "GELU (tanh)", "SiLUActivation": "SiLU",
+                "GELUActivation": "GELU", "PytorchGELUTanh": "GELU (tanh)"}
+
+
+def _norm_kind(module) -> str:
+    return "RMSNorm" if "RMSNorm" in type(module).__name__ else type(module).__name__
+
+
+def _mlp_kind(mlp) -> str:
+    names = [name for name, _ in mlp.named_children()]
+    act = getattr(mlp, "act_fn", None) or getattr(mlp, "act", None)
+    act = _ACTIVATIONS.get(type(act).__name__, type(act).__name__)
+    if "gate_proj" in names:
+        return "SwiGLU, biased" if mlp.gate_proj.bias is not None else "SwiGLU"
+    first, second = ("fc1", "fc2") if "fc1" in names else ("linear_fc1", "linear_fc2")
+    return f"{first}, {act}, {second}"
+
+
+def _beyond(model, config) -> str:
+    extra = []
+    window = getattr(config, "window_size", None)
+    if window:
+        extra.append(f"windows of {window} pixels except on fullatt_block_indexes")
+    if hasattr(model, "pos_embed"):
+        extra.append("learned pos_embed")
+    if getattr(config, "deepstack_visual_indexes", None):
+        extra.append("DeepStack taps")
+    return "; ".join(extra) or "none"
+
+
+def variant(module: str, config_name: str, class_name: str) -> list[str]:
+    """[block norms, merger norm, MLP, beyond the shared encoder] of one line's encoder."""
+    import importlib
+
+    import torch
+
+    configs = importlib.import_module(f"transformers.models.{module}.configuration_{module}")
+    models = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
+    config = getattr(configs, config_name)(depth=1)
+    with torch.device("meta"):
+        model = getattr(models, class_name)._from_config(config)
+    merger_norm = getattr(model.merger, "norm", None) or model.merger.ln_q
+    return [_norm_kind(model.blocks[0].norm1), _norm_kind(merger_norm), _mlp_kind(model.blocks[0].mlp),
+            _beyond(model, config)]
+
+
+def variants() -> dict:
+    """The variants table: one row per line, lines whose encoders agree merged ("Qwen3-VL, -MoE")."""
+    rows: list[list[str]] = []
+    for line, module, config_name, class_name in LINES:
+        cells = variant(module, config_name, class_name)
+        if rows and rows[-1][1:] == cells and line.startswith(rows[-1][0].split(",")[0]):
+            rows[-1][0] += ", -" + line.rsplit("-", 1)[-1]
+            continue
+        rows.append([line, *cells])
+    columns = ["line", "block norms", "merger norm", "MLP", "beyond the shared encoder"]
+    return {"columns": columns, "rows": rows}

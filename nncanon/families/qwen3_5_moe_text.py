@@ -128,6 +128,7 @@ def prepare(model: StandardModel) -> None:
 
 trace_inputs = _qwen_vit.trace_inputs
 image_sizes = _qwen_vit.image_sizes
+vision_variants = _qwen_vit.variants
 
 
 def explain_missing(model: StandardModel, envoy: Any, name: str) -> str | None:
