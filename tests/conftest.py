@@ -18,6 +18,13 @@ FAMILY = "qwen3_5_moe_text"
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
+def pytest_configure(config):
+    import torch
+
+    # the tiny models' ops are too small to share among threads; one is faster and steadier
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def checkpoint():
     from generator.checkpoints import checkpoint_dir

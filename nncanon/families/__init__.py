@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import pkgutil
 from pathlib import Path
 from types import ModuleType
 
-FAMILIES = ("qwen3_5_moe_text",)
+#: every family module in this package (shared parts start with an underscore)
+FAMILIES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")))
 
 
 class UnknownFamily(ValueError):
