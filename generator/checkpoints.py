@@ -1,15 +1,16 @@
 """Tiny pinned checkpoints: build one from its family's recipe, cache it, check its pin.
 
-The family YAML's ``tiny:`` section is a recipe: a model class, a seed, a small config, the size
-of a byte-level BPE vocabulary and the family's special tokens with their ids, the image
-processor's settings, and ``sha256``, the pin of the weights file. :func:`checkpoint_dir` builds
+The family YAML's ``tiny:`` section is a recipe: a model class, a seed, a small config, the
+tokenizer's kind (whose real tokenizer it imitates, :data:`TOKENIZER_KINDS`), the size of a
+byte-level BPE vocabulary and the family's special tokens with their ids, the image processor's
+settings (vision-language families only), and ``sha256``, the pin of the weights file. :func:`checkpoint_dir` builds
 the checkpoint from the recipe (or reuses the cached build) and returns its directory, laid out as
 a user's checkpoint is and loaded back through the same ``from_pretrained`` calls::
 
     <cache>/<family>-<key>/
         config.json  generation_config.json  model.safetensors       the model (float32)
         tokenizer.json  tokenizer_config.json  chat_template.jinja    the tokenizer
-        processor_config.json                                         image processor + processor
+        processor_config.json                                         image processor + processor (if any)
         nncanon_checkpoint.json                                       what was built, from what
 
 ``<cache>`` is ``$NNCANON_CACHE`` or ``<repo>/build/checkpoints``; ``<key>`` hashes the recipe
@@ -24,6 +25,7 @@ re-pin (``python -m generator pin <family>``), which rebuilds and rewrites only 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -171,6 +173,95 @@ CHAT_TEMPLATE = """\
 {%- endif -%}
 """
 
+# Qwen3's behaviour: the generation prompt opens the assistant turn and leaves thinking to the
+# model, unless enable_thinking=False is passed, which writes an empty thinking block.
+QWEN3_CHAT_TEMPLATE = """\
+{%- for message in messages -%}
+    {{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\\n' -}}
+    {%- if enable_thinking is defined and enable_thinking is false -%}
+        {{- '<think>\\n\\n</think>\\n\\n' -}}
+    {%- endif -%}
+{%- endif -%}
+"""
+
+# Llama 3.1 Instruct's layout: the text opens with the BOS token, a system block (with the
+# knowledge cutoff and a date, even when no system message is given) comes first, and every
+# message is a header followed by its stripped content and <|eot_id|>.
+LLAMA3_CHAT_TEMPLATE = """\
+{{- bos_token -}}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- set system = messages[0]['content'] | trim -%}
+    {%- set messages = messages[1:] -%}
+{%- else -%}
+    {%- set system = '' -%}
+{%- endif -%}
+{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' -}}
+{{- 'Cutting Knowledge Date: December 2023\\nToday Date: 26 Jul 2024\\n\\n' + system + '<|eot_id|>' -}}
+{%- for message in messages -%}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' -}}
+    {{- message['content'] | trim + '<|eot_id|>' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
+{%- endif -%}
+"""
+
+# Byte-level BPE split regexes: Llama 3's groups digits in threes, Qwen2's splits every digit.
+LLAMA3_PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerKind:
+    """How a family's real tokenizer is built, which the tiny one imitates (``tiny.tokenizer.kind``).
+
+    ``cls``: the class AutoTokenizer gives for the family's checkpoints (``PreTrainedTokenizerFast``
+    when they ship only tokenizer.json); ``regex``: a callable giving the split regex (imported late);
+    ``bos`` (prepended to every encoding when set), ``eos`` and ``pad``: special tokens or None;
+    ``padding_side`` None leaves the class default, as a checkpoint that does not set it does.
+    """
+
+    cls: str
+    regex: Any
+    template: str
+    bos: str | None = None
+    eos: str | None = "<|endoftext|>"
+    pad: str | None = "<|endoftext|>"
+    padding_side: str | None = "left"
+    nfc: bool = True
+
+
+def _qwen3_5_regex() -> str:
+    from transformers.models.qwen3_5.tokenization_qwen3_5 import PRETOKENIZE_REGEX
+
+    return PRETOKENIZE_REGEX
+
+
+def _qwen2_regex() -> str:
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    return PRETOKENIZE_REGEX
+
+
+TOKENIZER_KINDS = {
+    # Qwen3.5 / 3.6: no BOS, eos = pad = <|endoftext|>, left padding
+    "qwen3_5": TokenizerKind("Qwen3_5Tokenizer", _qwen3_5_regex, CHAT_TEMPLATE),
+    # Qwen3 (post-trained checkpoints): no BOS, eos <|im_end|>, pad <|endoftext|>
+    "qwen3": TokenizerKind("Qwen2Tokenizer", _qwen2_regex, QWEN3_CHAT_TEMPLATE, eos="<|im_end|>",
+                           padding_side=None),
+    # Llama 3.x: tokenizer.json only, BOS prepended, eos <|eot_id|> (Instruct), no pad token
+    "llama3": TokenizerKind("PreTrainedTokenizerFast", lambda: LLAMA3_PRETOKENIZE_REGEX, LLAMA3_CHAT_TEMPLATE,
+                            bos="<|begin_of_text|>", eos="<|eot_id|>", pad=None, padding_side=None, nfc=False),
+}
+
+
+def tokenizer_kind(family: str | Path | Family) -> TokenizerKind:
+    return TOKENIZER_KINDS[get_family(family).tiny["tokenizer"].get("kind", "qwen3_5")]
+
 
 # ---------------------------------------------------------------------------------------
 # cache layout
@@ -194,7 +285,7 @@ def recipe_key(family: str | Path | Family) -> str:
         "recipe": fam.tiny_recipe,
         "builder": BUILDER_VERSION,
         "corpus": hashlib.sha256(CORPUS.encode()).hexdigest(),
-        "chat_template": hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest(),
+        "chat_template": hashlib.sha256(tokenizer_kind(fam).template.encode()).hexdigest(),
         "noise": CONSTANT_PARAM_NOISE,
         "torch": version("torch"),
         "transformers": version("transformers"),
@@ -297,25 +388,28 @@ def _special_token_list(fam: Family) -> list[tuple[str, int]]:
 def build_tokenizer(family: str | Path | Family):
     """A byte-level BPE trained on :data:`CORPUS`, with the family's special tokens at their ids.
 
-    The pipeline is the real Qwen3.5 tokenizer's (NFC, Qwen's split regex, byte-level, no
-    prefix space), so the saved files load identically as ``Qwen3_5Tokenizer``, which is what
-    ``AutoTokenizer`` picks for a ``qwen3_5_moe`` checkpoint, and as ``PreTrainedTokenizerFast``.
-    Like the real one it prepends no BOS; eos and pad are ``<|endoftext|>``; padding is left.
+    The pipeline is the real tokenizer's of ``tiny.tokenizer.kind`` (:data:`TOKENIZER_KINDS`):
+    its normalizer, split regex, byte-level without prefix space, BOS, eos and pad tokens and chat
+    template, saved as the class ``AutoTokenizer`` picks for the family's checkpoints. The default
+    kind, ``qwen3_5``, is Qwen3.5's: ``Qwen3_5Tokenizer``, no BOS, eos = pad = ``<|endoftext|>``,
+    left padding.
     """
-    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
+    import transformers
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
     from tokenizers.models import BPE
-    from transformers import AddedToken, Qwen3_5Tokenizer
-    from transformers.models.qwen3_5.tokenization_qwen3_5 import PRETOKENIZE_REGEX
+    from transformers import AddedToken
 
     fam = get_family(family)
+    kind = tokenizer_kind(fam)
     recipe = fam.tiny["tokenizer"]
     size = recipe["bpe_vocab_size"]
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    backend.normalizer = normalizers.NFC()
+    if kind.nfc:
+        backend.normalizer = normalizers.NFC()
     backend.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(kind.regex()), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -341,18 +435,24 @@ def build_tokenizer(family: str | Path | Family):
             f"tiny.tokenizer.bpe_vocab_size = {size}: the corpus is too small for that many merges"
         )
 
-    tokenizer = Qwen3_5Tokenizer(
-        vocab=vocab,
-        merges=merges,
-        bos_token=None,
-        eos_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-        padding_side="left",
-        model_max_length=int(fam.tiny["config"].get("text_config", {}).get("max_position_embeddings", 32768)),
-        chat_template=CHAT_TEMPLATE,
-    )
-    # As in Qwen's tokenizers, the <|...|> control tokens are special (skipped by
+    config = fam.tiny["config"]
+    common = {
+        "unk_token": None,
+        "model_max_length": int(config.get("text_config", config).get("max_position_embeddings", 32768)),
+        "chat_template": kind.template,
+    }
+    if kind.padding_side is not None:
+        common["padding_side"] = kind.padding_side
+    first = _special_token_list(fam)[0][0]
+    cls = _transformers_class(fam, kind.cls, "tiny.tokenizer.kind")
+    if cls is transformers.PreTrainedTokenizerFast:
+        backend.model = BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False)
+        tokenizer = cls(tokenizer_object=backend, **common)
+    else:
+        # The Qwen classes add their eos and pad tokens at construction: name the first special
+        # token there, so every special token takes its declared id, and set the kind's below.
+        tokenizer = cls(vocab=vocab, merges=merges, bos_token=None, eos_token=first, pad_token=first, **common)
+    # As in Qwen's and Llama's tokenizers, the <|...|> control tokens are special (skipped by
     # decode(skip_special_tokens=True)); <think>, <tool_call> and their closers are added tokens
     # that decode as text.
     for token, token_id in _special_token_list(fam):
@@ -367,6 +467,15 @@ def build_tokenizer(family: str | Path | Family):
                 f"tiny.tokenizer.special_tokens declares {token_id}; declare the special tokens at "
                 f"consecutive ids from bpe_vocab_size ({size})"
             )
+    for role, token in (("eos_token", kind.eos), ("pad_token", kind.pad), ("bos_token", kind.bos)):
+        if getattr(tokenizer, role) != token:
+            setattr(tokenizer, role, token)
+    if kind.bos is not None:
+        # the BOS token starts every encoding, as Llama 3's post-processor does
+        bos_id = tokenizer.convert_tokens_to_ids(kind.bos)
+        tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{kind.bos} $A", pair=f"{kind.bos} $A {kind.bos} $B:1", special_tokens=[(kind.bos, bos_id)]
+        )
     return tokenizer
 
 
@@ -381,7 +490,7 @@ def build_processor(family: str | Path | Family, tokenizer=None):
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
-        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
     )
 
 
@@ -396,7 +505,8 @@ def _build_into(fam: Family, directory: Path) -> str:
         model.save_pretrained(directory)
     tokenizer = build_tokenizer(fam)
     tokenizer.save_pretrained(directory)
-    build_processor(fam, tokenizer).save_pretrained(directory)
+    if "processor" in fam.tiny:  # a vision-language family
+        build_processor(fam, tokenizer).save_pretrained(directory)
     sha = file_sha256(directory / WEIGHTS_FILE)
     manifest = {
         "family": fam.family,

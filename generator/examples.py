@@ -42,10 +42,11 @@ Forms: ``{{ expr }}`` shows the value (a bool is refused: a claim must say what 
 
 **Code.** Every ```` ```python ```` block runs at build time against the tiny checkpoint, the blocks of
 one note in order in one namespace, with ``model`` (``nncanon.load(checkpoint,
-task="image-text-to-text")``), ``checkpoint``, ``prompt`` (a user message through the tokenizer's
-chat template, ``enable_thinking=False``; in the vision notes the message holds the two images),
-``red`` and ``wide`` (PIL images whose patch grids divide into the 2 x 2 merge blocks), ``torch``
-and ``nncanon``. Its ``assert`` statements and its lines ending in ``# True`` (an expression that
+task="image-text-to-text")``; the default text-generation load for a family with no image
+processor), ``checkpoint``, ``prompt`` (a user message through the tokenizer's chat template,
+``enable_thinking=False``; in the vision notes the message holds the two images), ``red`` and
+``wide`` (PIL images whose patch grids divide into the 2 x 2 merge blocks; vision-language
+families only), ``torch`` and ``nncanon``. Its ``assert`` statements and its lines ending in ``# True`` (an expression that
 must be truthy) are the claims. A ```` ```python display ```` block is shown, not run. Expressions in
 code are substituted before it runs; the page shows the code as written, expressions substituted.
 
@@ -1126,16 +1127,18 @@ def _build_notes(
         "shared": _notes_source(fam, "shared_vision_notes", None),
     }
     if model is None:
-        say("loading the tiny checkpoint (image-text-to-text)")
-        model = nncanon.load(checkpoint, task="image-text-to-text")
-    if getattr(model, "processor", None) is None:
+        task = "image-text-to-text" if "processor" in fam.tiny else "text-generation"
+        say(f"loading the tiny checkpoint ({task})")
+        model = nncanon.load(checkpoint, task=task)
+    processor = getattr(model, "processor", None)
+    if processor is None and "processor" in fam.tiny:
         raise ValueError(
             "build_notes needs the image-text-to-text load of the tiny checkpoint (model.processor)"
         )
     support = list(model.support())
     context = ExpressionContext(fam, model._module.config, support)
     text_prompt = chat_prompt(model.tokenizer)
-    images = example_images(model.processor)
+    images = example_images(processor) if processor is not None else {}  # text-only families: no images
     base = {
         "model": model,
         "checkpoint": checkpoint,

@@ -30,7 +30,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "checkpoints")
 OPTIONAL_FIELDS = ("notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims")
 TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256")
-TOKENIZER_FIELDS = ("bpe_vocab_size", "special_tokens")
+TINY_REQUIRED = ("class", "seed", "config", "tokenizer", "sha256")  # processor: vision-language families only
+TOKENIZER_FIELDS = ("kind", "bpe_vocab_size", "special_tokens")
+TOKENIZER_REQUIRED = ("bpe_vocab_size", "special_tokens")
+#: the tokenizer a tiny checkpoint imitates (generator/checkpoints.py TOKENIZER_KINDS); the default is qwen3_5
+TOKENIZER_KINDS = ("qwen3_5", "qwen3", "llama3")
 CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -170,15 +174,20 @@ def _string_list(file: Path, dotted: str, value: Any) -> tuple[str, ...]:
 
 def _validate_tiny(file: Path, tiny: Any) -> dict[str, Any]:
     _check_type(file, "tiny", tiny, dict)
-    _require(file, tiny, "tiny.", TINY_FIELDS)
+    _require(file, tiny, "tiny.", TINY_REQUIRED)
     _no_unknown(file, tiny, "tiny.", TINY_FIELDS)
     _check_type(file, "tiny.class", tiny["class"], str)
     _check_type(file, "tiny.seed", tiny["seed"], int)
     _check_type(file, "tiny.config", tiny["config"], dict)
-    _check_type(file, "tiny.processor", tiny["processor"], dict)
+    if "processor" in tiny:
+        _check_type(file, "tiny.processor", tiny["processor"], dict)
     tok = _check_type(file, "tiny.tokenizer", tiny["tokenizer"], dict)
-    _require(file, tok, "tiny.tokenizer.", TOKENIZER_FIELDS)
+    _require(file, tok, "tiny.tokenizer.", TOKENIZER_REQUIRED)
     _no_unknown(file, tok, "tiny.tokenizer.", TOKENIZER_FIELDS)
+    kind = tok.get("kind", TOKENIZER_KINDS[0])
+    if kind not in TOKENIZER_KINDS:
+        raise FamilyYamlError(file, "tiny.tokenizer.kind",
+                              f"unknown tokenizer kind {kind!r} (known: {', '.join(TOKENIZER_KINDS)})")
     size = _check_type(file, "tiny.tokenizer.bpe_vocab_size", tok["bpe_vocab_size"], int)
     if size < 257:
         raise FamilyYamlError(

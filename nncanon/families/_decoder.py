@@ -122,7 +122,8 @@ TokenMLP = host("TokenMLP", values=[
     Value(v.name, v.layout, v.description, v.locator, view=TOKENS) for v in _MLP_VALUES
 ], HOST="model.layers[i].mlp.shared_experts")
 
-_NO_ACT = never("a mixture has no activation of its own; read an expert's, e.g. mlp.shared_experts.mlp_activation")
+_NO_ACT = never("a mixture has no activation of its own: its experts are fused in mlp.experts "
+                "(a shared expert's is mlp.shared_experts.mlp_activation)")
 
 #: a softmax top-k mixture whose router is `router` (returning logits, weights, indices)
 #: and whose fused `experts` take (rows, indices, weights)
@@ -157,5 +158,49 @@ class _TopK:
 
 MoE = type("MoE", (_TopK, MoE), {"HOST": "model.layers[i].mlp"})
 
-__all__ = ["Host", "ROOT_VALUES", "Block", "Attention", "MLP", "TokenMLP", "MoE", "EAGER", "ATTENTION_CALL",
-           "EXPERTS_MM"]
+#: a block whose MLP is a mixture: it records the [batch, seq] its token-flattened values unflatten to
+MoEBlock = host("MoEBlock", Block, TRACKS_TOKENS=True)
+
+# -- a text-only decoder family (a causal LM whose text stack is model.model) ------------------
+
+#: the causal LM's text stack, mounted at the root
+TEXT_RENAME = {"model.embed_tokens": "embed_tokens", "model.layers": "layers", "model.norm": "norm"}
+
+#: the standard paths every such family must resolve (StandardModel checks them at load)
+TEXT_PATHS = ["embed_tokens", "layers", "norm", "lm_head", "layers.0.input_layernorm", "layers.0.self_attn",
+              "layers.0.post_attention_layernorm", "layers.0.mlp"]
+
+
+def text_only(causal_cls: type):
+    """A family's ``build``: ``causal_cls`` from a local checkpoint, with its tokenizer."""
+    from . import _loading
+
+    def build(checkpoint, task: str, **hf_kwargs):
+        _loading.check_task(task)
+        if task != "text-generation":
+            raise ValueError(f"task={task!r}: {causal_cls.__name__} is a text-only model; "
+                             "load it with task='text-generation' (the default)")
+        module = causal_cls.from_pretrained(checkpoint, **hf_kwargs)
+        return module, {"tokenizer": _loading.tokenizer(checkpoint)}
+
+    return build
+
+
+def attention_layer_types(model) -> list[str]:
+    """config.layer_types, or full_attention on every block for a config that has none."""
+    config = model.text_config
+    return list(getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers)
+
+
+def moe_dim_sizes(model) -> dict[str, int]:
+    config = model.text_config
+    return {"num_experts": config.num_experts, "top_k": config.num_experts_per_tok}
+
+
+def nothing_to_prepare(model) -> None:
+    """``prepare`` of a family whose values need nothing installed beyond their locators."""
+
+
+__all__ = ["Host", "ROOT_VALUES", "Block", "Attention", "MLP", "TokenMLP", "MoE", "MoEBlock", "EAGER",
+           "ATTENTION_CALL", "EXPERTS_MM", "TEXT_RENAME", "TEXT_PATHS", "text_only", "attention_layer_types",
+           "moe_dim_sizes", "nothing_to_prepare"]
