@@ -172,7 +172,7 @@ TEXT_PATHS = ["embed_tokens", "layers", "norm", "lm_head", "layers.0.input_layer
 
 
 def text_only(causal_cls: type):
-    """A family's ``build``: ``causal_cls`` from a local checkpoint, with its tokenizer."""
+    """A family's ``build``: ``causal_cls`` (also ``build.causal_lm``) from a local checkpoint, with its tokenizer."""
     from . import _loading
 
     def build(checkpoint, task: str, **hf_kwargs):
@@ -183,6 +183,7 @@ def text_only(causal_cls: type):
         module = causal_cls.from_pretrained(checkpoint, **hf_kwargs)
         return module, {"tokenizer": _loading.tokenizer(checkpoint)}
 
+    build.causal_lm = causal_cls
     return build
 
 
