@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -235,23 +236,16 @@ class TokenizerKind:
     nfc: bool = True
 
 
-def _qwen3_5_regex() -> str:
-    from transformers.models.qwen3_5.tokenization_qwen3_5 import PRETOKENIZE_REGEX
-
-    return PRETOKENIZE_REGEX
-
-
-def _qwen2_regex() -> str:
-    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
-
-    return PRETOKENIZE_REGEX
+def _regex_of(tokenization_module: str):
+    """The split regex a transformers tokenization module defines, imported when first asked for."""
+    return lambda: importlib.import_module(f"transformers.models.{tokenization_module}").PRETOKENIZE_REGEX
 
 
 TOKENIZER_KINDS = {
     # Qwen3.5 / 3.6: no BOS, eos = pad = <|endoftext|>, left padding
-    "qwen3_5": TokenizerKind("Qwen3_5Tokenizer", _qwen3_5_regex, CHAT_TEMPLATE),
+    "qwen3_5": TokenizerKind("Qwen3_5Tokenizer", _regex_of("qwen3_5.tokenization_qwen3_5"), CHAT_TEMPLATE),
     # Qwen3 (post-trained checkpoints): no BOS, eos <|im_end|>, pad <|endoftext|>
-    "qwen3": TokenizerKind("Qwen2Tokenizer", _qwen2_regex, QWEN3_CHAT_TEMPLATE, eos="<|im_end|>",
+    "qwen3": TokenizerKind("Qwen2Tokenizer", _regex_of("qwen2.tokenization_qwen2"), QWEN3_CHAT_TEMPLATE, eos="<|im_end|>",
                            padding_side=None),
     # Llama 3.x: tokenizer.json only, BOS prepended, eos <|eot_id|> (Instruct), no pad token
     "llama3": TokenizerKind("PreTrainedTokenizerFast", lambda: LLAMA3_PRETOKENIZE_REGEX, LLAMA3_CHAT_TEMPLATE,
