@@ -138,6 +138,28 @@ def test_loads_as_its_family(family, model, checkpoint):
         nncanon.load(checkpoint, task="image-text-to-text")
 
 
+def test_tokenizer_follows_its_kind(family, checkpoint):
+    """The tiny tokenizer as saved: the family's special tokens at their ids, its BOS, eos and pad."""
+    from transformers import AutoTokenizer
+
+    from generator.family import get_family
+
+    tiny = get_family(family).tiny
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    for token, token_id in tiny["tokenizer"]["special_tokens"].items():
+        assert tokenizer.convert_tokens_to_ids(token) == token_id, token
+    ids = tokenizer("Hello world")["input_ids"]
+    if family == "llama":  # Llama 3: BOS prepended, no pad token, the ids fill the embedding
+        assert tokenizer.bos_token == "<|begin_of_text|>" and ids[0] == tokenizer.bos_token_id
+        assert tokenizer.pad_token is None and tokenizer.eos_token == "<|eot_id|>"
+        assert len(tokenizer) == tiny["config"]["vocab_size"]
+    else:  # Qwen3: nothing prepended, eos ends a chat turn, the embedding is wider than the tokenizer
+        assert tokenizer.bos_token is None and ids[0] < tiny["tokenizer"]["bpe_vocab_size"]
+        assert (tokenizer.eos_token, tokenizer.pad_token) == ("<|im_end|>", "<|endoftext|>")
+        assert len(tokenizer) < tiny["config"]["vocab_size"]
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "Hello world"
+
+
 def test_batch_is_left_padded(model, prompts):
     got, _ = read(model, prompts, [])
     mask = got["mask"]
