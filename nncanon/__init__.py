@@ -6,9 +6,10 @@
         logits = model.layers[1].mlp.router_logits.save()
 """
 
+from .kernels import route_kernels
 from .model import FamilyMismatch, StandardModel, Support, load, wrap
 from .values import NotOnHost, ReadOnly, Unavailable
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "wrap", "StandardModel", "Support", "Unavailable", "NotOnHost", "ReadOnly", "FamilyMismatch", "__version__"]
+__all__ = ["load", "wrap", "route_kernels", "StandardModel", "Support", "Unavailable", "NotOnHost", "ReadOnly", "FamilyMismatch", "__version__"]

@@ -2,43 +2,128 @@
 
 Its interior values are the delta-rule kernel's arguments and results, read at the point
 `nncanon.kernels` serves for whichever kernel the call runs (chunked on a prompt, recurrent
-on a decode step).
+on a decode step, token by token on every call once routed to torch). They are served from
+transformers' pure-torch kernels only: with flash-linear-attention installed, transformers
+binds fla's fused kernels at import and every value but attention_output waits for
+``nncanon.route_kernels(model.family, "torch")`` (`KERNEL_VALUES`). ``state`` and ``states``
+exist only on that route (`TOKEN_ROUTE`): only the token-by-token kernel holds the state
+after each token of a prompt.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from .. import kernels
 from ..hosts import host
-from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State
+from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States
 from ..locators import Tap, own
-from ..values import Value
+from ..values import Condition, Value
+from ..views import READ_ONLY
 
 _KERNEL = "the kernel this call runs (a prompt's chunked one or a decode step's recurrent one)"
+_ROUTE = 'nncanon.route_kernels(model.family, "torch")'
+
+# -- conditions -----------------------------------------------------------------
+
+KERNEL_VALUES = Condition(
+    needs=_ROUTE,
+    why=("the values are read at transformers' pure-torch delta rule, and with flash-linear-attention installed "
+         "transformers calls fla's fused kernels instead"),
+    holds=lambda model: kernels.torch_kernels_run(model.family),
+)
+TOKEN_ROUTE = Condition(
+    needs=_ROUTE,
+    why=("the chunked kernel a prompt runs by default never holds the state after each token; the route runs "
+         "every call through the token-by-token recurrent kernel"),
+    holds=lambda model: kernels.route(model.family) == "torch",
+)
+
+# -- the size of states ------------------------------------------------------------
+
+
+def state_bytes_per_token(config: Any) -> int:
+    """Bytes ``states`` holds per token per block: one float32 [heads, key_dim, value_dim] state.
+
+    ``config`` is a text config (``linear_num_value_heads``, ``linear_key_head_dim``,
+    ``linear_value_head_dim``) or a multimodal one carrying it.
+    """
+    names = ("linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    if isinstance(config, dict):
+        config = config.get("text_config", config)
+        heads, key_dim, value_dim = (config[name] for name in names)
+    else:
+        heads, key_dim, value_dim = (getattr(config, name) for name in names)
+    return heads * key_dim * value_dim * 4
+
+
+def human_bytes(size: int) -> str:
+    """``2097152`` -> ``"2 MiB"``; exact multiples print without decimals."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            amount = size / scale
+            return f"{amount:.0f} {unit}" if amount == int(amount) else f"{amount:.1f} {unit}"
+    return f"{size} B"
+
+
+def states_note(config: Any) -> str:
+    """The support-table note of ``states`` for ``config``: its size per token per block."""
+    return (f"materialized only when read: {human_bytes(state_bytes_per_token(config))} per token per block "
+            f"(float32, linear_num_value_heads x linear_key_head_dim x linear_value_head_dim)")
+
+
+_STATES_NOTE = ("materialized only when read: one float32 [heads key_dim value_dim] state per token per block; "
+                "nncanon.families._deltanet.state_bytes_per_token(config) gives its size")
+
+# -- locators -------------------------------------------------------------------
 
 
 def kernel_arg(element) -> Tap:
-    return Tap(io="input", element=element, name="kernel", described=_KERNEL)
+    return Tap(io="input", element=element, name=kernels.KERNEL, described=_KERNEL)
 
 
 def kernel_out(element) -> Tap:
-    return Tap(io="output", element=element, name="kernel", described=_KERNEL)
+    return Tap(io="output", element=element, name=kernels.KERNEL, described=_KERNEL)
 
+
+TOKEN_STATE = Tap(io="output", name=kernels.STATE,
+                  described="the token-by-token kernel's step, once per token")
+TOKEN_STATES = Tap(io="output", name=kernels.STATES,
+                   described="the token-by-token kernel's loop, every token's state stacked, before it returns")
+
+# -- hosts ------------------------------------------------------------------------
 
 LinearAttentionBase = host("LinearAttentionBase", values=[
     Value("attention_output", Residual, "What the mixer adds to the residual stream", own("output")),
+    Value("state", State,
+          "The recurrent state after one token of the prompt; iterate it with tracer.iter; "
+          "needs route_kernels(family, 'torch')",
+          TOKEN_STATE, conditions=(TOKEN_ROUTE,)),
+    Value("states", States,
+          "The recurrent state after every token of this call; needs route_kernels(family, 'torch')",
+          TOKEN_STATES, view=READ_ONLY, conditions=(TOKEN_ROUTE,), note=_STATES_NOTE,
+          extra={"bytes_per_token": state_bytes_per_token, "note": states_note}),
 ], HOST="model.layers[i].linear_attn")
 
+_K = (KERNEL_VALUES,)
+
 DeltaNet = host("DeltaNet", LinearAttentionBase, values=[
-    Value("attention_queries", LinearQK, "The queries entering the delta rule", kernel_arg(0)),
-    Value("attention_keys", LinearQK, "The keys entering the delta rule", kernel_arg(1)),
-    Value("attention_values", LinearV, "The values entering the delta rule", kernel_arg(2)),
-    Value("decays", Gates, "The per-token log decay of the recurrent state", kernel_arg("g")),
-    Value("betas", Gates, "The per-token write strength into the state", kernel_arg("beta")),
+    Value("attention_queries", LinearQK, "The queries entering the delta rule", kernel_arg(0), conditions=_K),
+    Value("attention_keys", LinearQK, "The keys entering the delta rule", kernel_arg(1), conditions=_K),
+    Value("attention_values", LinearV, "The values entering the delta rule", kernel_arg(2), conditions=_K),
+    Value("decays", Gates, "The per-token log decay of the recurrent state", kernel_arg("g"), conditions=_K),
+    Value("betas", Gates, "The per-token write strength into the state", kernel_arg("beta"), conditions=_K),
     Value("state_input", MaybeState,
           "The recurrent state entering the layer, or None at the start of a prompt (a copy of the cache's buffer)",
-          kernel_arg("initial_state")),
+          kernel_arg("initial_state"), conditions=_K),
     Value("attention_head_outputs", LinearV,
-          "The per-head outputs before the gated norm and the output projection", kernel_out(0)),
-    Value("state_output", State, "The recurrent state leaving the layer", kernel_out(1)),
+          "The per-head outputs before the gated norm and the output projection", kernel_out(0), conditions=_K),
+    Value("state_output", State, "The recurrent state leaving the layer", kernel_out(1), conditions=_K),
 ], HOST="model.layers[i].linear_attn")
 
 KERNELS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
+
+__all__ = ["LinearAttentionBase", "DeltaNet", "KERNELS", "KERNEL_VALUES", "TOKEN_ROUTE", "state_bytes_per_token",
+           "states_note"]
