@@ -462,6 +462,53 @@ def parts(family: Family, model: Any, block: str, standard: str, declared: list,
     return out
 
 
+def traits(family_module: Any, tiny: Any, full: Any) -> dict:
+    """What the families index compares, measured on the tiny checkpoint or read off the full-size
+    config (never typed): MLP kind, block norm and its gain, q/k norms, attention quirks."""
+    import torch
+
+    config = full.text_config
+    types = family_module.layer_types(tiny)
+    attention = next((i for i, t in enumerate(types) if t == "full_attention"), None)
+    block = tiny._module.get_decoder().layers[attention if attention is not None else 0]
+    mlp = tiny.get(f"layers.{attention if attention is not None else 0}.mlp")
+    if hasattr(mlp._module, "experts"):
+        mlp_kind = "mixture + shared expert" if any(
+            hasattr(mlp._module, name) for name in ("shared_expert", "shared_experts")) else "mixture"
+    else:
+        mlp_kind = "gated" if hasattr(mlp._module, "gate_proj") else "plain"
+    norm = block.input_layernorm
+    x = torch.randn(3, norm.weight.shape[-1], generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+        rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        out = norm(x)
+        gain = "1 + weight" if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4) else (
+            "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other")
+    attn = getattr(block, "self_attn", None)
+    quirks = []
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    if attn is not None and hasattr(attn, "q_norm"):
+        quirks.append("q/k norms")
+    if attn is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim:
+        quirks.append("gated output")
+    if rope.get("partial_rotary_factor", 1.0) < 1.0:
+        quirks.append(f"partial rotary ({rope['partial_rotary_factor']:g})")
+    if rope.get("mrope_section"):
+        quirks.append("multimodal rotary")
+    if rope.get("rope_type") not in (None, "default"):
+        quirks.append(f"{rope['rope_type']} rope scaling")
+    if config.num_key_value_heads < config.num_attention_heads:
+        quirks.append("grouped-query")
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        quirks.append("sliding window")
+    kind = type(norm).__name__
+    kind = "RMSNorm" if "RMSNorm" in kind else "LayerNorm" if "LayerNorm" in kind else kind
+    return {"mlp": mlp_kind, "norm": kind,
+            "norm_gain": gain, "attention": quirks,
+            "block_kinds": sorted(set(family_module.layer_types(full)))}
+
+
 # -- the whole collect -------------------------------------------------------------------------------------
 
 
@@ -494,6 +541,7 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
         causal_lm = type(models.get("sdpa")._module)
         printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
         configs, vision_configs = config_tables(family, family_module, task, causal_lm)
+        family_traits = traits(family_module, models.get("sdpa"), printout_model)
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines),
             "tagline": " ".join(family.tagline.split()), "tags": list(family.tags),
@@ -508,6 +556,7 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model)},
             "configs": configs, "vision_configs": vision_configs,
             "identities": identities,
+            "traits": family_traits,
         }
         progress(f"{family.family}: notes and examples")
         facts.update(notes(family, checkpoint, models, progress))
