@@ -573,6 +573,21 @@ def load_facts(facts_dir: Path) -> list[dict]:
     return out
 
 
+def trait_list(facts: dict) -> list[str]:
+    """The traits the families index filters by: block kinds, MLP kind, norm gain, attention quirks, vision."""
+    traits = facts.get("traits") or {}
+    kinds = {k["kind"]: k["label"] for k in facts["stack"]["block_kinds"]}
+    out = [kinds.get(kind, kind) for kind in traits.get("block_kinds", [])]
+    if traits.get("mlp"):
+        out.append(f"MLP: {traits['mlp']}")
+    if traits.get("norm"):
+        out.append(f"{traits['norm']} gain {traits.get('norm_gain', '?')}")
+    out += traits.get("attention", [])
+    vision = facts.get("vision")
+    out.append(f"vision: {vision['line']}" if vision else "text only")
+    return out
+
+
 def index_entry(facts: dict) -> dict:
     vision = facts.get("vision")
     return {
@@ -586,6 +601,8 @@ def index_entry(facts: dict) -> dict:
         "block_kinds": block_kind_summary(facts),
         "mlp": mlp_kind(facts),
         "vision": vision.get("line") if vision else None,
+        "traits": facts.get("traits"),
+        "trait_list": trait_list(facts),
         "num_values": sum(len(h["values"]) for h in facts["hosts"]),
         "versions": facts["versions"],
     }
