@@ -147,6 +147,11 @@ def fmt_error(err) -> str:
 
 
 # ---------------------------------------------------------------- diagrams
+#
+# Geometry for the family page's inline SVG (drawn by site_templates/_svg.html.j2) and the facts
+# the page's script needs to make it interactive (site_templates/assets/nncanon.js). Every part
+# carries its standard path (``data-path``); :class:`Links` ties each part to the support-table
+# rows (``host.value``) and printout lines (their ``data-path``) that name it.
 
 CHAR = 7.6  # px per character of the 12.5px monospace the diagrams use
 LINE = 16
@@ -168,6 +173,32 @@ def _wrap(text: str, width: int = 24) -> list[str]:
 
 
 @dataclass
+class Links:
+    """What a diagram part can point at: support-table rows and printout lines, by their paths."""
+
+    rows: set[str] = field(default_factory=set)  # "model.layers[i].mlp.router_logits"
+    hosts: dict[str, list[str]] = field(default_factory=dict)  # host path -> its rows, in order
+    lines: set[str] = field(default_factory=set)  # printout paths: "model.layers[i].mlp.router"
+
+    @classmethod
+    def of(cls, facts: dict, printout: list[dict]) -> Links:
+        hosts = {h["path"]: [f"{h['path']}.{v['name']}" for v in h["values"]] for h in facts["hosts"]}
+        rows = {r for rs in hosts.values() for r in rs}
+        return cls(rows, hosts, {r["path"] for r in printout if r["path"]})
+
+    def module(self, path: str) -> str:
+        return path if path in self.lines or path in self.hosts else ""
+
+    def part(self, module: str, value_row: str) -> tuple[list[str], list[str]]:
+        """(rows, printout lines) of a part: its own value first, then its host's values if it is one."""
+        rows = [value_row] if value_row in self.rows else []
+        own = self.hosts.get(module) or self.hosts.get(f"{module}[i]", [])  # a ModuleList: its blocks
+        rows += [r for r in own if r not in rows]
+        lines = [p for p in dict.fromkeys([module, *rows]) if p and p in self.lines]
+        return rows, lines
+
+
+@dataclass
 class Box:
     label: str
     sub: list[str] = field(default_factory=list)
@@ -181,30 +212,72 @@ class Box:
     title: str = ""
     cls: str = ""
     children: list[Box] = field(default_factory=list)
+    # what the part points at (support rows, printout lines) and what its card says
+    module: str = ""
+    value_row: str = ""
+    rows: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    note: str = ""
+    count: int | None = None
+    section: str = "text"
+
+    @property
+    def aria(self) -> str:
+        """The part's accessible name: its label, standard path and value."""
+        out = f"{self.label}: {self.path}"
+        if self.count is not None:
+            out += f" × {self.count}"
+        if self.value_row:
+            out += f", value {self.value_row.rsplit('.', 1)[-1]}"
+        elif self.note:
+            out += f", {self.note}"
+        return out
 
 
-def chain_diagram(chain: list[dict], prefix: str) -> dict:
-    """The stack (or the image's path) as a row of boxes joined by arrows."""
+def chain_diagram(chain: list[dict], prefix: str, links: Links | None = None, root: str = "model") -> dict:
+    """The stack (or the image's path) as a row of boxes joined by arrows.
+
+    With ``links``, each node's module and value are looked up under ``root`` then under the
+    model (``patch_embed`` -> ``model.vision.patch_embed``, ``projector`` -> ``model.projector``),
+    and the node's standard path is what it resolved to, without the leading ``model.``.
+    """
+    links = links or Links()
     boxes, x, pad, gap = [], 8.0, 12.0, 34.0
     for node in chain:
+        m, value = node["module"], node.get("value") or ""
         sub = []
         if node.get("count") is not None:
             sub.append(f"× {node['count']}")
-        if node.get("value"):
-            sub += _wrap(node["value"], 22)
-        w = max(_text_width([node["module"]]) + 2, _text_width(sub)) + 2 * pad
+        if value:
+            sub += _wrap(value, 22)
+        w = max(_text_width([m]) + 2, _text_width(sub)) + 2 * pad
+        scopes = [root] if root == "model" else [root, "model"]
+        module = next((links.module(f"{s}.{m}") for s in scopes if links.module(f"{s}.{m}")), "")
+        words = [value, m, *re.findall(r"[A-Za-z_]\w*", value)]
+        value_row = next((f"{s}.{n}" for n in words for s in scopes if f"{s}.{n}" in links.rows), "")
+        own_row = next((f"{s}.{m}" for s in scopes if f"{s}.{m}" in links.rows), "")
+        std = module or own_row
+        path = std[len("model.") :] if std.startswith("model.") else m
+        rows, lines = links.part(module, value_row)
         boxes.append(
             Box(
-                node["module"],
+                m,
                 sub,
                 x=x,
                 w=w,
                 h=30 + LINE * len(sub),
-                id=f"{prefix}-{slug(node['module'])}",
-                path=node["module"],
-                value=node.get("value") or "",
-                title=" → ".join(filter(None, [node["module"], node.get("value")])),
+                id=f"{prefix}-{slug(path)}",
+                path=path,
+                value=value,
+                title=" → ".join(filter(None, [m, value])),
                 cls="nc-stack" if node.get("count") is not None else "",
+                module=module,
+                value_row=value_row,
+                rows=rows,
+                lines=lines,
+                note=value if value and not value_row.endswith("." + value) else "",
+                count=node.get("count"),
+                section="text" if root == "model" else "vision",
             )
         )
         x += w + gap
@@ -220,13 +293,17 @@ def _identity_terms(identity: str) -> tuple[list[str], str]:
     return [t.strip() for t in lhs.split("+")], rhs.strip()
 
 
-def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -> dict:
+def block_diagram(
+    parts: list[dict], identity: str, lookup: dict, prefix: str, links: Links | None = None
+) -> dict:
     """One block: the residual stream along the top, each sublayer branching off it and added back.
 
     Which parts add into the stream comes from the identity's terms (``linear_attn.attention_output``
     -> the part whose path ends in ``.linear_attn``); the parts before each such part (its norm)
-    form its branch, and a part whose path extends another's is drawn inside it.
+    form its branch, and a part whose path extends another's is drawn inside it (as a sibling
+    drawn after it, so no focusable part holds another: ``boxes`` is flat, in drawing order).
     """
+    links = links or Links()
     ids = [p["id"] for p in parts]
     parent = {}
     for p in parts:
@@ -240,15 +317,19 @@ def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -
 
     def box_for(p: dict) -> Box:
         value = p.get("value") or ""
-        v = lookup.get((p.get("host"), value))
+        host = p.get("host") or ""
+        v = lookup.get((host, value))
         title = f"{p['id']}"
         if value:
-            title += f" → {p.get('host')}.{value}"
+            title += f" → {host}.{value}"
         if v:
             dims = " ".join(v.get("dims") or [])
             title += f"\n{v['layout']} [{dims}]: {v['description']}"
         sub = [value] if value else []
         label = p.get("label") or p["id"].rsplit(".", 1)[-1]
+        module = links.module(f"model.{p['id']}") or f"model.{p['id']}"
+        value_row = f"{host}.{value}" if value else ""
+        rows, lines = links.part(module, value_row)
         return Box(
             label,
             sub,
@@ -258,6 +339,11 @@ def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -
             path=p["id"],
             value=value,
             title=title,
+            module=module,
+            value_row=value_row if value_row in links.rows else "",
+            rows=rows,
+            lines=lines,
+            section="vision" if p["id"].startswith("vision.") else "text",
         )
 
     top, kids = [], {}
@@ -280,6 +366,14 @@ def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -
             b.children = children
         return b
 
+    def flatten(b: Box) -> list[Box]:
+        out = [b]
+        for c in b.children:
+            c.x, c.y = b.x + c.x, b.y + c.y
+            out += flatten(c)
+        b.children = []
+        return out
+
     branches, cur = [], []
     for p in top:
         cur.append(p)
@@ -291,7 +385,7 @@ def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -
 
     stream_y, row_y, gap, margin = 46.0, 96.0, 36.0, 20.0
     x = margin + max(len(terms[0]) * CHAR * 0.5, 40)
-    drawn, links, adds, taps = [], [], [], []
+    drawn, links_, adds, taps = [], [], [], []
     for branch in branches:
         boxes = [build(p) for p in branch]
         taps.append(x)
@@ -299,19 +393,19 @@ def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -
         for b in boxes:
             b.x, b.y = bx, row_y
             bx += b.w + gap
-        drawn += boxes
         mid = row_y + 17
-        links.append([(x, stream_y), (x, mid), (boxes[0].x, mid)])  # tap down, then into the first box
+        links_.append([(x, stream_y), (x, mid), (boxes[0].x, mid)])  # tap down, then into the first box
         for a, b in zip(boxes, boxes[1:]):
-            links.append([(a.x + a.w, mid), (b.x, mid)])
+            links_.append([(a.x + a.w, mid), (b.x, mid)])
         last = boxes[-1]
         if adds_to_stream(branch[-1]["id"]):
             ax = last.x + last.w + 22
-            links.append([(last.x + last.w, mid), (ax, mid), (ax, stream_y + 10)])
+            links_.append([(last.x + last.w, mid), (ax, mid), (ax, stream_y + 10)])
             adds.append(ax)
             x = ax + 40
         else:
             x = last.x + last.w + 40
+        drawn += [f for b in boxes for f in flatten(b)]
     width = x - 24 + len(out_name) * CHAR + margin  # the output's label clears the last add
     height = max((b.y + b.h for b in drawn), default=row_y) + 16
     return {
@@ -319,7 +413,7 @@ def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -
         "height": height,
         "stream_y": stream_y,
         "boxes": drawn,
-        "links": links,
+        "links": links_,
         "adds": adds,
         "taps": taps,
         "input": terms[0],
@@ -328,13 +422,76 @@ def block_diagram(parts: list[dict], identity: str, lookup: dict, prefix: str) -
 
 
 def block_strip(blocks: list[str], kinds: list[str]) -> dict:
-    """One tick per block of the full-size stack, its color its kind."""
-    w, gap = 14, 3
+    """One tick per block of the full-size stack, its color its kind (``k``: its kind's index).
+
+    The ticks sit under the block slider (an ``input type=range``), each at its value's place:
+    the stylesheet puts tick ``i`` of ``n`` at ``i / (n - 1)`` of the track the thumb travels.
+    """
     ticks = [
-        {"x": i * (w + gap), "i": i, "kind": k, "k": kinds.index(k) if k in kinds else len(kinds)}
-        for i, k in enumerate(blocks)
+        {"i": i, "kind": k, "k": kinds.index(k) if k in kinds else len(kinds)} for i, k in enumerate(blocks)
     ]
-    return {"width": max(len(blocks) * (w + gap) - gap, 1), "height": 22, "tick": w, "ticks": ticks}
+    return {"n": len(blocks), "last": max(len(blocks) - 1, 0), "ticks": ticks}
+
+
+def _measured_text(v: dict) -> str:
+    m = v.get("measured")
+    if m is None:
+        return "not on the tiny checkpoint"
+    if m.get("shape") is not None:
+        return f"tiny [{', '.join(str(s) for s in m['shape'])}] {m.get('dtype', '')}".rstrip()
+    return f"tiny: {m['value'] if m.get('value') is not None else m.get('dtype', '')}"
+
+
+def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dict]]) -> str:
+    """The facts the page's script needs, as compact JSON (put in an attribute, so autoescaped).
+
+    ``diagrams`` is each drawn diagram with the block kind it draws (None for the chains and the
+    vision block). Per part: its path, label, value row, rows and printout lines; per value row a
+    card's text (layout, dims, description, read-at, conditions, the tiny shape).
+    """
+    parts, values = {}, {}
+    for kind, d in diagrams:
+        for b in d["boxes"]:
+            parts[b.id] = {
+                "path": b.path,
+                "label": b.label,
+                "kind": kind,
+                "section": b.section,
+                "module": b.module,
+                "value": b.value_row,
+                "rows": b.rows,
+                "lines": b.lines,
+                "note": b.note,
+                "count": b.count,
+            }
+            host, _, name = b.value_row.rpartition(".")
+            v = lookup.get((host, name))
+            if v and b.value_row not in values:
+                values[b.value_row] = {
+                    "name": v["name"],
+                    "layout": v["layout"],
+                    "dims": v.get("dims") or [],
+                    "description": v["description"],
+                    "read_at": v["read_at"],
+                    "conditions": [
+                        {"needs": c.get("needs", ""), "why": c.get("why") or ""} for c in v.get("conditions") or []
+                    ],
+                    "measured": _measured_text(v),
+                    "writable": v.get("writable", True) is not False,
+                }
+    stack = facts["stack"]
+    kinds = stack.get("block_kinds", [])
+    data = {
+        "family": facts["family"],
+        "blocks": stack.get("blocks") or [],
+        "kinds": [
+            {"kind": k["kind"], "label": k.get("label") or k["kind"], "identity": k["identity"], "n": n}
+            for n, k in enumerate(kinds)
+        ],
+        "parts": parts,
+        "values": values,
+    }
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def ranges(indices: list[int]) -> str:
@@ -507,12 +664,16 @@ def page_context(facts: dict) -> dict:
     kinds = facts["stack"].get("block_kinds", [])
     kind_names = [k["kind"] for k in kinds]
     summary = {s["kind"]: s for s in block_kind_summary(facts)}
+    printout = printout_lines(facts["printout"].get("text", ""))
+    links = Links.of(facts, printout)
     blocks = [
         {
             "kind": k,
             "summary": summary[k["kind"]],
             "n": n,
-            "diagram": block_diagram(k.get("parts", []), k["identity"], lookup, f"part-{slug(k['kind'])}"),
+            "diagram": block_diagram(
+                k.get("parts", []), k["identity"], lookup, f"part-{slug(k['kind'])}", links
+            ),
         }
         for n, k in enumerate(kinds)
     ]
@@ -520,22 +681,27 @@ def page_context(facts: dict) -> dict:
     vision_ctx = None
     if vision:
         vision_ctx = {
-            "chain": chain_diagram(vision.get("chain", []), "vchain"),
-            "block": block_diagram(vision.get("parts", []), vision["identity"], lookup, "part-vision")
+            "chain": chain_diagram(vision.get("chain", []), "vchain", links, "model.vision"),
+            "block": block_diagram(vision.get("parts", []), vision["identity"], lookup, "part-vision", links)
             if vision.get("parts")
             else None,
         }
     hosts = [h for h in facts["hosts"] if h.get("section", "text") != "vision"]
     vhosts = [h for h in facts["hosts"] if h.get("section", "text") == "vision"]
+    chain = chain_diagram(facts["stack"].get("chain", []), "chain", links)
+    drawn = [(None, chain)] + [(b["kind"]["kind"], b["diagram"]) for b in blocks]
+    if vision_ctx:
+        drawn += [(None, d) for d in (vision_ctx["chain"], vision_ctx["block"]) if d]
     return {
         "f": facts,
         "source": facts["module"].replace(".", "/") + ".py",
-        "chain": chain_diagram(facts["stack"].get("chain", []), "chain"),
+        "chain": chain,
         "strip": block_strip(facts["stack"].get("blocks") or [], kind_names),
         "blocks": blocks,
         "vision": vision_ctx,
         "host_groups": [g for g in (("text", None, hosts), ("vision", vision, vhosts)) if g[2]],
-        "printout": printout_lines(facts["printout"].get("text", "")),
+        "printout": printout,
+        "diagram_json": diagram_data(facts, lookup, drawn),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
     }
 

@@ -1,0 +1,166 @@
+"""The family page in Chromium: the bytes it transfers, and the time from navigation start to interactive.
+
+Run: python bench/bench_page.py [--site DIR] [--family NAME] [--repeats N]
+
+Without --site, renders and builds the site from build/facts (else tests/fixtures/facts) into a
+temporary directory. Serves it with a threaded http.server on 127.0.0.1 (no compression, like a
+plain static host), opens the family page in Debian's chromium through playwright, each time in
+a fresh context (a cold cache), and prints:
+
+- transferred: every response of the page load from the network log (the HTML and every asset it
+  loads: styles, scripts, the search worker and index, images), headers + body bytes, by type,
+  with what gzip would make of the bodies (what a compressing static host would send);
+- timings, ms from navigation start (medians over the repeats): the HTML received, DOMContentLoaded,
+  load, and interactive: the diagrams' init done (``window.__nncanonReady``, set by
+  site_templates/assets/nncanon.js), and how long that init itself took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import http.server
+import statistics
+import sys
+import tempfile
+import threading
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # a page closed mid-download (the search index): nothing to report
+
+
+def build_site(out: Path) -> Path:
+    sys.path.insert(0, str(ROOT))
+    from generator.render import mkdocs_build, render_site
+
+    facts = ROOT / "build" / "facts"
+    if not any(p for p in facts.glob("*.json") if p.name != "index.json"):
+        facts = ROOT / "tests" / "fixtures" / "facts"
+    print(f"site: built from {facts.relative_to(ROOT)}")
+    render_site(facts, out / "docs")
+    mkdocs_build(out / "docs", out / "site")
+    return out / "site"
+
+
+def kind_of(url: str, resource_type: str) -> str:
+    path = url.split("?")[0]
+    if resource_type == "document":
+        return "html"
+    for ext, name in (
+        (".css", "css"),
+        (".js", "js"),
+        (".json", "json"),
+        (".png", "image"),
+        (".svg", "image"),
+    ):
+        if path.endswith(ext):
+            return name
+    return resource_type
+
+
+def load_once(browser, url: str) -> dict:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    done = []
+    page.on("requestfinished", lambda r: done.append(r))
+    page.goto(url)
+    page.wait_for_function("window.__nncanonReady !== undefined")
+    page.wait_for_load_state("networkidle")
+    t = page.evaluate(
+        """() => {
+          const n = performance.getEntriesByType('navigation')[0];
+          return {html: n.responseEnd, dcl: n.domContentLoadedEventEnd, load: n.loadEventEnd,
+                  ready: window.__nncanonReady, init: window.__nncanonInitMs};
+        }"""
+    )
+    resources = []
+    for r in done:
+        sizes = r.sizes()
+        response = r.response()
+        body = response.body() if response else b""
+        resources.append(
+            {
+                "url": r.url,
+                "kind": kind_of(r.url, r.resource_type),
+                "headers": sizes["responseHeadersSize"],
+                "body": sizes["responseBodySize"],
+                "gzip": len(gzip.compress(body, 6)) if body else 0,
+            }
+        )
+    context.close()
+    return {"timings": t, "resources": resources}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--site", type=Path, help="a built site (default: build one from the facts)")
+    ap.add_argument("--family", default="qwen3_5_moe_text")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = args.site or build_site(Path(tmp))
+        server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_port}/families/{args.family}/"
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                runs = [load_once(browser, url) for _ in range(args.repeats + 1)][1:]  # the first warms up
+                browser.close()
+        finally:
+            server.shutdown()
+
+    res = runs[-1]["resources"]
+    by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for r in res:
+        k = by_kind[r["kind"]]
+        k[0] += 1
+        k[1] += r["body"]
+        k[2] += r["headers"]
+        k[3] += r["gzip"]
+    total = [sum(k[i] for k in by_kind.values()) for i in range(4)]
+    print(f"\nfamily page {url.split('/', 3)[3]}: {total[0]} responses from the network log")
+    print(f"  {'type':<7}{'files':>6}{'body':>12}{'headers':>10}{'gzipped body':>14}")
+    for kind, (n, body, headers, gz) in sorted(by_kind.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {kind:<7}{n:>6}{body:>12,}{headers:>10,}{gz:>14,}")
+    print(f"  {'total':<7}{total[0]:>6}{total[1]:>12,}{total[2]:>10,}{total[3]:>14,}")
+    print(f"  transferred: {total[1] + total[2]:,} bytes uncompressed, ~{total[3] + total[2]:,} gzipped")
+    html = next(r for r in res if r["kind"] == "html")
+    print(f"  of which the HTML: {html['body']:,} bytes (~{html['gzip']:,} gzipped)")
+    for r in sorted(res, key=lambda r: -r["body"])[:6]:
+        print(f"    {r['body']:>10,}  {r['url'].split('/', 3)[3]}")
+
+    print(f"\ntimings, ms from navigation start (median of {len(runs)} cold loads; min–max):")
+    for key, label in (
+        ("html", "HTML received"),
+        ("dcl", "DOMContentLoaded"),
+        ("load", "load"),
+        ("ready", "interactive (diagrams ready)"),
+        ("init", "  of which the diagrams' init"),
+    ):
+        xs = [r["timings"][key] for r in runs]
+        print(f"  {label:<30}{statistics.median(xs):>8.1f}   ({min(xs):.1f}–{max(xs):.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,697 @@
+"""The family page in real Chromium: the interactive diagrams, linked views, links and accessibility.
+
+Drives Debian's chromium (``/usr/bin/chromium``) through the ``playwright`` package. The site is
+built once per session from tests/fixtures/facts (plus one condition on a diagram part's value,
+whose text tries to inject HTML, so the card's ⚠︎ line and its escaping are exercised) and served
+by a threaded http.server on 127.0.0.1. It is built with ``site_url`` set to that server (mkdocs.yml
+sets none): Material's instant navigation only follows the links its sitemap.xml lists, and
+without site_url that sitemap is empty, so every link would be a full page load.
+
+Screenshots of the diagram in each block kind (and the vision block, dark, and phone width) go
+to build/screenshots/.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import http.server
+import json
+import logging
+import re
+import threading
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "facts"
+FAMILY = "qwen3_5_moe_text"
+SHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+EVIL = '<img src=x onerror="window.__pwned=1"> & </div>'
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+    ),
+]
+
+
+# ---------------------------------------------------------------- the site, served
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # a page closed mid-download (the search index): nothing to report
+
+
+def _facts() -> dict:
+    facts = json.loads((FIXTURES / f"{FAMILY}.json").read_text(encoding="utf-8"))
+    facts = copy.deepcopy(facts)
+    for host in facts["hosts"]:
+        if host["path"] == "model.layers[i].mlp":
+            for v in host["values"]:
+                if v["name"] == "router_logits":
+                    v["conditions"] = [{"needs": 'route_kernels(family, "torch")', "why": EVIL}]
+                    v["availability"] = {"sdpa": False, 'route_kernels "torch"': True}
+    return facts
+
+
+@pytest.fixture(scope="session")
+def facts() -> dict:
+    return _facts()
+
+
+@pytest.fixture(scope="session")
+def base(tmp_path_factory, facts):
+    """The built site, served: its base URL (no trailing slash)."""
+    import sys
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    from generator.render import MKDOCS_YML, render_site
+
+    tmp = tmp_path_factory.mktemp("browser")
+    (tmp / "facts").mkdir()
+    (tmp / "facts" / f"{FAMILY}.json").write_text(json.dumps(facts), encoding="utf-8")
+    site = tmp / "site"
+    site.mkdir()
+    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    url = f"http://127.0.0.1:{server.server_port}"
+    render_site(tmp / "facts", tmp / "docs")
+    level = logging.getLogger("mkdocs").level
+    logging.getLogger("mkdocs").setLevel(logging.ERROR)
+    try:
+        build(
+            load_config(
+                str(MKDOCS_YML),
+                docs_dir=str(tmp / "docs"),
+                site_dir=str(site),
+                site_url=url + "/",
+                strict=True,
+            )
+        )
+    finally:
+        logging.getLogger("mkdocs").setLevel(level)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield url
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+class Tab:
+    """A page plus every console error and uncaught exception it had."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+
+    def open(self, url: str):
+        self.page.goto(url)
+        self.page.wait_for_function("window.__nncanonReady !== undefined")
+        return self.page
+
+
+@pytest.fixture
+def tab(browser):
+    """One fresh browser context per test (1280 × 900, light); no console errors allowed."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="light")
+    t = Tab(context.new_page())
+    yield t
+    context.close()
+    assert not t.errors, t.errors
+
+
+def family_url(base: str, query: str = "") -> str:
+    return f"{base}/families/{FAMILY}/{query}"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def visible_parts(page) -> list[str]:
+    return page.eval_on_selector_all(
+        ".nc-blocks .nc-part",
+        "els => els.filter(e => e.getBoundingClientRect().width > 0).map(e => e.dataset.path)",
+    )
+
+
+def current_kind(page) -> str:
+    return page.eval_on_selector(".nc-blocks > .nc-block-figure.nc-current", "e => e.dataset.kind")
+
+
+def part(page, path: str):
+    """The drawn (visible) part with this standard path."""
+    return page.locator(f'.nc-part[data-path="{path}"]:visible')
+
+
+def card(page, section: str = "text"):
+    return page.locator(f"#nc-card-{section}")
+
+
+def value(facts: dict, host: str, name: str) -> dict:
+    return next(v for h in facts["hosts"] if h["path"] == host for v in h["values"] if v["name"] == name)
+
+
+def first_block(facts: dict, kind: str) -> int:
+    return facts["stack"]["blocks"].index(kind)
+
+
+def wait_url(page, *needles: str, absent: tuple[str, ...] = ()):
+    page.wait_for_function(
+        "([yes, no]) => yes.every(s => decodeURIComponent(location.search).includes(s))"
+        " && no.every(s => !decodeURIComponent(location.search).includes(s))",
+        arg=[list(needles), list(absent)],
+    )
+
+
+# ---------------------------------------------------------------- hover, focus, pin
+
+
+def test_hover_shows_the_parts_card_from_the_facts(tab, base, facts):
+    page = tab.open(family_url(base))
+    assert not card(page).is_visible()
+    part(page, "layers[i].mlp.router").hover()
+    c = card(page)
+    assert c.is_visible()
+    text = c.inner_text()
+    v = value(facts, "model.layers[i].mlp", "router_logits")
+    assert "router" in text and "layers[0].mlp.router" in text
+    assert "model.layers[0].mlp.router_logits" in text  # the standard name, at the block picked
+    assert v["layout"] in text and f"[{' '.join(v['dims'])}]" in text
+    assert v["description"] in text and v["read_at"] in text
+    assert "tiny [" in text
+    # the ⚠︎ condition, its text shown as text (the facts' HTML never becomes markup)
+    assert f"⚠︎ needs {v['conditions'][0]['needs']}: {EVIL}" in text
+    assert c.locator("img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    # a part without a condition has no ⚠︎ line; leaving the part hides the card
+    part(page, "layers[i].mlp.experts").hover()
+    assert "routed_output" in c.inner_text() and "⚠︎" not in c.inner_text()
+    page.mouse.move(2, 2)
+    assert not c.is_visible()
+
+
+def test_parts_are_focusable_buttons_with_names(tab, base, facts):
+    page = tab.open(family_url(base))
+    parts = page.eval_on_selector_all(
+        ".nc-part",
+        "els => els.map(e => [e.getAttribute('tabindex'), e.getAttribute('role'), e.getAttribute('aria-label'),"
+        " e.dataset.path, e.querySelectorAll('.nc-part').length])",
+    )
+    drawn = {p["id"] for k in facts["stack"]["block_kinds"] for p in k["parts"]}
+    drawn |= {p["id"] for p in facts["vision"]["parts"]}
+    assert drawn <= {p[3] for p in parts}
+    for tabindex, role, label, path, nested in parts:
+        assert (tabindex, role, nested) == ("0", "button", 0), path
+        assert label and path in label
+    # keyboard focus shows the card; Enter pins it, Escape unpins and hides it
+    router = part(page, "layers[i].mlp.router")
+    router.focus()
+    c = card(page)
+    assert c.is_visible() and "router_logits" in c.inner_text()
+    assert router.get_attribute("aria-describedby") == "nc-card-text"
+    page.keyboard.press("Enter")
+    assert router.get_attribute("aria-pressed") == "true" and "pinned" in c.inner_text()
+    page.keyboard.press("Escape")
+    assert router.get_attribute("aria-pressed") == "false" and not c.is_visible()
+    page.keyboard.press(" ")  # Space pins too, and does not scroll the page
+    assert router.get_attribute("aria-pressed") == "true"
+    page.keyboard.press("Space")
+    assert router.get_attribute("aria-pressed") == "false"
+
+
+def test_click_pins_the_card_and_escape_unpins(tab, base):
+    page = tab.open(family_url(base))
+    mixer = part(page, "layers[i].linear_attn")
+    mixer.click()
+    c = card(page)
+    assert mixer.get_attribute("aria-pressed") == "true"
+    assert "nc-pinned" in mixer.get_attribute("class")
+    page.mouse.move(2, 2)  # the pinned card stays when the mouse leaves
+    assert c.is_visible() and "linear_attn.attention_output" in c.inner_text() and "pinned" in c.inner_text()
+    part(page, "layers[i].input_layernorm").hover()  # hovering another part previews it
+    assert "attention_norm_output" in c.inner_text()
+    page.mouse.move(2, 2)  # and leaving it brings the pinned card back
+    assert "linear_attn.attention_output" in c.inner_text()
+    mixer.click()  # a second click unpins
+    assert mixer.get_attribute("aria-pressed") == "false"
+    mixer.click()
+    page.keyboard.press("Escape")
+    assert mixer.get_attribute("aria-pressed") == "false" and not c.is_visible()
+    wait_url(page, absent=("part=",))
+
+
+# ---------------------------------------------------------------- the slider
+
+
+def _tick_centre(page, i: int) -> tuple[float, float]:
+    page.locator(".nc-track").scroll_into_view_if_needed()
+    box = page.locator(f'.nc-tick[data-block="{i}"]').bounding_box()
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def test_slider_by_mouse_and_keyboard(tab, base, facts):
+    page = tab.open(family_url(base))
+    slider = page.locator(".nc-slider")
+    n = facts["stack"]["num_layers"]
+    assert (slider.get_attribute("min"), slider.get_attribute("max")) == ("0", str(n - 1))
+    # a click on a tick picks its block: the ticks sit where the thumb does for their value
+    for i in (0, 3, 7, 20, n - 1):
+        page.mouse.click(*_tick_centre(page, i))
+        assert slider.input_value() == str(i), i
+        assert page.locator(".nc-pick-i").inner_text() == f"i = {i}"
+        assert current_kind(page) == facts["stack"]["blocks"][i]
+    # dragging the thumb
+    page.mouse.move(*_tick_centre(page, 2))
+    page.mouse.down()
+    page.mouse.move(*_tick_centre(page, 11), steps=8)
+    page.mouse.up()
+    assert slider.input_value() == "11" and current_kind(page) == facts["stack"]["blocks"][11]
+    # arrow keys, Home and End
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    assert slider.input_value() == "12"
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    assert slider.input_value() == "10"
+    page.keyboard.press("End")
+    assert slider.input_value() == str(n - 1)
+    page.keyboard.press("Home")
+    assert slider.input_value() == "0"
+    page.keyboard.press("ArrowUp")
+    assert slider.input_value() == "1"
+    kind = next(k for k in facts["stack"]["block_kinds"] if k["kind"] == facts["stack"]["blocks"][1])
+    assert slider.get_attribute("aria-valuetext") == f"layers[1], {kind['label']} ({kind['kind']})"
+
+
+def test_diagram_redraws_per_block_kind_with_its_identity(tab, base, facts):
+    page = tab.open(family_url(base))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    slider = page.locator(".nc-slider")
+    kinds = facts["stack"]["block_kinds"]
+    assert len({k["kind"] for k in kinds}) >= 2
+    for k in kinds:
+        i = first_block(facts, k["kind"])
+        slider.focus()
+        page.keyboard.press("Home")
+        for _ in range(i):
+            page.keyboard.press("ArrowRight")
+        assert slider.input_value() == str(i)
+        assert current_kind(page) == k["kind"]
+        # only this kind's diagram is drawn, with exactly its parts
+        assert sorted(visible_parts(page)) == sorted(p["id"] for p in k["parts"])
+        assert page.locator(".nc-blocks > .nc-block-figure:visible").count() == 1
+        # the identity line is this kind's
+        identity = page.locator(".nc-blocks > .nc-block-figure.nc-current .nc-identity code")
+        assert identity.is_visible() and identity.inner_text() == k["identity"]
+        head = page.locator(".nc-pick-kind").inner_text()
+        assert k["label"] in head and k["kind"] in head
+        assert (
+            page.locator(".nc-block-figure.nc-current .nc-stream-label.nc-indexed")
+            .text_content()
+            .startswith(f"layers[{i}]")
+        )
+        # the mixer (linear_attn / self_attn) pinned, as the screenshot shows it
+        mixer = part(page, f"layers[i].{k['mixer']}")
+        mixer.click()
+        assert f"layers[{i}].{k['mixer']}.attention_output" in card(page).inner_text()
+        page.mouse.move(2, 2)
+        _shot_residual(page, SHOTS / f"diagram-{k['kind']}.png")
+        page.keyboard.press("Escape")
+    # the vision block (no slider: one kind)
+    vpart = part(page, "vision.layers[i].self_attn")
+    vpart.click()
+    assert "model.vision.layers[i].self_attn.attention_output" in card(page, "vision").inner_text()
+    page.mouse.move(2, 2)
+    _shot_between(page, "#nc-vision-chain", "#nc-card-vision", SHOTS / "diagram-vision.png")
+
+
+def _shot_between(page, first: str, last: str, path: Path):
+    """A full-width screenshot from `first`'s top to the lowest of `last` and the current block figure,
+    without Material's fixed header and back-to-top button over it."""
+    page.add_style_tag(content=".md-header, .md-top { visibility: hidden !important; }")
+    page.locator(first).scroll_into_view_if_needed()
+    scroll = page.evaluate("scrollY")
+    top = page.locator(first).bounding_box()["y"]
+    bottom = top
+    for sel in (last, ".nc-blocks > .nc-block-figure.nc-current"):
+        loc = page.locator(sel)
+        if loc.is_visible() and (sel == last or first == ".nc-picker"):
+            b = loc.bounding_box()
+            bottom = max(bottom, b["y"] + b["height"])
+    clip = {"x": 0, "y": scroll + top - 8, "width": page.viewport_size["width"], "height": bottom - top + 16}
+    page.screenshot(path=str(path), full_page=True, clip=clip)
+
+
+def _shot_residual(page, path: Path):
+    """The picker, the block diagram with its identity line, and the card under them."""
+    _shot_between(page, ".nc-picker", "#nc-card-text", path)
+
+
+def test_tick_colours_match_the_facts(tab, base, facts):
+    page = tab.open(family_url(base))
+    blocks = facts["stack"]["blocks"]
+    ticks = page.eval_on_selector_all(
+        ".nc-tick",
+        "els => els.map(e => [+e.dataset.block, e.dataset.kind, getComputedStyle(e).backgroundColor])",
+    )
+    assert [t[0] for t in ticks] == list(range(len(blocks)))
+    assert [t[1] for t in ticks] == blocks
+    legend = dict(
+        page.eval_on_selector_all(
+            ".nc-legend .nc-key",
+            "els => els.map(e => [e.dataset.kind, getComputedStyle(e.querySelector('.nc-swatch')).backgroundColor])",
+        )
+    )
+    assert set(legend) == {k["kind"] for k in facts["stack"]["block_kinds"]}
+    assert len(set(legend.values())) == len(legend), "two kinds share a color"
+    for i, kind, colour in ticks:
+        assert colour == legend[kind], (i, kind, colour)
+    # every block kind's count in the legend is the facts'
+    legend_text = page.locator(".nc-legend").inner_text()
+    for k in facts["stack"]["block_kinds"]:
+        assert f"{k['label']} {k['kind']} × {blocks.count(k['kind'])}" in legend_text
+
+
+# ---------------------------------------------------------------- the URL
+
+
+def test_url_keeps_the_block_and_the_pinned_part(tab, base, browser, facts):
+    page = tab.open(family_url(base))
+    slider = page.locator(".nc-slider")
+    slider.focus()
+    for _ in range(7):
+        page.keyboard.press("ArrowRight")
+    part(page, "layers[i].mlp.router").click()
+    wait_url(page, "block=7", "part=layers[i].mlp.router")
+    assert "part=layers[i].mlp.router" in page.url  # readable: brackets unescaped
+    url = page.url
+
+    # a fresh tab on that link opens in that state
+    other = Tab(browser.new_page(viewport={"width": 1280, "height": 900}))
+    p2 = other.open(url)
+    assert p2.locator(".nc-slider").input_value() == "7"
+    assert current_kind(p2) == facts["stack"]["blocks"][7]
+    router = part(p2, "layers[i].mlp.router")
+    assert router.get_attribute("aria-pressed") == "true"
+    assert card(p2).is_visible() and "model.layers[7].mlp.router_logits" in card(p2).inner_text()
+    # a pinned part that the new block's kind also has stays pinned; one it lacks unpins
+    p2.locator(".nc-slider").focus()
+    p2.keyboard.press("ArrowLeft")  # block 6: the other kind, which has a router too
+    assert current_kind(p2) != facts["stack"]["blocks"][7]
+    assert part(p2, "layers[i].mlp.router").get_attribute("aria-pressed") == "true"
+    wait_url(p2, "block=6", "part=layers[i].mlp.router")
+    part(p2, "layers[i].linear_attn").click()
+    p2.locator(".nc-slider").focus()
+    p2.keyboard.press("ArrowRight")  # block 7: attention, no linear_attn
+    wait_url(p2, "block=7", absent=("part=",))
+    assert p2.locator(".nc-part.nc-pinned").count() == 0
+    p2.context.close()
+    assert not other.errors, other.errors
+
+    # a vision part round-trips as well, and reload keeps the state
+    page.goto(family_url(base, "?part=vision.layers[i].mlp"))
+    page.wait_for_function("window.__nncanonReady !== undefined")
+    assert part(page, "vision.layers[i].mlp").get_attribute("aria-pressed") == "true"
+    assert card(page, "vision").is_visible() and not card(page).is_visible()
+    page.reload()
+    page.wait_for_function("window.__nncanonReady !== undefined")
+    assert part(page, "vision.layers[i].mlp").get_attribute("aria-pressed") == "true"
+
+
+# ---------------------------------------------------------------- linked views
+
+
+def lit(page, selector: str) -> list[str]:
+    return page.eval_on_selector_all(selector, "els => els.map(e => e.dataset.path)")
+
+
+def test_linked_highlighting_both_ways(tab, base):
+    page = tab.open(family_url(base, "?block=7"))
+    # a part lights its value's row and its printout lines, of the block picked only
+    part(page, "layers[i].mlp.router").hover()
+    assert lit(page, "tr.nc-lit-main") == ["model.layers[i].mlp.router_logits"]
+    lines = page.eval_on_selector_all(
+        "pre.nc-printout .line.nc-lit", "els => els.map(e => [e.dataset.path, e.textContent.trim()])"
+    )
+    assert sorted(p for p, _ in lines) == ["model.layers[i].mlp.router", "model.layers[i].mlp.router_logits"]
+    group = page.evaluate(
+        """() => {
+          const line = document.querySelector('pre.nc-printout .line.nc-lit');
+          let n = line, indent = line.textContent.search(/\\S/);
+          while ((n = n.previousElementSibling)) {
+            const i = n.textContent.search(/\\S/);
+            if (i < indent && n.dataset.layers) return n.dataset.layers;
+            if (i < indent) indent = i;
+          }
+        }"""
+    )
+    assert group == "7"
+    # a module part lights every row of its host too
+    part(page, "layers[i].self_attn").hover()
+    assert lit(page, "tr.nc-lit-main") == ["model.layers[i].self_attn.attention_output"]
+    assert "model.layers[i].self_attn.attention_queries" in lit(page, "tr.nc-lit")
+    page.mouse.move(2, 2)
+    assert lit(page, "tr.nc-lit") == [] and lit(page, ".line.nc-lit") == []
+
+    # a row lights its part
+    page.locator('tr[data-path="model.layers[i].mlp.routed_output"]').hover()
+    assert lit(page, ".nc-part.nc-linked") == ["layers[i].mlp.experts"]
+    page.locator('tr[data-path="model.layers[i].self_attn.attention_keys"]').hover()
+    assert lit(page, ".nc-part.nc-linked") == ["layers[i].self_attn"]
+    page.locator('tr[data-path="model.token_embeddings"]').hover()
+    assert lit(page, ".nc-part.nc-linked") == ["embed_tokens"]
+    page.mouse.move(2, 2)
+    assert lit(page, ".nc-part.nc-linked") == []
+    # and so does a printout line
+    page.locator('pre.nc-printout .line[data-path="model.layers[i].mlp.router"]').first.hover()
+    assert lit(page, ".nc-part.nc-linked") == ["layers[i].mlp.router"]
+    page.locator('pre.nc-printout .line[data-path="model.vision.layers[i].self_attn"]').first.hover()
+    assert lit(page, ".nc-part.nc-linked") == ["vision.layers[i].self_attn"]
+
+
+# ---------------------------------------------------------------- instant navigation, schemes, phones
+
+
+def test_works_after_instant_navigation(tab, base):
+    page = tab.open(f"{base}/families/")
+    page.evaluate("window.__sameDocument = true")
+    page.click(f'article a[href*="{FAMILY}"]')
+    page.wait_for_function("!!document.getElementById('nc-data') && window.__nncanonReady !== undefined")
+    assert page.evaluate("window.__sameDocument") is True, "Material did a full load, not an instant one"
+    for _ in range(2):  # away and back: the page's state is rebuilt, the listeners are not doubled
+        router = part(page, "layers[i].mlp.router")
+        router.click()  # one click pins once (a doubled listener would pin and unpin)
+        assert router.get_attribute("aria-pressed") == "true" and card(page).is_visible()
+        page.locator(".nc-slider").focus()
+        page.keyboard.press("ArrowRight")
+        assert page.locator(".nc-pick-i").inner_text() == "i = 1"
+        wait_url(page, "block=1", "part=layers[i].mlp.router")
+        page.click("header a.md-logo")
+        page.wait_for_function("!document.getElementById('nc-data')")
+        page.go_back()  # the link it left restores the block and the pinned part
+        page.wait_for_function("!!document.getElementById('nc-data')")
+        page.wait_for_function("document.querySelector('.nc-pick-i').textContent === 'i = 1'")
+        assert part(page, "layers[i].mlp.router").get_attribute("aria-pressed") == "true"
+        page.keyboard.press("Escape")
+        page.locator(".nc-slider").focus()
+        page.keyboard.press("Home")
+        wait_url(page, absent=("block=", "part="))
+    assert page.evaluate("window.__sameDocument") is True
+
+
+def test_dark_scheme_and_phone_width(browser, base):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(
+        viewport={"width": 375, "height": 812}, color_scheme="dark", has_touch=False
+    )
+    t = Tab(context.new_page())
+    page = t.open(family_url(base, "?block=3"))
+    assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
+    # no horizontal page overflow; the block diagram scrolls inside its own box
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    scroller = page.locator(".nc-blocks > .nc-block-figure.nc-current .nc-scroll")
+    assert scroller.evaluate("e => e.scrollWidth > e.clientWidth")
+    # the slider still picks every block; the card fits the screen
+    page.mouse.click(*_tick_centre(page, 39))
+    assert page.locator(".nc-slider").input_value() == "39"
+    page.mouse.click(*_tick_centre(page, 3))
+    mixer = part(page, "layers[i].self_attn")
+    mixer.click()
+    box = card(page).bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 375
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.mouse.move(1, 1)
+    _shot_residual(page, SHOTS / "diagram-full_attention-phone-dark.png")
+    context.close()
+    assert not t.errors, t.errors
+    # dark at desktop width too
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="dark")
+    t = Tab(context.new_page())
+    page = t.open(family_url(base, "?block=0&part=layers[i].mlp.shared_experts"))
+    page.mouse.move(1, 1)
+    _shot_residual(page, SHOTS / "diagram-linear_attention-dark.png")
+    context.close()
+    assert not t.errors, t.errors
+
+
+# ---------------------------------------------------------------- every page: links, console, axe
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name"):
+            if a.get(key):
+                self.ids.add(a[key])
+        for key in ("href", "src"):
+            if a.get(key) and tag in ("a", "link", "script", "img", "source"):
+                self.links.append(a[key])
+
+
+def _fetch(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            kind = r.headers.get_content_type()
+            body = r.read().decode("utf-8", "replace") if kind == "text/html" else ""
+            return r.status, kind, body
+    except urllib.error.HTTPError as e:
+        return e.code, "", ""
+
+
+@pytest.fixture(scope="session")
+def crawl(base):
+    """Every internal URL reachable from the home page (and 404.html): {url: (status, ids, links)}."""
+    seen: dict[str, tuple[int, set[str], list[str]]] = {}
+    todo = [f"{base}/", f"{base}/404.html"]
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        status, kind, body = _fetch(url)
+        parser = _Links()
+        if kind == "text/html":
+            parser.feed(body)
+        links = [
+            urljoin(url, h) for h in parser.links if not h.startswith(("mailto:", "javascript:", "data:"))
+        ]
+        seen[url] = (status, parser.ids, links)
+        for link in links:
+            target = urldefrag(link)[0]
+            if target.startswith(base) and target not in seen:
+                todo.append(target)
+    return seen
+
+
+def test_every_internal_link_and_anchor_resolves(crawl, base):
+    pages = [u for u, (_, ids, _) in crawl.items() if ids]
+    assert f"{base}/families/{FAMILY}/" in pages and f"{base}/concepts/" in pages
+    bad = []
+    for url, (_, _, links) in crawl.items():
+        for link in links:
+            target, frag = urldefrag(link)
+            if not target.startswith(base):
+                continue
+            status, ids, _ = crawl[target]
+            if status != 200:
+                bad.append(f"{url} -> {link}: HTTP {status}")
+            elif frag and frag not in ids and urlsplit(target).path.endswith("/"):
+                bad.append(f"{url} -> {link}: no #{frag}")
+    assert not bad, "\n".join(bad)
+
+
+def _html_pages(crawl, base) -> list[str]:
+    return sorted(
+        u
+        for u, (status, ids, _) in crawl.items()
+        if status == 200 and ids and (u.endswith("/") or u.endswith(".html"))
+    )
+
+
+def test_no_console_errors_and_no_serious_axe_violations_on_any_page(browser, crawl, base):
+    """Every page in the light scheme; in the dark one too, every page whose colors the scheme
+    changes beyond Material's own text (highlighted code, this site's diagrams and tables)."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+    pages = _html_pages(crawl, base)
+    assert len(pages) >= 6
+    contexts = {
+        scheme: browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        for scheme in ("light", "dark")
+    }
+    problems, audited = [], []
+    for url in pages:
+        for scheme, context in contexts.items():
+            t = Tab(context.new_page())
+            page = t.open(url)
+            if scheme == "dark" and not page.locator(".highlight, .nc-section").count():
+                page.close()
+                continue
+            if page.locator("#nc-data").count():
+                part(page, "layers[i].mlp.router").click()  # with a card open, too
+            for v in axe.run(page).response["violations"]:
+                if v["impact"] in ("serious", "critical"):
+                    targets = ", ".join(" ".join(map(str, n["target"])) for n in v["nodes"][:5])
+                    problems.append(f"{scheme} {url}: {v['impact']} {v['id']} ({v['help']}): {targets}")
+            problems += [f"{scheme} {url}: {e}" for e in t.errors]
+            audited.append((scheme, url))
+            page.close()
+    for context in contexts.values():
+        context.close()
+    assert not problems, "\n".join(problems)
+    assert ("dark", family_url(base)) in audited
+
+
+def test_embedded_facts_are_escaped_json(base, facts):
+    status, _, body = _fetch(family_url(base))
+    assert status == 200
+    m = re.search(r'<div class="nc-data" id="nc-data" hidden data-json="([^"]*)"', body)
+    assert m, "no embedded facts"
+    assert "<" not in m.group(1) and "'" not in m.group(1)
+    import html
+
+    data = json.loads(html.unescape(m.group(1)))
+    v = data["values"]["model.layers[i].mlp.router_logits"]
+    assert v["conditions"][0]["why"] == EVIL
+    assert data["blocks"] == facts["stack"]["blocks"]
+    for k in facts["stack"]["block_kinds"]:
+        drawn = {p["path"] for p in data["parts"].values() if p["kind"] == k["kind"]}
+        assert drawn == {p["id"] for p in k["parts"]}
