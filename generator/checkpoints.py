@@ -216,6 +216,18 @@ LLAMA3_PRETOKENIZE_REGEX = (
 )
 
 
+# The Qwen VL Instruct checkpoints' behaviour: messages and image parts as above, and a generation
+# prompt that only opens the assistant turn (no thinking block); Qwen2-VL and Qwen2.5-VL also open
+# with a default system message when the conversation has none.
+QWEN3_VL_CHAT_TEMPLATE = CHAT_TEMPLATE[: CHAT_TEMPLATE.index("{%- if add_generation_prompt")] + (
+    "{%- if add_generation_prompt -%}\n    {{- '<|im_start|>assistant\\n' -}}\n{%- endif -%}\n"
+)
+QWEN2_VL_CHAT_TEMPLATE = (
+    "{%- if messages[0]['role'] != 'system' -%}\n"
+    "    {{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}\n{%- endif -%}\n"
+) + QWEN3_VL_CHAT_TEMPLATE
+
+
 @dataclasses.dataclass(frozen=True)
 class TokenizerKind:
     """How a family's real tokenizer is built, which the tiny one imitates (``tiny.tokenizer.kind``).
@@ -247,6 +259,11 @@ TOKENIZER_KINDS = {
     # Qwen3 (post-trained checkpoints): no BOS, eos <|im_end|>, pad <|endoftext|>
     "qwen3": TokenizerKind("Qwen2Tokenizer", _regex_of("qwen2.tokenization_qwen2"), QWEN3_CHAT_TEMPLATE, eos="<|im_end|>",
                            padding_side=None),
+    # Qwen2-VL, Qwen2.5-VL and Qwen3-VL (Instruct): Qwen2's tokenizer, eos <|im_end|>, pad <|endoftext|>
+    "qwen2_vl": TokenizerKind("Qwen2Tokenizer", _regex_of("qwen2.tokenization_qwen2"), QWEN2_VL_CHAT_TEMPLATE,
+                              eos="<|im_end|>", padding_side=None),
+    "qwen3_vl": TokenizerKind("Qwen2Tokenizer", _regex_of("qwen2.tokenization_qwen2"), QWEN3_VL_CHAT_TEMPLATE,
+                              eos="<|im_end|>", padding_side=None),
     # Llama 3.x: tokenizer.json only, BOS prepended, eos <|eot_id|> (Instruct), no pad token
     "llama3": TokenizerKind("PreTrainedTokenizerFast", lambda: LLAMA3_PRETOKENIZE_REGEX, LLAMA3_CHAT_TEMPLATE,
                             bos="<|begin_of_text|>", eos="<|eot_id|>", pad=None, padding_side=None, nfc=False),

@@ -34,7 +34,7 @@ TINY_REQUIRED = ("class", "seed", "config", "tokenizer", "sha256")  # processor:
 TOKENIZER_FIELDS = ("kind", "bpe_vocab_size", "special_tokens")
 TOKENIZER_REQUIRED = ("bpe_vocab_size", "special_tokens")
 #: the tokenizer a tiny checkpoint imitates (generator/checkpoints.py TOKENIZER_KINDS); the default is qwen3_5
-TOKENIZER_KINDS = ("qwen3_5", "qwen3", "llama3")
+TOKENIZER_KINDS = ("qwen3_5", "qwen3", "qwen2_vl", "qwen3_vl", "llama3")
 CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

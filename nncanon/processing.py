@@ -1,5 +1,5 @@
-"""An image-text processor for the Qwen3.5 / Qwen3.6 vision-language checkpoints that works
-without torchvision.
+"""An image-text processor for the Qwen vision-language checkpoints (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
+Qwen3.5 / Qwen3.6 and their MoE lines) that works without torchvision.
 
 transformers maps ``qwen3_5`` and ``qwen3_5_moe`` to ``Qwen3VLProcessor``, which always builds a
 video processor; the only video processor registered for these model types
@@ -7,7 +7,9 @@ video processor; the only video processor registered for these model types
 fails without it. :class:`QwenImageTextProcessor` is ``Qwen3VLProcessor`` with images and text
 only: it expands each ``<|image_pad|>`` to ``t * h * w / merge_size**2`` image tokens and emits
 ``mm_token_type_ids`` (which the Qwen3.5 models require), exactly as ``Qwen3VLProcessor`` does,
-and pads a batch of prompts by default.
+and pads a batch of prompts by default. On images it is what each line's own processor does
+(``Qwen2VLProcessor``, ``Qwen2_5_VLProcessor`` and ``Qwen3VLProcessor`` expand the placeholder the same
+way and emit the same ``mm_token_type_ids``), so the tiny checkpoints of every Qwen VL family use it.
 
 A prompt holds one ``<|vision_start|><|image_pad|><|vision_end|>`` per image (the chat template
 writes it for an ``{"type": "image"}`` part); ``images`` is a flat list in prompt order, or one

@@ -18,9 +18,12 @@ in one trace read the last block, then the projector, then ``vision.tower_output
 text embeddings), then the text blocks. ``tower_output`` is read-only: nothing reads the
 returned stream after the merger has, so an edit belongs on the last block's layer_output.
 
-A family maps its module classes onto these hosts in ENVOYS and its native names onto the
-standard ones in RENAME (`RENAME` here is what the Qwen3-VL / Qwen3.5 spelling needs); the
-locators below name children by their standard names.
+A family maps its module classes onto these hosts in ENVOYS (`envoys`) and its native names onto
+the standard ones in RENAME: `MOUNTS` lifts the wrapper's text stack, encoder and merger to the
+root, `RENAME` is the Qwen3-VL / Qwen3.5 spelling inside the encoder and `RENAME_FC` the Qwen2-VL /
+Qwen2.5-VL one, both onto the same standard names (so the locators below, which name children by
+their standard names, serve every line). Qwen3-VL's DeepStack taps enter the text blocks at
+``model.layers[i].deepstack_output`` (`DeepStackBlock`, served by `install_deepstack`).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from typing import Any
 
 from ..hosts import host
 from ..layouts import HeadOutputs, ImageFeatures, ImageTokenMask, Keys, Neurons, Patches, Queries, Values
-from ..locators import Locator, child, op, own
-from ..values import Unavailable, Value, View, never
+from ..locators import Locator, Tap, child, op, own
+from ..values import Condition, Unavailable, Value, View, never
 from ..views import IMAGES_AXIS
 from ._decoder import MLP, Attention, Block
 
@@ -262,14 +265,17 @@ VisionMLP = host("QwenVisionMLP", MLP, values=[
 # -- the images the encyclopedia measures with ------------------------------------------------
 
 
-def example_images() -> list:
-    """A red square (64 x 64 pixels: 4 x 4 patches of 16) and a wide image of seeded noise
-    (128 x 64: 4 x 8 patches), sizes the processor keeps as they are (multiples of 32)."""
+def example_images(processor: Any = None) -> list:
+    """A red square (2 x 2 merge blocks: 64 x 64 pixels at patch 16) and a wide image of seeded noise
+    (4 x 2 merge blocks: 128 x 64), sides the processor keeps as they are (multiples of
+    patch_size * merge_size, ``processor``'s, 16 * 2 when none is given)."""
     import numpy as np
     from PIL import Image
 
-    red = Image.new("RGB", (64, 64), (255, 0, 0))
-    noise = np.random.default_rng(0).integers(0, 256, size=(64, 128, 3), dtype=np.uint8)
+    ip = getattr(processor, "image_processor", None)
+    unit = ip.patch_size * ip.merge_size if ip is not None else 32
+    red = Image.new("RGB", (2 * unit, 2 * unit), (255, 0, 0))
+    noise = np.random.default_rng(0).integers(0, 256, size=(2 * unit, 4 * unit, 3), dtype=np.uint8)
     return [red, Image.fromarray(noise)]
 
 
@@ -278,7 +284,7 @@ def trace_inputs(model: Any) -> tuple[tuple, dict]:
     from ..processing import image_placeholder
 
     pad = image_placeholder(model.processor)
-    return (f"Compare {pad} with {pad}. Which one is red?",), {"images": example_images()}
+    return (f"Compare {pad} with {pad}. Which one is red?",), {"images": example_images(model.processor)}
 
 
 def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
@@ -292,8 +298,18 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
             "vision_hidden_size": model.vision.vision_hidden_size}
 
 
-#: native -> standard names inside the encoder (Qwen3-VL / Qwen3.5 spelling); a family adds
-#: the mounts of the encoder (``vision``) and its merger (``projector``) at the root
+# -- names: the wrapper's layout, and each line's spelling inside the encoder -------------------
+
+#: the wrapper's text stack, encoder and merger, mounted at the root (every Qwen VL wrapper)
+MOUNTS = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.visual": "vision",
+    "model.visual.merger": "projector",
+}
+
+#: native -> standard names inside the encoder, Qwen3-VL / Qwen3.5 spelling
 RENAME = {
     "blocks": "layers",
     "norm1": "input_layernorm",
@@ -305,9 +321,184 @@ RENAME = {
     "linear_fc2": "down_proj",
 }
 
-__all__ = ["Vision", "VisionBlock", "VisionAttention", "VisionMLP", "RENAME", "AtRoot", "Worded",
-           "install_sources", "NO_PATTERN", "IMAGES_HEADS", "IMAGE_TOKENS", "RETURNED", "example_images", "trace_inputs",
-           "image_sizes"]
+#: the same standard names from the Qwen2-VL / Qwen2.5-VL spelling: Qwen2-VL's MLP is fc1, act, fc2,
+#: and on both the merger is ln_q and an nn.Sequential (0: the first linear, 1: GELU, 2: the second)
+RENAME_FC = {
+    **{k: v for k, v in RENAME.items() if k != "linear_fc2"},
+    "fc1": "linear_fc1",
+    "act": "act_fn",
+    "fc2": "down_proj",
+    "ln_q": "norm",
+    "mlp.0": "linear_fc1",
+    "mlp.1": "act_fn",
+    "mlp.2": "down_proj",
+}
+
+
+#: Qwen3-VL's DeepStack mergers, mounted at the root beside the projector
+DEEPSTACK_MOUNTS = {"model.visual.deepstack_merger_list": "deepstack_projectors"}
+
+#: what a DeepStack line must resolve with the image-text-to-text task
+DEEPSTACK_PATHS = ["vision.pos_embed", "deepstack_projectors"]
+
+
+def envoys(vision: type, block: type, attention: type, mlp: type, vision_host: type | None = None) -> dict[type, type]:
+    """ENVOYS entries of a line's encoder: its model, block, attention and MLP classes onto the hosts
+    (``vision_host``: a subclass of `Vision` with the line's own values)."""
+    return {vision: vision_host or Vision, block: VisionBlock, attention: VisionAttention, mlp: VisionMLP}
+
+
+# -- loading: every checkpoint of these lines is the wrapper ------------------------------------
+
+
+def wrapper_build(wrapper: type):
+    """A family's ``build`` for a line whose checkpoints are all ``wrapper`` (…ForConditionalGeneration).
+
+    ``task="image-text-to-text"`` loads the wrapper with its processor. ``"text-generation"`` (the
+    default) loads the same wrapper and drops its vision encoder (transformers has no text-only class
+    for these lines): text prompts run as they do on the whole wrapper, with the text model's names
+    and values, and model.vision does not exist.
+    """
+    from . import _loading
+
+    _quiet_text_pipeline(wrapper)
+
+    def build(checkpoint, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
+        _loading.check_task(task)
+        module = wrapper.from_pretrained(checkpoint, **hf_kwargs)
+        if task == "text-generation":
+            del module.model.visual
+            return module, {"tokenizer": _loading.tokenizer(checkpoint)}
+        from ..processing import load_processor
+
+        processor = load_processor(checkpoint)
+        return module, {"tokenizer": processor.tokenizer, "processor": processor}
+
+    return build
+
+
+def _quiet_text_pipeline(wrapper: type) -> None:
+    """Drop transformers' "not supported for text-generation" error for ``wrapper``: its pipeline lists the
+    ...ForCausalLM classes only, but the wrapper runs text prompts as they are (nnsight's pipeline works)."""
+    import logging
+
+    message = f"The model '{wrapper.__name__}' is not supported for text-generation."
+    logging.getLogger("transformers.pipelines.base").addFilter(
+        lambda record: not record.getMessage().startswith(message))
+
+
+#: the standard paths of the encoder every line must resolve (with the image-text-to-text task)
+VISION_PATHS = ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
+                "vision.layers.0.self_attn.o_proj", "vision.layers.0.mlp.act_fn", "vision.layers.0.mlp.down_proj",
+                "projector.norm", "projector.down_proj"]
+
+
+def required_paths(text: list[str], vision: list[str] = ()):
+    """A family's ``required_paths``: ``text`` always, the encoder's (and ``vision``) when it is loaded."""
+
+    def paths(model: Any) -> list[str]:
+        return [*text, *VISION_PATHS, *vision] if model.task == "image-text-to-text" else list(text)
+
+    return paths
+
+
+def dense_dim_sizes(model: Any) -> dict[str, int]:
+    """A family's ``dim_sizes`` when the text MLP is dense: its width."""
+    return {"intermediate_size": model.text_config.intermediate_size}
+
+
+def prepare(model: Any) -> None:
+    """A family's ``prepare``: the ``.source`` ops the image values read, and DeepStack's taps."""
+    install_sources(model)
+    install_deepstack(model)
+
+
+# -- DeepStack (Qwen3-VL): vision features added to the first text blocks' output ------------------
+
+#: where DeepStack's addition is served: the text model passes block i's output and the features
+#: through ``_deepstack_process`` right after the block returns (`install_deepstack` serves it)
+DEEPSTACK = "deepstack"
+
+
+@dataclass(frozen=True)
+class AfterBlock(Tap):
+    """A point of the text model's forward right after block i returns, served by this library."""
+
+    def read_at(self) -> str:
+        what = "the arguments of" if self.io == "input" else "the output of"
+        return f"after the block, inside the text model's forward: {what} {self.described}{self.part()}"
+
+
+WITH_IMAGES = Condition(
+    needs='task="image-text-to-text" and images in the prompt',
+    why="DeepStack's features come from the vision encoder",
+    holds=lambda model: model.task == "image-text-to-text",
+)
+
+
+def deepstack_blocks(model: Any) -> int:
+    """How many text blocks (the first ones) receive DeepStack features: one per deepstack_visual_indexes."""
+    return len(getattr(model._module.config.vision_config, "deepstack_visual_indexes", None) or ())
+
+
+class _DeepStackOnly:
+    """deepstack_output exists on the first `deepstack_blocks` blocks only: say so on the others."""
+
+    def _require(self, value: Value) -> None:
+        super()._require(value)
+        index = int(self.path.rsplit(".", 1)[-1])
+        count = deepstack_blocks(self._std_model)
+        if value.name == "deepstack_output" and index >= count:
+            raise Unavailable(f"{self._standard_path()}.deepstack_output is unavailable: DeepStack adds features "
+                              f"after blocks 0 to {count - 1} only, one per vision_config.deepstack_visual_indexes "
+                              f"entry ({count})")
+
+
+_DeepStackBlock = host("QwenDeepStackBlock", Block, values=[
+    Value("deepstack_output", ImageFeatures,
+          "What DeepStack adds to the stream leaving this block, at the image tokens: the features of the "
+          "vision block deepstack_visual_indexes[i], through its own merger (blocks below "
+          "len(deepstack_visual_indexes) only)",
+          AfterBlock(io="input", element=2, name=DEEPSTACK, described="_deepstack_process"),
+          conditions=(WITH_IMAGES,)),
+], TRACKS_TOKENS=True)
+
+#: ``model.layers[i]`` of a Qwen3-VL line (a mixture's block records its token shape, so every one does)
+DeepStackBlock = type("QwenDeepStackBlock", (_DeepStackOnly, _DeepStackBlock), {"HOST": "model.layers[i]"})
+
+
+def install_deepstack(model: Any) -> None:
+    """Serve DeepStack's addition after each block that gets one (nothing on a line without DeepStack).
+
+    The text model calls ``_deepstack_process(hidden_states, visual_pos_masks, features)`` right after
+    block i; it is wrapped here (on this model's instance) so the call's arguments are served at
+    ``{layers[i] path}.deepstack.input`` in a trace, read and replaceable like any value.
+    """
+    text = model._module.model.language_model
+    if not hasattr(type(text), "_deepstack_process"):
+        return
+    layers = list(model.layers)
+    state = {"block": -1}
+    for index, layer in enumerate(layers):
+        layer._module.register_forward_hook(lambda module, args, output, index=index: state.update(block=index))
+    process = type(text)._deepstack_process
+
+    def deepstack(hidden_states: Any, visual_pos_masks: Any, features: Any) -> Any:
+        args = (hidden_states, visual_pos_masks, features)
+        interleaver = model.interleaver
+        if interleaver.interleaving:
+            location = f"{layers[state['block']].path}.{DEEPSTACK}.input"
+            args, _ = interleaver.handle(location, (args, {}))
+        return process(text, *args)
+
+    text._deepstack_process = deepstack
+
+
+__all__ = ["Vision", "VisionBlock", "VisionAttention", "VisionMLP", "RENAME", "RENAME_FC", "MOUNTS", "DEEPSTACK_MOUNTS", "DEEPSTACK_PATHS", "AtRoot",
+           "Worded", "AfterBlock", "install_sources", "install_deepstack", "prepare", "NO_PATTERN", "IMAGES_HEADS",
+           "IMAGE_TOKENS", "RETURNED", "WITH_IMAGES", "DeepStackBlock", "deepstack_blocks", "example_images",
+           "trace_inputs", "image_sizes", "envoys", "wrapper_build", "required_paths", "dense_dim_sizes", "VISION_PATHS", "variants",
+           "vision_variants"]
 
 
 # -- the Qwen ViT line's variants, read off each line's own encoder (built on the meta device) ----
@@ -378,3 +569,7 @@ def variants() -> dict:
         rows.append([line, *cells])
     columns = ["line", "block norms", "merger norm", "MLP", "beyond the shared encoder"]
     return {"columns": columns, "rows": rows}
+
+
+#: a family's ``vision_variants`` (the shared notes' table)
+vision_variants = variants
