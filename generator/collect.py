@@ -12,6 +12,7 @@ Facts are deterministic: sorted keys, no timestamps, floats rounded where they a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -40,13 +41,21 @@ class ClaimError(AssertionError):
 
 @dataclass(frozen=True)
 class Load:
-    """One way to load the family: a label the page shows, the task and from_pretrained kwargs."""
+    """One way to load the family: a label the page shows, the task and from_pretrained kwargs.
+
+    A load with ``base`` reuses that load's model under ``context(model)``, a context manager
+    (a kernel route, or "as if flash-linear-attention were installed"): routes are per family for
+    the whole process, so they are entered around each use, never left on.
+    """
 
     label: str
     task: str = "text-generation"
     kwargs: tuple[tuple[str, Any], ...] = ()
-    #: called on the loaded model before use (route_kernels, ...)
-    setup: Callable[[Any], None] | None = None
+    base: str | None = None
+    context: Callable[[Any], Any] | None = None
+
+    def within(self, model: Any) -> Any:
+        return self.context(model) if self.context is not None else contextlib.nullcontext()
 
 
 def default_loads(family: Family, family_module: Any) -> list[Load]:
@@ -54,7 +63,13 @@ def default_loads(family: Family, family_module: Any) -> list[Load]:
     (EXTRA_LOADS: kernel routes), and the multimodal task when the page has a vision encoder."""
     loads = [Load("sdpa"), Load("eager", kwargs=(("attn_implementation", "eager"),)),
              Load("experts eager", kwargs=(("experts_implementation", "eager"),))]
-    loads += list(getattr(family_module, "EXTRA_LOADS", ()))
+    if hasattr(family_module, "KERNELS"):  # a DeltaNet family: its kernel routes
+        from nncanon import kernels
+
+        loads += [Load('route_kernels "torch"', base="sdpa",
+                       context=lambda model: kernels.route_kernels(model.family, "torch")),
+                  Load("flash-linear-attention installed", base="sdpa",
+                       context=lambda model: kernels.assume_fla(model.family))]
     if (family.get("page") or {}).get("vision"):
         loads.append(Load("image", task="image-text-to-text"))
     return loads
@@ -69,22 +84,16 @@ class Models:
         self._cache: dict[str, Any] = {}
 
     def get(self, label: str) -> Any:
+        load = self.loads[label]
+        if load.base is not None:
+            return self.get(load.base)
         if label not in self._cache:
             import nncanon
 
-            load = self.loads[label]
-            model = nncanon.load(self.checkpoint, task=load.task, **dict(load.kwargs))
-            if load.setup is not None:
-                load.setup(model)
-            self._cache[label] = model
+            self._cache[label] = nncanon.load(self.checkpoint, task=load.task, **dict(load.kwargs))
         return self._cache[label]
 
     def close(self) -> None:
-        for label in list(self._cache):
-            load = self.loads[label]
-            teardown = getattr(load.setup, "teardown", None)
-            if teardown is not None:
-                teardown(self._cache[label])
         self._cache.clear()
 
 
@@ -163,18 +172,21 @@ def host_rows(models: Models, loads: list[Load], family: Family, family_module: 
     by_host: dict[str, dict] = {}
     for load in loads:
         model = models.get(load.label)
+        with load.within(model):
+            rows = model.support()
         for name, (cls, native) in model.host_classes().items():
             entry = by_host.setdefault(name, {"path": name, "class": native, "section": section_of(name),
                                               "values": {}, "cls": cls})
             if load.task == "image-text-to-text" or entry["class"] == native:
                 entry["class"] = native
-            for row in model.support():
+            for row in rows:
                 if row.host != name:
                     continue
                 value = entry["values"].setdefault(row.name, _value_entry(row, cls))
                 value["availability"][load.label] = row.available
                 if row.available and value["measured"] is None:
-                    value["measured"] = _measure_value(models, load, family, family_module, name, row, prompts)
+                    with load.within(model):
+                        value["measured"] = _measure_value(models, load, family, family_module, name, row, prompts)
     hosts = []
     for entry in by_host.values():
         entry.pop("cls")
