@@ -204,7 +204,18 @@ def _value_entry(row: Any, cls: type) -> dict:
     conditions = [{"needs": c.needs, "why": c.why} for c in value.conditions]
     return {"name": row.name, "layout": value.layout.name, "dims": list(value.layout.dims),
             "description": row.description, "read_at": row.read_at, "conditions": conditions,
-            "note": value.note, "availability": {}, "measured": None, "writable": value.writable}
+            "note": value.note if isinstance(value.note, str) else None, "availability": {}, "measured": None,
+            "writable": value.writable}
+
+
+def full_size_notes(hosts: list[dict], full: Any, checkpoint_id: str) -> None:
+    """Notes that depend on the config (the size of ``states``) are given for the full-size checkpoint."""
+    for name, (cls, _) in full.host_classes().items():
+        entry = next((h for h in hosts if h["path"] == name), None)
+        for value in cls.values():
+            if entry is not None and callable(value.note):
+                row = next(v for v in entry["values"] if v["name"] == value.name)
+                row["note"] = f"{value.note(full)} on {checkpoint_id}"
 
 
 def _measure_value(models: Models, load: Load, family: Family, family_module: Any, host: str, row: Any,
@@ -554,6 +565,7 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
         printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
         configs, vision_configs = config_tables(family, family_module, task, causal_lm)
         family_traits = traits(family_module, models.get("sdpa"), printout_model)
+        full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines),
             "tagline": " ".join(family.tagline.split()), "tags": list(family.tags),

@@ -205,8 +205,9 @@ class StandardModel(Host, TransformersModel):
                 if value.conditions:
                     first = failing[0] if failing else value.conditions[0]
                     condition = first.why if not first.needs else f"needs {first.needs}: {first.why}"
-                if value.note:
-                    condition = value.note if not failing else f"{condition}; {value.note}"
+                note = value.note(self) if callable(value.note) else value.note
+                if note:
+                    condition = note if not failing else f"{condition}; {note}"
                 rows.append(Row(name, native, value.name, str(value.layout), value.layout.dims,
                                 value.description, value.read_at(), bool(value.conditions),
                                 not failing, condition))

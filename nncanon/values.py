@@ -88,8 +88,9 @@ class Value:
     locator: Locator
     view: View = IDENTITY
     conditions: tuple[Condition, ...] = ()
-    #: shown in the support table beside the ⚠︎ mark; defaults to the conditions' needs
-    note: str | None = None
+    #: shown in the support table beside the ⚠︎ mark: a sentence, or a function of the model
+    #: for one that depends on its config (the size of ``states``)
+    note: str | Callable[[Any], str] | None = None
     #: assignment copies into the model's tensor instead of swapping it, for a tensor the
     #: forward reads twice (layer_mid is both the MLP norm's input and the residual), so an
     #: assignment reaches every reader, as an in-place edit does

@@ -74,8 +74,6 @@ def states_note(config: Any) -> str:
             f"(float32, linear_num_value_heads x linear_key_head_dim x linear_value_head_dim)")
 
 
-_STATES_NOTE = ("materialized only when read: one float32 [heads key_dim value_dim] state per token per block; "
-                "nncanon.families._deltanet.state_bytes_per_token(config) gives its size")
 
 # -- locators -------------------------------------------------------------------
 
@@ -103,7 +101,7 @@ LinearAttentionBase = host("LinearAttentionBase", values=[
           TOKEN_STATE, conditions=(TOKEN_ROUTE,)),
     Value("states", States,
           "The recurrent state after every token of this call; needs route_kernels(family, 'torch')",
-          TOKEN_STATES, view=READ_ONLY, conditions=(TOKEN_ROUTE,), note=_STATES_NOTE,
+          TOKEN_STATES, view=READ_ONLY, conditions=(TOKEN_ROUTE,), note=lambda model: states_note(model.text_config),
           extra={"bytes_per_token": state_bytes_per_token, "note": states_note}),
 ], HOST="model.layers[i].linear_attn")
 
