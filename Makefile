@@ -24,6 +24,8 @@ lint: $(PY)
 bench: $(PY)
 	$(PY) bench/bench_text.py
 	$(PY) bench/bench_states.py
+	$(PY) bench/bench_page.py
+	$(PY) bench/bench_build.py
 
 serve: $(PY)
 	$(PY) -m generator serve
