@@ -575,7 +575,7 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
             "tiny": {"sha256": family.tiny["sha256"], "num_layers": models.get("sdpa").num_layers,
                      "config": family.tiny["config"]},
             "stack": stack(family, family_module, printout_model, models, identities),
-            "vision": vision(family, family_module, models, identities),
+            "vision": vision(family, family_module, models, identities, printout_model),
             "hosts": hosts,
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model)},
             "configs": configs, "vision_configs": vision_configs,
@@ -593,13 +593,14 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
         torch.set_num_threads(threads)
 
 
-def vision(family: Family, family_module: Any, models: Models, identities: list[dict]) -> dict | None:
+def vision(family: Family, family_module: Any, models: Models, identities: list[dict], full: Any) -> dict | None:
+    """The vision encoder's diagram: its chain counted on the full-size checkpoint, its parts checked on the tiny."""
     spec = (family.get("page") or {}).get("vision")
     if not spec:
         return None
     model = models.get("image")
     identity = next((i for i in identities if i["kind"] == "vision"), None)
-    count = model.vision.num_layers
+    count = full.vision.num_layers
     chain = [dict(link, count=count) if link.get("module") == "layers" else dict(link) for link in spec["chain"]]
     return {"class": type(model.vision._module).__name__, "line": spec["line"],
             "num_layers": count, "chain": chain, "facts": [[k, v] for k, v in spec["facts"].items()],
