@@ -161,6 +161,26 @@ MoE = type("MoE", (_TopK, MoE), {"HOST": "model.layers[i].mlp"})
 #: a block whose MLP is a mixture: it records the [batch, seq] its token-flattened values unflatten to
 MoEBlock = host("MoEBlock", Block, TRACKS_TOKENS=True)
 
+#: a mixture whose shared expert (shared_experts, a TokenMLP) is scaled by a sigmoid gate per token
+#: (Qwen3-Next, Qwen3.5-MoE): the scaled product is the forward's second shared_expert_output
+SharedMoE = host("SharedMoE", MoE, values=[
+    Value("shared_expert_output", Residual, "The shared expert's output",
+          op("shared_expert_output_1"), view=TOKENS),
+])
+
+
+def require_every_block_sparse(model, family: str) -> None:
+    """Refuse a config that keeps some blocks dense (mlp_only_layers, decoder_sparse_step): the
+    families that call this serve checkpoints whose every block is a mixture, as released."""
+    from ..model import FamilyMismatch
+
+    config = model.text_config
+    dense = [i for i in range(config.num_hidden_layers)
+             if i in config.mlp_only_layers or not config.num_experts or (i + 1) % config.decoder_sparse_step]
+    if dense:
+        raise FamilyMismatch(f"{family}: blocks {dense} have a dense MLP (mlp_only_layers, decoder_sparse_step); "
+                             f"nncanon serves {family} checkpoints whose every block is a mixture, as released")
+
 # -- a text-only decoder family (a causal LM whose text stack is model.model) ------------------
 
 #: the causal LM's text stack, mounted at the root
@@ -171,8 +191,12 @@ TEXT_PATHS = ["embed_tokens", "layers", "norm", "lm_head", "layers.0.input_layer
               "layers.0.post_attention_layernorm", "layers.0.mlp"]
 
 
-def text_only(causal_cls: type):
-    """A family's ``build``: ``causal_cls`` (also ``build.causal_lm``) from a local checkpoint, with its tokenizer."""
+def text_only(causal_cls: type, wrapper_prefix: str | None = None):
+    """A family's ``build``: ``causal_cls`` (also ``build.causal_lm``) from a local checkpoint, with its tokenizer.
+
+    With ``wrapper_prefix`` (``"model.language_model."``) a multimodal wrapper's checkpoint loads
+    too, as its text stack alone (`_loading.text_model`).
+    """
     from . import _loading
 
     def build(checkpoint, task: str, **hf_kwargs):
@@ -180,7 +204,10 @@ def text_only(causal_cls: type):
         if task != "text-generation":
             raise ValueError(f"task={task!r}: {causal_cls.__name__} is a text-only model; "
                              "load it with task='text-generation' (the default)")
-        module = causal_cls.from_pretrained(checkpoint, **hf_kwargs)
+        if wrapper_prefix is not None:
+            module = _loading.text_model(checkpoint, causal_cls, wrapper_prefix, **hf_kwargs)
+        else:
+            module = causal_cls.from_pretrained(checkpoint, **hf_kwargs)
         return module, {"tokenizer": _loading.tokenizer(checkpoint)}
 
     build.causal_lm = causal_cls
@@ -202,6 +229,7 @@ def nothing_to_prepare(model) -> None:
     """``prepare`` of a family whose values need nothing installed beyond their locators."""
 
 
-__all__ = ["Host", "ROOT_VALUES", "Block", "Attention", "MLP", "TokenMLP", "MoE", "MoEBlock", "EAGER",
+__all__ = ["Host", "ROOT_VALUES", "Block", "Attention", "MLP", "TokenMLP", "MoE", "MoEBlock", "SharedMoE",
+           "require_every_block_sparse", "EAGER",
            "ATTENTION_CALL", "EXPERTS_MM", "TEXT_RENAME", "TEXT_PATHS", "text_only", "attention_layer_types",
            "moe_dim_sizes", "nothing_to_prepare"]

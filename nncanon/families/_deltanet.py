@@ -123,5 +123,48 @@ DeltaNet = host("DeltaNet", LinearAttentionBase, values=[
 
 KERNELS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
 
+# -- a hybrid family's functions: linear_attn on linear_attention blocks, self_attn on full_attention ones
+
+#: the standard paths every hybrid family resolves (block 0 is a DeltaNet block, so no mixer here)
+HYBRID_PATHS = ["embed_tokens", "layers", "norm", "lm_head"]
+MIXERS = {"linear_attention": "linear_attn", "full_attention": "self_attn"}
+
+
+def layer_types(model: Any) -> list[str]:
+    return list(model.text_config.layer_types)
+
+
+def dim_sizes(model: Any) -> dict[str, int]:
+    """The DeltaNet's dimensions, as its layouts name them."""
+    config = model.text_config
+    return {
+        "key_heads": config.linear_num_key_heads,
+        "heads": config.linear_num_value_heads,
+        "key_dim": config.linear_key_head_dim,
+        "value_dim": config.linear_value_head_dim,
+    }
+
+
+def prepare(model: Any, modeling: Any) -> None:
+    """Tap the delta-rule kernels of ``modeling`` and mark the model's DeltaNet blocks (`nncanon.kernels`)."""
+    kernels.tap(modeling, KERNELS)
+    for envoy in model._hosts:
+        if isinstance(envoy, DeltaNet):
+            kernels.track(envoy)
+
+
+def explain_missing(model: Any, envoy: Any, name: str) -> str | None:
+    """A block has linear_attn or self_attn, never both: say which this one has."""
+    from ._decoder import Block
+
+    if isinstance(envoy, Block) and name in MIXERS.values():
+        types = layer_types(model)
+        index = int(envoy.path.rsplit(".", 1)[-1])
+        blocks = [i for i, t in enumerate(types) if MIXERS[t] == name]
+        return (f"{envoy._std_path} is a {types[index]} block: it has {MIXERS[types[index]]}, not {name}; "
+                f"the blocks with {name} are {blocks}")
+    return None
+
+
 __all__ = ["LinearAttentionBase", "DeltaNet", "KERNELS", "KERNEL_VALUES", "TOKEN_ROUTE", "state_bytes_per_token",
-           "states_note"]
+           "states_note", "HYBRID_PATHS", "MIXERS", "layer_types", "dim_sizes", "prepare", "explain_missing"]

@@ -23,16 +23,11 @@ from typing import Any
 
 from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf
 
-from .. import kernels
 from ..hosts import host
-from ..layouts import Residual
-from ..locators import op
 from ..model import StandardModel
-from ..values import Value
-from ..views import TOKENS
-from . import _loading, _qwen_vit
-from ._decoder import ROOT_VALUES, Attention, Block, MoE, TokenMLP
-from ._deltanet import KERNELS, DeltaNet
+from . import _deltanet, _loading, _qwen_vit
+from ._decoder import ROOT_VALUES, Attention, Block, SharedMoE, TokenMLP, moe_dim_sizes
+from ._deltanet import DeltaNet
 
 FAMILY = "qwen3_5_moe_text"
 MODEL_TYPES = ("qwen3_5_moe_text",)
@@ -55,11 +50,7 @@ RENAME = {
 }
 
 Layer = host("Layer", Block, TRACKS_TOKENS=True)
-
-SharedMoE = host("SharedMoE", MoE, values=[
-    Value("shared_expert_output", Residual, "The shared expert's output",
-          op("shared_expert_output_1"), view=TOKENS),
-])
+KERNELS = _deltanet.KERNELS  # a DeltaNet family: generator/collect.py adds its kernel routes as loads
 
 ENVOYS = {
     hf.Qwen3_5MoeDecoderLayer: Layer,
@@ -90,8 +81,7 @@ def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    paths = ["embed_tokens", "layers", "norm", "lm_head", "layers.0.mlp.router", "layers.0.mlp.experts",
-             "layers.0.mlp.shared_experts"]
+    paths = [*_deltanet.HYBRID_PATHS, "layers.0.mlp.router", "layers.0.mlp.experts", "layers.0.mlp.shared_experts"]
     if model.task == "image-text-to-text":
         # the vision encoder
         paths += ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
@@ -99,27 +89,15 @@ def required_paths(model: StandardModel) -> list[str]:
     return paths
 
 
-def layer_types(model: StandardModel) -> list[str]:
-    return list(model.text_config.layer_types)
+layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
-    config = model.text_config
-    return {
-        "num_experts": config.num_experts,
-        "top_k": config.num_experts_per_tok,
-        "key_heads": config.linear_num_key_heads,
-        "heads": config.linear_num_value_heads,
-        "key_dim": config.linear_key_head_dim,
-        "value_dim": config.linear_value_head_dim,
-    }
+    return {**moe_dim_sizes(model), **_deltanet.dim_sizes(model)}
 
 
 def prepare(model: StandardModel) -> None:
-    kernels.tap(hf, KERNELS)
-    for envoy in model._hosts:
-        if isinstance(envoy, DeltaNet):
-            kernels.track(envoy)
+    _deltanet.prepare(model, hf)
     # the vision encoder: image_features is read inside the wrapper's forward (model.model)
     _qwen_vit.install_sources(model)
 
@@ -130,14 +108,3 @@ trace_inputs = _qwen_vit.trace_inputs
 image_sizes = _qwen_vit.image_sizes
 vision_variants = _qwen_vit.variants
 
-
-def explain_missing(model: StandardModel, envoy: Any, name: str) -> str | None:
-    """A block has linear_attn or self_attn, never both: say which this one has."""
-    if isinstance(envoy, Layer) and name in ("self_attn", "linear_attn"):
-        types = layer_types(model)
-        index = int(envoy.path.rsplit(".", 1)[-1])
-        mixer = {"linear_attention": "linear_attn", "full_attention": "self_attn"}
-        blocks = [i for i, t in enumerate(types) if mixer[t] == name]
-        return (f"{envoy._std_path} is a {types[index]} block: it has {mixer[types[index]]}, not {name}; "
-                f"the blocks with {name} are {blocks}")
-    return None

@@ -16,9 +16,17 @@ import sys
 from transformers.models.qwen3_moe import modeling_qwen3_moe as hf
 
 from ..hosts import host
-from ..model import FamilyMismatch, StandardModel
+from ..model import StandardModel
 from . import qwen3
-from ._decoder import ROOT_VALUES, Attention, MoE, MoEBlock, moe_dim_sizes, text_only
+from ._decoder import (
+    ROOT_VALUES,
+    Attention,
+    MoE,
+    MoEBlock,
+    moe_dim_sizes,
+    require_every_block_sparse,
+    text_only,
+)
 
 FAMILY = "qwen3_moe"
 MODEL_TYPES = ("qwen3_moe",)
@@ -32,10 +40,5 @@ dim_sizes = moe_dim_sizes
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    config = model.text_config
-    dense = [i for i in range(config.num_hidden_layers)
-             if i in config.mlp_only_layers or not config.num_experts or (i + 1) % config.decoder_sparse_step]
-    if dense:
-        raise FamilyMismatch(f"qwen3_moe: blocks {dense} have a dense MLP (mlp_only_layers, decoder_sparse_step); "
-                             "nncanon serves qwen3_moe checkpoints whose every block is a mixture, as released")
+    require_every_block_sparse(model, FAMILY)
     return [*qwen3.required_paths(model), "layers.0.mlp.router", "layers.0.mlp.experts"]

@@ -1,0 +1,42 @@
+"""Qwen3.5 / 3.6 dense text (Qwen3_5ForCausalLM, model_type qwen3_5_text).
+
+qwen3_5_moe_text's hybrid block with a dense MLP: three blocks in four carry the gated
+DeltaNet mixer linear_attn, the fourth output-gated attention self_attn (config.layer_types),
+and every block ends in one SwiGLU MLP, intermediate_size wide. The released checkpoints are
+qwen3_5 wrappers; nncanon builds Qwen3_5ForCausalLM from the wrapper's model.language_model
+weights (text-generation only: the vision encoder is left unread).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
+
+from ..hosts import host
+from ..model import StandardModel
+from . import _deltanet
+from ._decoder import MLP, ROOT_VALUES, TEXT_RENAME, Attention, Block, text_only
+from ._deltanet import KERNELS, DeltaNet  # noqa: F401  (KERNELS: a DeltaNet family, see generator/collect.py)
+
+FAMILY = "qwen3_5_text"
+MODEL_TYPES = ("qwen3_5_text",)
+RENAME = TEXT_RENAME
+ENVOYS = {hf.Qwen3_5DecoderLayer: Block, hf.Qwen3_5Attention: Attention, hf.Qwen3_5GatedDeltaNet: DeltaNet,
+          hf.Qwen3_5MLP: MLP}
+ROOT = host("Qwen3_5StandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+
+build = text_only(hf.Qwen3_5ForCausalLM, wrapper_prefix="model.language_model.")
+layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing
+
+
+def required_paths(model: StandardModel) -> list[str]:
+    return [*_deltanet.HYBRID_PATHS, "layers.0.mlp.down_proj"]
+
+
+def dim_sizes(model: StandardModel) -> dict[str, int]:
+    return {"intermediate_size": model.text_config.intermediate_size, **_deltanet.dim_sizes(model)}
+
+
+def prepare(model: StandardModel) -> None:
+    _deltanet.prepare(model, hf)

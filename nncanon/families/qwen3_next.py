@@ -1,0 +1,55 @@
+"""Qwen3-Next (Qwen3NextForCausalLM, model_type qwen3_next).
+
+The hybrid block of the Qwen3.5 line, a generation earlier: three blocks in four carry the gated
+DeltaNet mixer linear_attn, the fourth output-gated attention self_attn, and every block's MLP is
+a mixture of experts with a shared expert scaled by a sigmoid gate per token (router renormalized
+when norm_topk_prob). The DeltaNet projects q, k, v and z in one in_proj_qkvz and b, a in one
+in_proj_ba, grouped per key head; the values served (after the split, at the kernel) are laid out
+as Qwen3.5's. A config may keep blocks dense (mlp_only_layers, decoder_sparse_step); the released
+checkpoint does not, and this family refuses one that does.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from transformers.models.qwen3_next import modeling_qwen3_next as hf
+
+from ..hosts import host
+from ..model import StandardModel
+from . import _deltanet
+from ._decoder import (
+    ROOT_VALUES,
+    TEXT_RENAME,
+    Attention,
+    MoEBlock,
+    SharedMoE,
+    TokenMLP,
+    moe_dim_sizes,
+    require_every_block_sparse,
+    text_only,
+)
+from ._deltanet import KERNELS, DeltaNet  # noqa: F401  (KERNELS: a DeltaNet family, see generator/collect.py)
+
+FAMILY = "qwen3_next"
+MODEL_TYPES = ("qwen3_next",)
+RENAME = {**TEXT_RENAME, "gate": "router", "shared_expert": "shared_experts"}
+ENVOYS = {hf.Qwen3NextDecoderLayer: MoEBlock, hf.Qwen3NextAttention: Attention, hf.Qwen3NextGatedDeltaNet: DeltaNet,
+          hf.Qwen3NextSparseMoeBlock: SharedMoE, hf.Qwen3NextMLP: TokenMLP}
+ROOT = host("Qwen3NextStandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+
+build = text_only(hf.Qwen3NextForCausalLM)
+layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing
+
+
+def required_paths(model: StandardModel) -> list[str]:
+    require_every_block_sparse(model, FAMILY)
+    return [*_deltanet.HYBRID_PATHS, "layers.0.mlp.router", "layers.0.mlp.experts", "layers.0.mlp.shared_experts"]
+
+
+def dim_sizes(model: StandardModel) -> dict[str, int]:
+    return {**moe_dim_sizes(model), **_deltanet.dim_sizes(model)}
+
+
+def prepare(model: StandardModel) -> None:
+    _deltanet.prepare(model, hf)
