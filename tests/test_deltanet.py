@@ -9,7 +9,6 @@ package (tests/stand_in_fla; the real fla kernels need a GPU).
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_hooks import mixer_calls
 
 import nncanon
 from nncanon import kernels
@@ -66,22 +66,6 @@ def long_ids(model):
     ids = model.tokenizer(TEXT, return_tensors="pt")["input_ids"][:, :150]
     assert ids.shape == (1, 150)
     return ids
-
-
-@contextlib.contextmanager
-def mixer_calls(model, layer):
-    """Every call's (hidden_states, attention_mask) into the block's DeltaNet, by a plain forward hook."""
-    seen = []
-
-    def hook(module, args, kwargs, output):
-        hidden = args[0] if args else kwargs["hidden_states"]
-        seen.append((hidden.detach(), kwargs.get("attention_mask"), output.detach()))
-
-    handle = model._module.model.layers[layer].linear_attn.register_forward_hook(hook, with_kwargs=True)
-    try:
-        yield seen
-    finally:
-        handle.remove()
 
 
 def module_math(module, hidden, mask=None):

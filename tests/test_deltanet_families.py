@@ -8,12 +8,12 @@ both kinds of block, the mixture's routed + shared sum, an edit's effect, and th
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 
 import pytest
 import torch
 import torch.nn.functional as F
+from plain_hooks import mixer_calls
 from test_deltanet import close, delta_rule, differs, gated_norm
 
 import nncanon
@@ -39,22 +39,6 @@ def hybrid_checkpoint(family):
 @pytest.fixture(scope="module")
 def hybrid(hybrid_checkpoint):
     return nncanon.load(hybrid_checkpoint)
-
-
-@contextlib.contextmanager
-def mixer_call(model, layer):
-    """The DeltaNet's (hidden_states, attention_mask, output), by a plain forward hook."""
-    seen = []
-
-    def hook(module, args, kwargs, output):
-        hidden = args[0] if args else kwargs["hidden_states"]
-        seen.append((hidden.detach(), kwargs.get("attention_mask"), output.detach()))
-
-    handle = model._module.model.layers[layer].linear_attn.register_forward_hook(hook, with_kwargs=True)
-    try:
-        yield seen
-    finally:
-        handle.remove()
 
 
 def projections(module, x):
@@ -102,7 +86,7 @@ def test_loads_as_its_family(family, hybrid, hybrid_checkpoint):
 def test_deltanet_values_match_the_module_math(hybrid, prompts):
     la, module = hybrid.layers[DELTA].linear_attn, hybrid._module.model.layers[DELTA].linear_attn
     got = {}
-    with mixer_call(hybrid, DELTA) as seen, hybrid.trace(prompts):
+    with mixer_calls(hybrid, DELTA) as seen, hybrid.trace(prompts):
         for name in (*KERNEL_VALUES, "attention_output"):
             got[name] = getattr(la, name).save()
     (hidden, mask, output), = seen
