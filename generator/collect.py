@@ -405,13 +405,14 @@ def raw_fields(family: Family, raw: dict, fields: list[str], sub: str) -> list[l
     return rows
 
 
-def config_tables(family: Family, family_module: Any, task: str, causal_lm: type) -> tuple[list[dict], list[dict]]:
+def config_tables(family: Family, family_module: Any, task: str, causal_lm: type,
+                  built: dict[str, Any] | None = None) -> tuple[list[dict], list[dict]]:
     """Accessors and raw fields per full-size checkpoint; checkpoints with equal tables share one."""
     page = family.get("page") or {}
     text_tables: list[dict] = []
     vision_tables: list[dict] = []
     for checkpoint_id in family.checkpoint_ids:
-        model = full_size(family, family_module, checkpoint_id, task, causal_lm)
+        model = (built or {}).get(checkpoint_id) or full_size(family, family_module, checkpoint_id, task, causal_lm)
         raw = family.checkpoint_config(checkpoint_id)
         text = {"accessors": accessors(model, "model", TEXT_ACCESSORS),
                 "raw": raw_fields(family, raw, page.get("config_fields", []), "text_config")}
@@ -563,7 +564,8 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
         task = "image-text-to-text" if (family.get("page") or {}).get("vision") else "text-generation"
         causal_lm = type(models.get("sdpa")._module)
         printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
-        configs, vision_configs = config_tables(family, family_module, task, causal_lm)
+        configs, vision_configs = config_tables(family, family_module, task, causal_lm,
+                                                built={family.printout_checkpoint: printout_model})
         family_traits = traits(family_module, models.get("sdpa"), printout_model)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
