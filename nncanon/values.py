@@ -69,7 +69,9 @@ class View:
     """How a selected tensor becomes the layout (``read``) and back (``write``).
 
     Both get the host envoy, so a view can ask it for sizes (the token shape of the
-    current call, the head count). ``write`` None: the value cannot be assigned.
+    current call, the head count); ``write(host, new, current)`` also gets the tensor the
+    model holds there now, for a view that shows only part of it (one invoke's rows).
+    ``write`` None: the value cannot be assigned.
     """
 
     name: str
@@ -77,7 +79,7 @@ class View:
     write: Callable[[Any, Any], Any] | None
 
 
-IDENTITY = View("identity", lambda host, x: x, lambda host, x: x)
+IDENTITY = View("identity", lambda host, x: x, lambda host, x, current: x)
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class ValueProperty(eproperty):
         host._require(value)
         location = value.locator.location(host)
         raw = Mediator.value(location)
-        written = value.view.write(host, new)
+        written = value.view.write(host, new, value.locator.select(raw))
         if value.assign_in_place:
             value.locator.select(raw).copy_(written)
         else:

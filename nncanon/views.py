@@ -7,16 +7,41 @@ edits land; every write maps a value in the layout back to the model's shape.
 from __future__ import annotations
 
 import torch
+from nnsight.intervention.interleaver import Mediator
 
 from .values import View
 
 
+def _invoke_rows() -> tuple[int, int] | None:
+    """This invoke's ``(start, size)`` rows of the batch when the trace batches several invokes.
+
+    nnsight narrows a value to an invoke's rows only when its leading dim is the batch; the
+    mixture's rows are tokens, so the tokens view narrows them itself.
+    """
+    mediator = Mediator.current("a token-flattened value")
+    batcher = mediator.interleaver.batcher if mediator.interleaver is not None else None
+    if batcher is None or not batcher.batching or mediator.batch_group is None:
+        return None
+    return tuple(mediator.batch_group)
+
+
 def _tokens_read(host, x: torch.Tensor) -> torch.Tensor:
-    return x.view(*host._std_model.token_shape(), *x.shape[1:])
+    batch, seq = host._std_model.token_shape()
+    if x.shape[0] != batch * seq:  # already narrowed by nnsight (a one-token decode step)
+        return x.view(-1, seq, *x.shape[1:])
+    full = x.view(batch, seq, *x.shape[1:])
+    rows = _invoke_rows()
+    return full if rows is None else full.narrow(0, *rows)
 
 
-def _tokens_write(host, x: torch.Tensor) -> torch.Tensor:
-    return x.reshape(-1, *x.shape[2:])
+def _tokens_write(host, x: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    batch, seq = host._std_model.token_shape()
+    rows = _invoke_rows()
+    if rows is None or current.shape[0] != batch * seq:
+        return x.reshape(-1, *x.shape[2:])
+    full = current.view(batch, seq, *current.shape[1:]).clone()
+    full[rows[0]:rows[0] + rows[1]] = x
+    return full.reshape(-1, *x.shape[2:])
 
 
 #: [batch*seq, ...] inside a mixture of experts -> [batch, seq, ...]
@@ -29,7 +54,7 @@ def heads(dim: str = "head_dim") -> View:
     def read(host, x: torch.Tensor) -> torch.Tensor:
         return x.unflatten(-1, (-1, getattr(host._module, dim)))
 
-    def write(host, x: torch.Tensor) -> torch.Tensor:
+    def write(host, x: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
         return x.flatten(-2)
 
     return View(f"heads({dim})", read, write)
@@ -44,4 +69,4 @@ def derived(name: str, fn) -> View:
 READ_ONLY = View("read-only", lambda host, x: x, None)
 
 #: [patches, width] -> [1, patches, width]: the packed vision row with its images axis
-IMAGES_AXIS = View("images-axis", lambda host, x: x.unsqueeze(0), lambda host, x: x.squeeze(0))
+IMAGES_AXIS = View("images-axis", lambda host, x: x.unsqueeze(0), lambda host, x, current: x.squeeze(0))

@@ -113,3 +113,27 @@ def test_zeroing_attention_output_equals_skipping_the_mixer(model, prompts):
         ablated = model.logits.save()
     removed = hooked_logits(model, prompts, attn._module, lambda m, a, out: (torch.zeros_like(out[0]), out[1]))
     assert torch.equal(ablated, removed)
+
+
+def test_token_flattened_values_keep_to_their_invoke(model, prompts):
+    """The mixture's values are token rows, which nnsight does not narrow per invoke: the tokens view
+    does, so each invoke reads and writes its own prompt's rows."""
+    moe = model.layers[DELTA].mlp
+    with torch.no_grad(), model.trace(prompts):
+        both = moe.router_logits.save()
+        before = model.logits.save()
+    with torch.no_grad(), model.trace() as tracer:
+        with tracer.invoke(prompts[0]):
+            first = moe.router_logits.save()
+        with tracer.invoke(prompts[1]):
+            second = moe.router_logits.save()
+            moe.shared_expert_output = torch.zeros_like(moe.shared_expert_output)
+            after = model.logits.save()
+    assert first.shape[0] == second.shape[0] == 1
+    assert torch.equal(first, both[:1]) and torch.equal(second, both[1:])
+    with torch.no_grad(), model.trace(prompts):
+        shared = moe.shared_expert_output
+        shared[1:] = 0
+        expected = model.logits.save()
+    torch.testing.assert_close(after, expected[1:])
+    assert not torch.equal(after, before[1:])

@@ -93,7 +93,7 @@ def _heads_read(host: Any, x: Any) -> Any:
     return x.unsqueeze(0).unflatten(-1, (-1, host._module.head_dim))
 
 
-def _heads_write(host: Any, x: Any) -> Any:
+def _heads_write(host: Any, x: Any, current: Any) -> Any:
     return x.flatten(-2).squeeze(0)
 
 
