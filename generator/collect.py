@@ -145,12 +145,6 @@ def measure(model: Any, path: str, name: str, args: tuple, kwargs: dict) -> dict
     return {"shape": None, "dtype": type(read).__name__, "value": read if isinstance(read, (int, list)) else None}
 
 
-def expected_sizes(model: Any, measured_inputs: dict) -> dict[str, int]:
-    sizes = dict(model.dim_sizes())
-    sizes.update(measured_inputs)
-    return sizes
-
-
 def check_dims(family: str, where: str, dims: tuple[str, ...], shape: list[int] | None, sizes: dict) -> None:
     if shape is None:
         return
@@ -227,7 +221,7 @@ def _measure_value(models: Models, load: Load, family: Family, family_module: An
         path = concrete(path, index)
     args, kwargs = run_inputs(model, family_module, prompts)
     measured = measure(model, path, row.name, args, kwargs)
-    sizes = expected_sizes(model, _input_sizes(model, family_module, args, kwargs))
+    sizes = {**model.dim_sizes(), **_input_sizes(model, family_module, args, kwargs)}
     if host.startswith("model.vision.layers"):
         # the vision blocks' layouts reuse the text dimension names with the encoder's sizes
         sizes.update(model.vision.dim_sizes(patches=sizes["patches"]))

@@ -49,15 +49,6 @@ class Locator:
     def location(self, host: Any) -> str:
         return f"{self.target(host).path}.{self.io}"
 
-    def static_location(self, host: Any) -> str | None:
-        """The location when it can be named without a trace (no nested op), else None."""
-        if len(self.ops) > 1:
-            return None
-        base = host.path if self.module is None else host.get(self.module).path
-        if self.ops:
-            base = f"{base}.source.{self.ops[0]}"
-        return f"{base}.{self.io}"
-
     def sourced_modules(self) -> tuple[str | None, ...]:
         """The modules whose ``.source`` must be installed before a trace."""
         return (self.module,) if self.ops else ()
@@ -151,9 +142,6 @@ class Tap(Locator):
 
     def location(self, host: Any) -> str:
         return f"{host.path}.{self.name}.{self.io}"
-
-    def static_location(self, host: Any) -> str:
-        return self.location(host)
 
     def sourced_modules(self) -> tuple[str | None, ...]:
         return ()

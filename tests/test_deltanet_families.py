@@ -13,15 +13,12 @@ import importlib
 import pytest
 import torch
 import torch.nn.functional as F
-from plain_hooks import mixer_calls
-from test_deltanet import close, delta_rule, differs, gated_norm
+from delta_math import assert_values_match_the_module_math, differs
 
 import nncanon
 
 FAMILIES = ["qwen3_5_text", "qwen3_next"]
 DELTA, FULL = 1, 3  # a DeltaNet block and an attention block of the tiny checkpoints
-KERNEL_VALUES = ("attention_queries", "attention_keys", "attention_values", "decays", "betas",
-                 "attention_head_outputs", "state_output")
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -84,26 +81,7 @@ def test_loads_as_its_family(family, hybrid, hybrid_checkpoint):
 
 
 def test_deltanet_values_match_the_module_math(hybrid, prompts):
-    la, module = hybrid.layers[DELTA].linear_attn, hybrid._module.model.layers[DELTA].linear_attn
-    got = {}
-    with mixer_calls(hybrid, DELTA) as seen, hybrid.trace(prompts):
-        for name in (*KERNEL_VALUES, "attention_output"):
-            got[name] = getattr(la, name).save()
-    (hidden, mask, output), = seen
-    assert mask is not None and not mask.all(), "the batch is left-padded"
-    with torch.no_grad():
-        truth = module_math(module, hidden, mask)
-        y, states = delta_rule(truth["q"], truth["k"], truth["v"], truth["g"], truth["beta"])
-        mixed = module.out_proj(gated_norm(module, y.float(), truth["z"]).flatten(2))
-    close(got["attention_queries"], truth["q"])
-    close(got["attention_keys"], truth["k"])
-    close(got["attention_values"], truth["v"])
-    close(got["betas"], truth["beta"])
-    close(got["decays"], truth["g"])
-    close(got["attention_head_outputs"], y.float())
-    close(got["state_output"], states[:, -1].float())
-    close(got["attention_output"], mixed)
-    assert torch.equal(got["attention_output"], output)
+    assert_values_match_the_module_math(hybrid, DELTA, prompts, module_math)
 
 
 def test_block_identity_on_both_kinds(hybrid, prompts):

@@ -20,11 +20,12 @@ def text_part(lines: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def meta_text_model(checkpoint):
+    from transformers import AutoTokenizer
+
     import nncanon
     from generator.checkpoints import meta_model
     from nncanon.families import _loading
     from nncanon.families import qwen3_5_moe_text as family
-    from transformers import AutoTokenizer
 
     config = meta_model(family.FAMILY, "Qwen/Qwen3.5-35B-A3B-Base").config.get_text_config()
     module = _loading.meta(family.hf.Qwen3_5MoeForCausalLM, config)

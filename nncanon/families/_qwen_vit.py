@@ -69,9 +69,6 @@ class AtRoot(Worded):
     def target(self, host: Any) -> Any:
         return super().target(host._std_model)
 
-    def static_location(self, host: Any) -> str | None:
-        return super().static_location(host._std_model)
-
     def sourced_modules(self) -> tuple[str | None, ...]:
         return ()
 
