@@ -18,31 +18,18 @@ a fresh context (a cold cache), and prints:
 from __future__ import annotations
 
 import argparse
-import functools
 import gzip
-import http.server
 import statistics
 import sys
 import tempfile
-import threading
 from collections import defaultdict
 from pathlib import Path
+
+from generator.serve import site_server
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # a page closed mid-download (the search index): nothing to report
 
 
 def build_site(out: Path) -> Path:
@@ -118,9 +105,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         site = args.site or build_site(Path(tmp))
-        server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{server.server_port}/families/{args.family}/"
+        server = site_server(site).start()
+        url = f"{server.url}/families/{args.family}/"
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

@@ -77,17 +77,14 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import functools
-    import http.server
-
     from generator.build import SITE
+    from generator.serve import site_server
 
     if not SITE.exists():
         print("error: no site/ yet; run `python -m generator build` first", file=sys.stderr)
         return 1
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(SITE))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler) as server:
-        print(f"serving {SITE} at http://127.0.0.1:{args.port}/ (Ctrl-C stops)")
+    with site_server(SITE, args.port, quiet=False) as server:
+        print(f"serving {SITE} at {server.url}/ (Ctrl-C stops)")
         try:
             server.serve_forever()
         except KeyboardInterrupt:

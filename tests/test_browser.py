@@ -14,12 +14,9 @@ to build/screenshots/.
 from __future__ import annotations
 
 import copy
-import functools
-import http.server
 import json
 import logging
 import re
-import threading
 import urllib.error
 import urllib.request
 from html.parser import HTMLParser
@@ -27,6 +24,8 @@ from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
+
+from generator.serve import site_server
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "facts"
@@ -46,18 +45,6 @@ pytestmark = [
 
 
 # ---------------------------------------------------------------- the site, served
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # a page closed mid-download (the search index): nothing to report
 
 
 def _facts() -> dict:
@@ -94,8 +81,8 @@ def base(tmp_path_factory, facts):
     (tmp / "facts" / f"{FAMILY}.json").write_text(json.dumps(facts), encoding="utf-8")
     site = tmp / "site"
     site.mkdir()
-    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
-    url = f"http://127.0.0.1:{server.server_port}"
+    server = site_server(site)
+    url = server.url
     render_site(tmp / "facts", tmp / "docs")
     level = logging.getLogger("mkdocs").level
     logging.getLogger("mkdocs").setLevel(logging.ERROR)
@@ -111,8 +98,7 @@ def base(tmp_path_factory, facts):
         )
     finally:
         logging.getLogger("mkdocs").setLevel(level)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server.start()
     yield url
     server.shutdown()
     server.server_close()
