@@ -527,6 +527,30 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
             "block_kinds": sorted(set(family_module.layer_types(full)))}
 
 
+#: tags whose claim the measured traits can check: tag -> (what must hold, the check)
+TAG_CHECKS: dict[str, tuple[str, Callable[[dict, dict], bool]]] = {
+    "Hybrid": ("more than one kind of block", lambda t, f: len(t["block_kinds"]) > 1),
+    "Mixture of experts": ("a mixture MLP", lambda t, f: t["mlp"].startswith("mixture")),
+    "Query/key norms": ("q/k norms", lambda t, f: "q/k norms" in t["attention"]),
+    "Gated query": ("a gated attention output", lambda t, f: "gated output" in t["attention"]),
+    "Partial rotary": ("a partial rotary", lambda t, f: any(q.startswith("partial rotary") for q in t["attention"])),
+    "Multimodal rotary": ("a multimodal rotary", lambda t, f: "multimodal rotary" in t["attention"]),
+    "Grouped-query attention": ("fewer kv heads than heads", lambda t, f: "grouped-query" in t["attention"]),
+    "1 + weight norm gain": ("a 1 + weight norm gain", lambda t, f: t["norm_gain"] == "1 + weight"),
+    "Vision-language": ("a vision encoder", lambda t, f: f.get("vision") is not None),
+}
+
+
+def check_tags(family: Family, facts: dict) -> None:
+    """A tag the traits can check must hold: "Mixture of experts" on a dense family fails the build."""
+    for tag in family.tags:
+        if tag in TAG_CHECKS:
+            needs, holds = TAG_CHECKS[tag]
+            if not holds(facts["traits"], facts):
+                raise ClaimError(family.family, f"tag {tag!r}", f"needs {needs}, which the measured traits "
+                                                                f"{facts['traits']} do not show")
+
+
 # -- the whole collect -------------------------------------------------------------------------------------
 
 
@@ -578,6 +602,7 @@ def collect(name: str, prompts: list[str] | None = None, progress: Callable[[str
             "identities": identities,
             "traits": family_traits,
         }
+        check_tags(family, facts)
         progress(f"{family.family}: notes and examples")
         facts.update(notes(family, checkpoint, models, progress))
         shared = (facts.get("vision_notes") or {}).get("shared")

@@ -144,3 +144,21 @@ def test_a_wrong_diagram_part_fails_naming_it(workspace, built, model):
     spec = family.get("page")["block_kinds"]["linear_attention"]
     with pytest.raises(ClaimError, match=r"page.block_kinds.linear_attention.parts\[1\]"):
         parts(family, model, "layers.0", "layers[i]", spec["parts"], "page.block_kinds.linear_attention")
+
+
+def test_a_tag_the_traits_contradict_fails_naming_it(workspace, built):
+    import json
+
+    from generator.collect import ClaimError, check_tags
+    from generator.family import load_family
+
+    directory = workspace / "mutant-tags"
+    shutil.copytree(workspace / "families", directory)
+    path = directory / "llama.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["tags"].append("Mixture of experts")  # llama's MLP is dense
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    llama = json.loads((workspace / "build" / "facts" / "llama.json").read_text())
+    check_tags(load_family(workspace / "families" / "llama.yaml"), llama)  # the real tags hold
+    with pytest.raises(ClaimError, match="tag 'Mixture of experts': needs a mixture MLP"):
+        check_tags(load_family(path), llama)
