@@ -1,33 +1,32 @@
 """Tiny pinned checkpoints: build one from its family's recipe, cache it, check its pin.
 
 The family YAML's ``tiny:`` section is a recipe: a model class, a seed, a small config, the
-tokenizer's kind (whose real tokenizer it imitates, :data:`TOKENIZER_KINDS`), the size of a
-byte-level BPE vocabulary and the family's special tokens with their ids, the image processor's
-settings (vision-language families only), and ``sha256``, the pin of the weights file. :func:`checkpoint_dir` builds
-the checkpoint from the recipe (or reuses the cached build) and returns its directory, laid out as
-a user's checkpoint is and loaded back through the same ``from_pretrained`` calls::
+tokenizer (:mod:`generator.tiny_tokenizer`), the image processor's settings (vision-language
+families only), and ``sha256``, the pin of every file the checkpoint holds. :func:`checkpoint_dir`
+builds the checkpoint from the recipe (or reuses the cached build) and returns its directory, laid
+out as a user's checkpoint is and loaded back through the same ``from_pretrained`` calls::
 
     <cache>/<family>-<key>/
         config.json  generation_config.json  model.safetensors       the model (float32)
         tokenizer.json  tokenizer_config.json  chat_template.jinja    the tokenizer
         processor_config.json                                         image processor + processor (if any)
-        nncanon_checkpoint.json                                       what was built, from what
+        nncanon_checkpoint.json                                       the manifest: what was built, each file's sha256
 
 ``<cache>`` is ``$NNCANON_CACHE`` or ``<repo>/build/checkpoints``; ``<key>`` hashes the recipe
-(without its pin), the tokenizer corpus and chat template below, and the torch and transformers
-versions, so a change to any of them builds a new directory. A build happens in a temporary
-directory beside the cache entry and is renamed into place only when complete and pinned.
+(without its pin), the tokenizer corpus and chat template, the builder and the torch and
+transformers versions, so a change to any of them builds a new directory. A build happens in a
+temporary directory beside the cache entry and is renamed into place only when complete and pinned.
 
-The weights' sha256 must equal ``tiny.sha256``; otherwise :class:`PinMismatch` says how to
-re-pin (``python -m generator pin <family>``), which rebuilds and rewrites only that line.
+The pin is the sha256 of the file list (``sha256sum`` lines of every file but the manifest, sorted
+by name), so a change to any file (weights, config, tokenizer, processor) fails it. The weights
+are a pure function of the recipe (:mod:`generator.tiny_weights`), so a pin reproduces on every
+CPU; a cached entry whose files no longer match its manifest is rebuilt.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -37,241 +36,58 @@ import time
 from pathlib import Path
 from typing import Any
 
+from generator import tiny_weights
 from generator.family import REPO_ROOT, Family, FamilyYamlError, _display, get_family
+from generator.tiny_tokenizer import (  # noqa: F401  (re-exported: the checkpoint's API)
+    CORPUS,
+    TOKENIZER_KINDS,
+    build_processor,
+    build_tokenizer,
+    tokenizer_kind,
+    transformers_class,
+)
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 WEIGHTS_FILE = "model.safetensors"
 MANIFEST_FILE = "nncanon_checkpoint.json"
+CONSTANT_PARAM_NOISE = tiny_weights.CONSTANT_PARAM_NOISE
 
-# Standard deviation of the noise added to parameters the model's init leaves constant
-# (norm gains at 0 or 1, biases at 0, dt_bias at 1): with it every weight is random, so an
-# identity such as "the gain is 1 + weight" cannot hold by accident of a zero weight.
-CONSTANT_PARAM_NOISE = 0.1
+
+def cpu_capability() -> str:
+    """The kernels torch runs here (``ATEN_CPU_CAPABILITY`` or what the CPU supports)."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
 
 
 class PinMismatch(RuntimeError):
-    """The built weights' sha256 differs from the family YAML's ``tiny.sha256`` (or it is null)."""
+    """The built checkpoint's digest differs from the family YAML's ``tiny.sha256`` (or it is null)."""
 
-    def __init__(self, family: str, file: str | Path, expected: str | None, actual: str):
+    def __init__(self, family: str, file: str | Path, expected: str | None, actual: str,
+                 files: dict[str, str] | None = None, capability: str | None = None):
         self.family = family
         self.file = _display(file)
         self.expected = expected
         self.actual = actual
-        command = f"python -m generator pin {family}"
+        self.files = files or {}
+        self.capability = capability
+        repin = f"python -m generator pin {family}"
+        built = f"built under CPU capability {capability}" if capability else "built"
+        listing = "; ".join(f"{name} {sha[:12]}" for name, sha in sorted(self.files.items()))
         if expected is None:
             message = (
                 f"{family}: {self.file} has no pin for the tiny checkpoint (tiny.sha256 is null); "
-                f"the build gives {WEIGHTS_FILE} sha256 {actual}. Pin it with: {command}"
+                f"the checkpoint {built} has sha256 {actual}. Pin it with: {repin}"
             )
         else:
             message = (
-                f"{family}: the tiny checkpoint's {WEIGHTS_FILE} has sha256 {actual}, but {self.file} "
-                f"pins tiny.sha256 {expected}. The recipe, this builder or the torch/transformers "
-                f"versions changed what the build gives; if that is intended, re-pin with: {command}"
+                f"{family}: the tiny checkpoint {built} has sha256 {actual} ({listing}), but "
+                f"{self.file} pins tiny.sha256 {expected}. A pin must reproduce on every CPU "
+                f"(ATEN_CPU_CAPABILITY=default and the native one); if the recipe, the builder or the "
+                f"torch/transformers versions changed on purpose, re-pin with: {repin}; to rebuild a "
+                f"cached entry from scratch: python -m generator checkpoint {family} --rebuild"
             )
         super().__init__(message)
-
-
-# ---------------------------------------------------------------------------------------
-# the tokenizer's training corpus and chat template (both part of the cache key)
-
-CORPUS = """\
-The river ran low that summer, and the children walked along its stony bed, turning over flat rocks
-to look for crayfish. Their grandmother watched from the bank with a basket of bread and cheese.
-She had grown up in the same valley, and she told them how the water once rose so high in spring
-that the old mill wheel turned for three weeks without rest.
-
-A library is a quiet machine for remembering. Every book on its shelves was written by someone who
-wanted to be understood, and every reader who opens one completes a conversation that began long
-ago. The librarian knows this, which is why she stamps the return date so carefully.
-
-In the morning the market fills with voices. Farmers arrange tomatoes in pyramids, a baker sets out
-warm loaves, and a man with a small cart sells coffee in paper cups. By noon the square is crowded;
-by evening only pigeons and a few folded tables remain.
-
-Mathematics is the art of giving the same name to different things. Two apples and two ships share
-the number two, and a circle drawn in sand obeys the same rules as the orbit of a distant moon.
-Learning to see these patterns takes patience, but it rewards the patient with a kind of freedom.
-
-The engineer tested the bridge model in the wind tunnel. At low speeds it stood perfectly still;
-as the fan turned faster, the deck began to twist, slowly at first and then with a steady rhythm.
-She wrote down the speed, stopped the fan, and added two thin braces under the road.
-
-Weather changes quickly in the mountains. A clear sky at breakfast can turn to hail before lunch,
-so careful walkers carry a warm layer, a map, some water and a little food, and they turn back
-early rather than late. The summit will still be there next year.
-
-When you learn a new language, begin with the words you need every day: hello, thank you, where is
-the station, how much does this cost. Speak them aloud, make mistakes, and laugh at them. Grammar
-will follow the habit of speaking, not the other way around.
-
-Cooking rice is simple and easy to get wrong. Rinse it until the water runs clear, use a little
-less water than you think, bring it to a boil, then cover it and lower the heat. Do not lift the lid
-for fifteen minutes, and let it rest for five more before serving.
-
-<|im_start|>system
-You are a helpful assistant.<|im_end|>
-<|im_start|>user
-Can you explain what a neural network is in two sentences?<|im_end|>
-<|im_start|>assistant
-<think>
-The user wants a short explanation, so I should keep it simple.
-</think>
-
-A neural network is a function built from many small units that each weigh their inputs and pass
-the result on. By adjusting those weights on examples, the network learns to map inputs to outputs.<|im_end|>
-<|im_start|>user
-What is the capital of France, and what river runs through it?<|im_end|>
-<|im_start|>assistant
-The capital of France is Paris, and the Seine runs through it.<|im_end|>
-<|im_start|>user
-<|vision_start|><|image_pad|><|vision_end|>What color is the square in this picture?<|im_end|>
-<|im_start|>assistant
-The square in the picture is red.<|im_end|>
-<|im_start|>user
-Write a haiku about autumn leaves.<|im_end|>
-<|im_start|>assistant
-Red leaves drift and fall,
-the path is soft underfoot,
-the old tree breathes out.<|im_end|>
-<|im_start|>user
-Thanks! How many days are there in a leap year?<|im_end|>
-<|im_start|>assistant
-A leap year has 366 days: February gets a 29th day.<|im_end|>
-
-Numbers and symbols: 0 1 2 3 4 5 6 7 8 9 10 42 100 2024 3.14 1e-6 (a + b) * c = d; x[i] != y[j].
-"""
-
-# Behaves like the Qwen3.5 template on what the tiny checkpoint is used for: one
-# <|im_start|>role ... <|im_end|> block per message, image and video parts as vision-pad
-# placeholders, and a generation prompt that opens the thinking block (or closes it empty when
-# enable_thinking=False is passed).
-CHAT_TEMPLATE = """\
-{%- for message in messages -%}
-    {{- '<|im_start|>' + message['role'] + '\\n' -}}
-    {%- if message['content'] is string -%}
-        {{- message['content'] -}}
-    {%- else -%}
-        {%- for part in message['content'] -%}
-            {%- if part['type'] == 'image' or 'image' in part or 'image_url' in part -%}
-                {{- '<|vision_start|><|image_pad|><|vision_end|>' -}}
-            {%- elif part['type'] == 'video' or 'video' in part -%}
-                {{- '<|vision_start|><|video_pad|><|vision_end|>' -}}
-            {%- elif 'text' in part -%}
-                {{- part['text'] -}}
-            {%- endif -%}
-        {%- endfor -%}
-    {%- endif -%}
-    {{- '<|im_end|>\\n' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|im_start|>assistant\\n' -}}
-    {%- if enable_thinking is defined and enable_thinking is false -%}
-        {{- '<think>\\n\\n</think>\\n\\n' -}}
-    {%- else -%}
-        {{- '<think>\\n' -}}
-    {%- endif -%}
-{%- endif -%}
-"""
-
-# Qwen3's behaviour: the generation prompt opens the assistant turn and leaves thinking to the
-# model, unless enable_thinking=False is passed, which writes an empty thinking block.
-QWEN3_CHAT_TEMPLATE = """\
-{%- for message in messages -%}
-    {{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|im_start|>assistant\\n' -}}
-    {%- if enable_thinking is defined and enable_thinking is false -%}
-        {{- '<think>\\n\\n</think>\\n\\n' -}}
-    {%- endif -%}
-{%- endif -%}
-"""
-
-# Llama 3.1 Instruct's layout: the text opens with the BOS token, a system block (with the
-# knowledge cutoff and a date, even when no system message is given) comes first, and every
-# message is a header followed by its stripped content and <|eot_id|>.
-LLAMA3_CHAT_TEMPLATE = """\
-{{- bos_token -}}
-{%- if messages[0]['role'] == 'system' -%}
-    {%- set system = messages[0]['content'] | trim -%}
-    {%- set messages = messages[1:] -%}
-{%- else -%}
-    {%- set system = '' -%}
-{%- endif -%}
-{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' -}}
-{{- 'Cutting Knowledge Date: December 2023\\nToday Date: 26 Jul 2024\\n\\n' + system + '<|eot_id|>' -}}
-{%- for message in messages -%}
-    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' -}}
-    {{- message['content'] | trim + '<|eot_id|>' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}
-{%- endif -%}
-"""
-
-# Byte-level BPE split regexes: Llama 3's groups digits in threes, Qwen2's splits every digit.
-LLAMA3_PRETOKENIZE_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
-
-
-# The Qwen VL Instruct checkpoints' behaviour: messages and image parts as above, and a generation
-# prompt that only opens the assistant turn (no thinking block); Qwen2-VL and Qwen2.5-VL also open
-# with a default system message when the conversation has none.
-QWEN3_VL_CHAT_TEMPLATE = CHAT_TEMPLATE[: CHAT_TEMPLATE.index("{%- if add_generation_prompt")] + (
-    "{%- if add_generation_prompt -%}\n    {{- '<|im_start|>assistant\\n' -}}\n{%- endif -%}\n"
-)
-QWEN2_VL_CHAT_TEMPLATE = (
-    "{%- if messages[0]['role'] != 'system' -%}\n"
-    "    {{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}\n{%- endif -%}\n"
-) + QWEN3_VL_CHAT_TEMPLATE
-
-
-@dataclasses.dataclass(frozen=True)
-class TokenizerKind:
-    """How a family's real tokenizer is built, which the tiny one imitates (``tiny.tokenizer.kind``).
-
-    ``cls``: the class AutoTokenizer gives for the family's checkpoints (``PreTrainedTokenizerFast``
-    when they ship only tokenizer.json); ``regex``: a callable giving the split regex (imported late);
-    ``bos`` (prepended to every encoding when set), ``eos`` and ``pad``: special tokens or None;
-    ``padding_side`` None leaves the class default, as a checkpoint that does not set it does.
-    """
-
-    cls: str
-    regex: Any
-    template: str
-    bos: str | None = None
-    eos: str | None = "<|endoftext|>"
-    pad: str | None = "<|endoftext|>"
-    padding_side: str | None = "left"
-    nfc: bool = True
-
-
-def _regex_of(tokenization_module: str):
-    """The split regex a transformers tokenization module defines, imported when first asked for."""
-    return lambda: importlib.import_module(f"transformers.models.{tokenization_module}").PRETOKENIZE_REGEX
-
-
-TOKENIZER_KINDS = {
-    # Qwen3.5 / 3.6: no BOS, eos = pad = <|endoftext|>, left padding
-    "qwen3_5": TokenizerKind("Qwen3_5Tokenizer", _regex_of("qwen3_5.tokenization_qwen3_5"), CHAT_TEMPLATE),
-    # Qwen3 (post-trained checkpoints): no BOS, eos <|im_end|>, pad <|endoftext|>
-    "qwen3": TokenizerKind("Qwen2Tokenizer", _regex_of("qwen2.tokenization_qwen2"), QWEN3_CHAT_TEMPLATE, eos="<|im_end|>",
-                           padding_side=None),
-    # Qwen2-VL, Qwen2.5-VL and Qwen3-VL (Instruct): Qwen2's tokenizer, eos <|im_end|>, pad <|endoftext|>
-    "qwen2_vl": TokenizerKind("Qwen2Tokenizer", _regex_of("qwen2.tokenization_qwen2"), QWEN2_VL_CHAT_TEMPLATE,
-                              eos="<|im_end|>", padding_side=None),
-    "qwen3_vl": TokenizerKind("Qwen2Tokenizer", _regex_of("qwen2.tokenization_qwen2"), QWEN3_VL_CHAT_TEMPLATE,
-                              eos="<|im_end|>", padding_side=None),
-    # Llama 3.x: tokenizer.json only, BOS prepended, eos <|eot_id|> (Instruct), no pad token
-    "llama3": TokenizerKind("PreTrainedTokenizerFast", lambda: LLAMA3_PRETOKENIZE_REGEX, LLAMA3_CHAT_TEMPLATE,
-                            bos="<|begin_of_text|>", eos="<|eot_id|>", pad=None, padding_side=None, nfc=False),
-}
-
-
-def tokenizer_kind(family: str | Path | Family) -> TokenizerKind:
-    return TOKENIZER_KINDS[get_family(family).tiny["tokenizer"].get("kind", "qwen3_5")]
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,6 +114,7 @@ def recipe_key(family: str | Path | Family) -> str:
         "corpus": hashlib.sha256(CORPUS.encode()).hexdigest(),
         "chat_template": hashlib.sha256(tokenizer_kind(fam).template.encode()).hexdigest(),
         "noise": CONSTANT_PARAM_NOISE,
+        "init_rules": tiny_weights.VECTOR_RULES,
         "torch": version("torch"),
         "transformers": version("transformers"),
     }
@@ -322,43 +139,30 @@ def file_sha256(path: str | Path) -> str:
 # building
 
 
-def _transformers_class(fam: Family, name: str, field: str) -> type:
-    import transformers
-
-    cls = getattr(transformers, name, None)
-    if not isinstance(cls, type):
-        raise FamilyYamlError(
-            fam.path, field, f"transformers {transformers.__version__} has no class {name!r}"
-        )
-    return cls
-
-
 def build_model(family: str | Path | Family):
-    """The tiny model exactly as the checkpoint saves it: seeded init, float32, and every
-    parameter the init leaves constant (norm gains, biases, dt_bias) offset by seeded noise."""
+    """The tiny model exactly as the checkpoint saves it: float32, every parameter drawn by
+    :func:`generator.tiny_weights.fill` from ``tiny.seed`` (the same bits on every CPU)."""
     import torch
 
     fam = get_family(family)
     tiny = fam.tiny
-    model_cls = _transformers_class(fam, tiny["class"], "tiny.class")
+    model_cls = transformers_class(fam, tiny["class"], "tiny.class")
     config = model_cls.config_class(**json.loads(json.dumps(tiny["config"])))
-    torch.manual_seed(tiny["seed"])
+    torch.manual_seed(tiny["seed"])  # the init only decides which vectors are constant, and at what
     with _default_dtype(torch.float32):
         model = model_cls(config)
     model = model.to(torch.float32).eval()
-    noise = torch.Generator().manual_seed(tiny["seed"] + 1)
+    try:
+        tiny_weights.fill(model, tiny["seed"])
+    except tiny_weights.InitRuleMissing as e:
+        raise FamilyYamlError(fam.path, "tiny.class", str(e)) from None
     bad = []
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            flat = param.detach().reshape(-1)
-            if flat.numel() > 0 and bool((flat == flat[0]).all()):
-                param.add_(
-                    torch.randn(param.shape, generator=noise, dtype=param.dtype) * CONSTANT_PARAM_NOISE
-                )
-            if not bool(torch.isfinite(param).all()):
-                bad.append(f"{name} has non-finite values")
-            elif param.numel() > 1 and float(param.std()) == 0.0:
-                bad.append(f"{name} is constant")
+    for name, param in model.named_parameters():
+        param = param.detach()
+        if not bool(torch.isfinite(param).all()):
+            bad.append(f"{name} has non-finite values")
+        elif param.numel() > 1 and float(param.std()) == 0.0:
+            bad.append(f"{name} is constant")
     if bad:
         raise RuntimeError(
             f"{fam.family}: the tiny model's weights are not all random and finite: {'; '.join(bad)}"
@@ -391,122 +195,23 @@ def _no_progress_bars():
             hf_logging.enable_progress_bar()
 
 
-def _special_token_list(fam: Family) -> list[tuple[str, int]]:
-    specials = fam.tiny["tokenizer"]["special_tokens"]
-    return sorted(specials.items(), key=lambda item: item[1])
-
-
-def build_tokenizer(family: str | Path | Family):
-    """A byte-level BPE trained on :data:`CORPUS`, with the family's special tokens at their ids.
-
-    The pipeline is the real tokenizer's of ``tiny.tokenizer.kind`` (:data:`TOKENIZER_KINDS`):
-    its normalizer, split regex, byte-level without prefix space, BOS, eos and pad tokens and chat
-    template, saved as the class ``AutoTokenizer`` picks for the family's checkpoints. The default
-    kind, ``qwen3_5``, is Qwen3.5's: ``Qwen3_5Tokenizer``, no BOS, eos = pad = ``<|endoftext|>``,
-    left padding.
-    """
-    import transformers
-    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
-    from tokenizers.models import BPE
-    from transformers import AddedToken
-
-    fam = get_family(family)
-    kind = tokenizer_kind(fam)
-    recipe = fam.tiny["tokenizer"]
-    size = recipe["bpe_vocab_size"]
-
-    backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
-    if kind.nfc:
-        backend.normalizer = normalizers.NFC()
-    backend.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(kind.regex()), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=size,
-        min_frequency=1,
-        special_tokens=[],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    # Train on the text between the special tokens only: they must not become merges.
-    pieces = re.split("|".join(re.escape(t) for t, _ in _special_token_list(fam)), CORPUS)
-    backend.train_from_iterator([p for p in pieces if p], trainer=trainer)
-    model = json.loads(backend.to_str())["model"]
-    vocab, merges = (
-        model["vocab"],
-        [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
-    )
-    if len(vocab) != size:
-        raise RuntimeError(
-            f"{fam.family}: the BPE trained on the corpus has {len(vocab)} ids, not "
-            f"tiny.tokenizer.bpe_vocab_size = {size}: the corpus is too small for that many merges"
-        )
-
-    config = fam.tiny["config"]
-    common = {
-        "unk_token": None,
-        "model_max_length": int(config.get("text_config", config).get("max_position_embeddings", 32768)),
-        "chat_template": kind.template,
+def checkpoint_files(directory: Path) -> dict[str, str]:
+    """Every file of a checkpoint directory but its manifest: relative name -> sha256."""
+    return {
+        path.relative_to(directory).as_posix(): file_sha256(path)
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != MANIFEST_FILE
     }
-    if kind.padding_side is not None:
-        common["padding_side"] = kind.padding_side
-    first = _special_token_list(fam)[0][0]
-    cls = _transformers_class(fam, kind.cls, "tiny.tokenizer.kind")
-    if cls is transformers.PreTrainedTokenizerFast:
-        backend.model = BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False)
-        tokenizer = cls(tokenizer_object=backend, **common)
-    else:
-        # The Qwen classes add their eos and pad tokens at construction: name the first special
-        # token there, so every special token takes its declared id, and set the kind's below.
-        tokenizer = cls(vocab=vocab, merges=merges, bos_token=None, eos_token=first, pad_token=first, **common)
-    # As in Qwen's and Llama's tokenizers, the <|...|> control tokens are special (skipped by
-    # decode(skip_special_tokens=True)); <think>, <tool_call> and their closers are added tokens
-    # that decode as text.
-    for token, token_id in _special_token_list(fam):
-        if token not in tokenizer.get_vocab():
-            special = token.startswith("<|") and token.endswith("|>")
-            added = AddedToken(token, special=special, normalized=False, lstrip=False, rstrip=False)
-            tokenizer.add_tokens([added], special_tokens=special)
-        got = tokenizer.convert_tokens_to_ids(token)
-        if got != token_id:
-            raise RuntimeError(
-                f"{fam.family}: special token {token!r} got id {got}, but "
-                f"tiny.tokenizer.special_tokens declares {token_id}; declare the special tokens at "
-                f"consecutive ids from bpe_vocab_size ({size})"
-            )
-    for role, token in (("eos_token", kind.eos), ("pad_token", kind.pad), ("bos_token", kind.bos)):
-        if getattr(tokenizer, role) != token:
-            setattr(tokenizer, role, token)
-    if kind.bos is not None:
-        # the BOS token starts every encoding, as Llama 3's post-processor does
-        bos_id = tokenizer.convert_tokens_to_ids(kind.bos)
-        tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{kind.bos} $A", pair=f"{kind.bos} $A {kind.bos} $B:1", special_tokens=[(kind.bos, bos_id)]
-        )
-    return tokenizer
 
 
-def build_processor(family: str | Path | Family, tokenizer=None):
-    """The image-text processor: ``Qwen2VLImageProcessorPil`` with ``tiny.processor`` settings
-    and the tokenizer, combined without a video processor (no torchvision needed)."""
-    from transformers import Qwen2VLImageProcessorPil
-
-    from nncanon.processing import QwenImageTextProcessor
-
-    fam = get_family(family)
-    tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)
-    image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
-    return QwenImageTextProcessor(
-        image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
-    )
+def files_digest(files: dict[str, str]) -> str:
+    """The pin of a checkpoint: sha256 of its ``sha256sum`` lines, sorted by file name."""
+    lines = "".join(f"{sha}  {name}\n" for name, sha in sorted(files.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def _build_into(fam: Family, directory: Path) -> str:
-    """Write the whole checkpoint into ``directory``; return the weights' sha256."""
+def _build_into(fam: Family, directory: Path) -> tuple[str, dict[str, str]]:
+    """Write the whole checkpoint into ``directory``; return its digest and its files' sha256."""
     import torch
     import transformers
 
@@ -518,28 +223,31 @@ def _build_into(fam: Family, directory: Path) -> str:
     tokenizer.save_pretrained(directory)
     if "processor" in fam.tiny:  # a vision-language family
         build_processor(fam, tokenizer).save_pretrained(directory)
-    sha = file_sha256(directory / WEIGHTS_FILE)
+    files = checkpoint_files(directory)
+    digest = files_digest(files)
     manifest = {
         "family": fam.family,
         "key": recipe_key(fam),
-        "sha256": sha,
+        "sha256": digest,
+        "files": files,
         "parameters": sum(p.numel() for p in model.parameters()),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "cpu_capability": cpu_capability(),
         "build_seconds": round(time.perf_counter() - started, 2),
     }
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return sha
+    return digest, files
 
 
-def _temp_build(fam: Family) -> tuple[Path, str]:
+def _temp_build(fam: Family) -> tuple[Path, str, dict[str, str]]:
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{fam.family}-", dir=root))
     try:
-        sha = _build_into(fam, tmp)
+        digest, files = _build_into(fam, tmp)
         _usual_permissions(tmp)
-        return tmp, sha
+        return tmp, digest, files
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -565,28 +273,40 @@ def _install(tmp: Path, final: Path) -> Path:
         os.rename(tmp, final)
     except OSError:
         # Another process installed the same build meanwhile: keep theirs.
-        if not (final / WEIGHTS_FILE).is_file():
+        if not (final / MANIFEST_FILE).is_file():
             raise
         shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
+def _cached_matches(directory: Path, expected: str | None) -> bool:
+    """The cached entry is complete, its files are the ones its manifest lists, and they are the pin."""
+    try:
+        manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if expected is None or manifest.get("sha256") != expected:
+        return False
+    files = checkpoint_files(directory)
+    return files == manifest.get("files") and files_digest(files) == expected
+
+
 def checkpoint_dir(family: str | Path | Family, rebuild: bool = False) -> Path:
     """The directory of the family's tiny checkpoint, built if needed and checked against its pin.
 
-    ``family`` is a family name, a YAML path or a :class:`Family`. Raises :class:`PinMismatch`
-    when the weights' sha256 differs from ``tiny.sha256`` or that is null.
+    ``family`` is a family name, a YAML path or a :class:`Family`. A cached entry whose files do not
+    match (edited, truncated, half-deleted) is rebuilt. Raises :class:`PinMismatch` when the
+    build's digest differs from ``tiny.sha256`` or that is null.
     """
     fam = get_family(family)
     expected = fam.tiny["sha256"]
     final = cached_dir(fam)
-    weights = final / WEIGHTS_FILE
-    if not rebuild and weights.is_file() and expected is not None and file_sha256(weights) == expected:
+    if not rebuild and _cached_matches(final, expected):
         return final
-    tmp, actual = _temp_build(fam)
+    tmp, actual, files = _temp_build(fam)
     if actual != expected:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise PinMismatch(fam.family, fam.path, expected, actual)
+        raise PinMismatch(fam.family, fam.path, expected, actual, files, cpu_capability())
     return _install(tmp, final)
 
 
@@ -644,10 +364,10 @@ def _rewrite_pin(path: Path, sha: str) -> None:
 
 
 def pin(family: str | Path | Family) -> str:
-    """Rebuild the tiny checkpoint, write its weights' sha256 into the YAML's ``tiny.sha256``
+    """Rebuild the tiny checkpoint, write its digest into the YAML's ``tiny.sha256``
     (only that line changes), install the build in the cache, and return the sha256."""
     fam = get_family(family)
-    tmp, sha = _temp_build(fam)
+    tmp, sha, _ = _temp_build(fam)
     try:
         if fam.tiny["sha256"] != sha:
             _rewrite_pin(fam.path, sha)
@@ -672,7 +392,7 @@ def meta_model(family: str | Path | Family, checkpoint_id: str):
     config: dict[str, Any] = fam.checkpoint_config(checkpoint_id)
     index = fam.checkpoint_ids.index(checkpoint_id)
     name = (config.get("architectures") or [fam.tiny["class"]])[0]
-    model_cls = _transformers_class(fam, name, f"checkpoints[{index}].config.architectures")
+    model_cls = transformers_class(fam, name, f"checkpoints[{index}].config.architectures")
     cfg = model_cls.config_class(**config)
     with torch.device("meta"):
         return model_cls(cfg)

@@ -70,7 +70,8 @@ def test_build_matches_pin_and_layout(ckpt, cache, family):
     assert family.tiny["sha256"] is not None
     assert ckpt.parent == cache
     assert ckpt.name == f"{FAMILY}-{C.recipe_key(family)}"
-    assert C.file_sha256(ckpt / "model.safetensors") == family.tiny["sha256"]
+    # the pin covers every file of the checkpoint, not only the weights
+    assert C.files_digest(C.checkpoint_files(ckpt)) == family.tiny["sha256"]
     for name in (
         "config.json",
         "tokenizer.json",
@@ -81,6 +82,7 @@ def test_build_matches_pin_and_layout(ckpt, cache, family):
         assert (ckpt / name).is_file(), name
     manifest = json.loads((ckpt / C.MANIFEST_FILE).read_text())
     assert manifest["sha256"] == family.tiny["sha256"]
+    assert set(manifest["files"]) == {p.name for p in ckpt.iterdir()} - {C.MANIFEST_FILE}
     # nothing half-written is left beside the finished build
     assert [p.name for p in cache.iterdir()] == [ckpt.name]
 
@@ -89,6 +91,26 @@ def test_cached_build_is_reused(ckpt, family):
     before = (ckpt / "model.safetensors").stat().st_mtime_ns
     assert C.checkpoint_dir(family) == ckpt
     assert (ckpt / "model.safetensors").stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("victim", ["tokenizer.json", "config.json", "model.safetensors"])
+def test_a_cached_entry_whose_files_changed_is_rebuilt(family, tmp_path, monkeypatch, victim):
+    monkeypatch.setenv("NNCANON_CACHE", str(tmp_path))
+    first = C.checkpoint_dir(family)
+    original = (first / victim).read_bytes()
+    (first / victim).write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    assert C.checkpoint_dir(family) == first
+    assert (first / victim).read_bytes() == original
+
+
+def test_a_pin_mismatch_names_the_capability_and_the_rebuild(family, tmp_path):
+    fam = load_family(_copy_family(family, tmp_path, f"  sha256: {'cd' * 32}"))
+    with pytest.raises(C.PinMismatch) as info:
+        C.checkpoint_dir(fam)
+    message = str(info.value)
+    for part in (f"CPU capability {C.cpu_capability()}", "every CPU", "--rebuild", "model.safetensors",
+                 "tokenizer.json"):
+        assert part in message, part
 
 
 def test_recipe_change_changes_the_directory(family, tmp_path):

@@ -1,0 +1,60 @@
+"""The tiny checkpoints are a pure function of their recipes: every family's checkpoint, built in
+a fresh cache under the generic CPU kernels (``ATEN_CPU_CAPABILITY=default``) and under this
+machine's own, gives exactly the pinned files. A pin that only reproduces on the machine that
+made it would break ``make site`` on the next one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from generator.family import REPO_ROOT, all_families
+
+BUILD_ALL = """
+import json, sys
+from generator import checkpoints as C
+from generator.family import all_families
+out = {}
+for fam in all_families():
+    tmp, digest, files = C._temp_build(fam)
+    out[fam.family] = {"digest": digest, "files": files}
+out["capability"] = C.cpu_capability()
+json.dump(out, sys.stdout)
+"""
+
+
+def _build_everything(capability: str | None, cache) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    env["NNCANON_CACHE"] = str(cache)
+    if capability:
+        env["ATEN_CPU_CAPABILITY"] = capability
+    done = subprocess.run([sys.executable, "-c", BUILD_ALL], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    return {
+        "default": _build_everything("default", tmp_path_factory.mktemp("default")),
+        "native": _build_everything(None, tmp_path_factory.mktemp("native")),
+    }
+
+
+def test_the_two_capabilities_differ(builds):
+    # otherwise this test proves nothing on this machine
+    assert builds["default"]["capability"] == "DEFAULT"
+    assert builds["native"]["capability"] != "DEFAULT", "this CPU runs only the generic kernels"
+
+
+@pytest.mark.parametrize("family", [f.family for f in all_families()])
+def test_every_capability_builds_the_pinned_files(builds, family):
+    pin = next(f for f in all_families() if f.family == family).tiny["sha256"]
+    default, native = builds["default"][family], builds["native"][family]
+    assert default["files"] == native["files"], "the same recipe gave different files on two CPUs' kernels"
+    assert default["digest"] == native["digest"] == pin
