@@ -1,0 +1,271 @@
+"""Running a note's ```` ```python ```` blocks against the tiny checkpoint, checking their claims
+(``assert`` statements and ``# True`` lines): :class:`NoteRunner`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import linecache
+import re
+import tokenize
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator.expressions import ExpressionContext, render_expressions
+from generator.family import Family
+from generator.notes_parse import _FENCE, Note, NoteError
+
+# ---------------------------------------------------------------------------------------------
+# running a note's code
+
+
+_TRUE = re.compile(r"#\s*True\b")
+_CHECK = "__nncanon_true__"
+
+
+class _FalseLine(Exception):
+    def __init__(self, line: int, value: Any):
+        super().__init__(line)
+        self.line, self.value = line, value
+
+
+def _check_true(value: Any, line: int) -> None:
+    try:
+        ok = bool(value)
+    except Exception as error:  # noqa: BLE001 - a tensor of many values, say
+        raise _FalseLine(line, f"not one truth value ({type(error).__name__}: {error})") from None
+    if not ok:
+        raise _FalseLine(line, value)
+
+
+def _true_lines(source: str) -> list[int]:
+    """1-based lines of ``source`` whose comment is ``# True...``."""
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT and _TRUE.match(token.string):
+            found.append(token.start[0])
+    return found
+
+
+def _char_col(line: str, byte_col: int) -> int:
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8"))
+
+
+def instrument(source: str) -> tuple[str, dict[int, str]]:
+    """Wrap each ``expr  # True`` statement of ``source`` in a check; keep every line where it was.
+
+    Returns the new source and, per checked line, its original text. Raises ValueError for a
+    ``# True`` on a line that does not end an expression statement.
+    """
+    tree = ast.parse(source)
+    ends = {node.end_lineno: node for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    lines = source.split("\n")
+    originals: dict[int, str] = {}
+    for number in _true_lines(source):
+        node = ends.get(number)
+        if node is None:
+            raise ValueError(number)
+        originals[number] = lines[number - 1]
+        end = _char_col(lines[node.end_lineno - 1], node.end_col_offset)
+        lines[node.end_lineno - 1] = (
+            lines[node.end_lineno - 1][:end] + f", {number})" + lines[node.end_lineno - 1][end:]
+        )
+        start = _char_col(lines[node.lineno - 1], node.col_offset)
+        lines[node.lineno - 1] = (
+            lines[node.lineno - 1][:start] + f"{_CHECK}(" + lines[node.lineno - 1][start:]
+        )
+    return "\n".join(lines), originals
+
+
+@dataclass
+class Block:
+    line: int  #: the first code line's file line
+    code: list[str]  #: the code lines, expressions substituted
+    run: bool
+
+
+def _error_line(error: BaseException, filename: str) -> int | None:
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        lines = [
+            frame.lineno for frame in traceback.extract_tb(error.__traceback__) if frame.filename == filename
+        ]
+        if lines:
+            return lines[-1]
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip()
+    lines = text.splitlines()
+    if len(lines) > 6:
+        text = "\n".join(lines[:6]) + "\n    ..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# one note: expressions, code, markdown
+
+
+class NoteRunner:
+    """Renders and runs the notes of one family against its tiny checkpoint."""
+
+    def __init__(
+        self,
+        family: Family,
+        context: ExpressionContext,
+        namespace: dict[str, Any],
+        log: Callable[[str], None] | None = None,
+    ):
+        self.family, self.context, self.namespace, self.log = family, context, namespace, log
+
+    def error(
+        self,
+        note: Note | None,
+        line: int | None,
+        message: str,
+        claim: str | None = None,
+        file: Path | None = None,
+    ) -> NoteError:
+        return NoteError(
+            self.family.family,
+            note.title if note else None,
+            file or (note.file if note else None),
+            line,
+            message,
+            claim,
+        )
+
+    def render(self, note: Note, names: dict[str, Any]) -> tuple[list[str], list[Block]]:
+        """The note's markdown lines (expressions substituted, fence flags dropped) and its code blocks."""
+        out: list[str] = []
+        blocks: list[Block] = []
+        fence: str | None = None
+        block: Block | None = None
+        for number, line in note.lines:
+
+            def fail(column: int, claim: str, why: str, number=number) -> NoteError:
+                return self.error(note, number, why, claim)
+
+            fenced = _FENCE.match(line)
+            if fence is None and fenced:
+                fence = fenced.group("fence")
+                words = fenced.group("info").split()
+                language = words[0] if words else ""
+                flags = set(words[1:])
+                unknown = flags - {"display"}
+                if unknown:
+                    raise self.error(
+                        note,
+                        number,
+                        f"unknown code block flag(s) {', '.join(sorted(unknown))} "
+                        "(```python display: shown, not run)",
+                    )
+                if language == "python":
+                    block = Block(number + 1, [], run="display" not in flags)
+                out.append(f"{fenced.group('indent')}{fence}{language}")
+                continue
+            if (
+                fence is not None
+                and fenced
+                and fenced.group("fence").startswith(fence)
+                and not fenced.group("info").strip()
+            ):
+                fence = None
+                if block is not None:
+                    blocks.append(block)
+                    block = None
+                out.append(line)
+                continue
+            rendered = render_expressions(line, names, fail)
+            if block is not None:
+                block.code.append(rendered)
+            elif fence is None and line.strip() and not rendered.strip():
+                continue  # a line of silent checks only
+            out.append(rendered)
+        while out and not out[0].strip():
+            out.pop(0)
+        while out and not out[-1].strip():
+            out.pop()
+        markdown = "\n".join(out)
+        markdown = re.sub(r"[ \t]+\n", "\n", markdown)
+        return markdown.split("\n"), blocks
+
+    def run(self, note: Note, blocks: list[Block], extra: dict[str, Any] | None = None) -> None:
+        """Run the note's python blocks in order, in one namespace, checking its claims."""
+        runnable = [b for b in blocks if b.run]
+        if not runnable:
+            return
+        last = max(b.line + len(b.code) for b in runnable)
+        virtual = [""] * last
+        for b in runnable:
+            for offset, text in enumerate(b.code):
+                virtual[b.line - 1 + offset] = text
+        source = "\n".join(virtual) + "\n"
+        try:
+            source, originals = instrument(source)
+        except SyntaxError as error:
+            raise self.error(
+                note,
+                error.lineno,
+                f"the code does not parse: {error.msg}",
+                virtual[error.lineno - 1].strip() if error.lineno else None,
+            ) from None
+        except ValueError as error:
+            line = error.args[0]
+            raise self.error(
+                note,
+                line,
+                "a '# True' comment on a line that does not end an expression statement",
+                virtual[line - 1].strip(),
+            ) from None
+        digest = hashlib.sha256(f"{note.file}\0{note.title}\0{source}".encode()).hexdigest()[:12]
+        filename = f"<nncanon note {self.family.family}/{note.file.name}:{note.line} {digest}>"
+        # nnsight reads a trace's body back from linecache: register the code it runs
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+        namespace = {**self.namespace, **(extra or {}), _CHECK: _check_true, "__name__": "__nncanon_note__"}
+        tree = ast.parse(source)
+        from nncanon import kernels
+
+        family = getattr(self.namespace.get("model"), "family", None)
+        route = kernels.route(family) if family else None
+        try:
+            for statement in tree.body:
+                compiled = compile(
+                    ast.Module([statement], []), filename, "exec", dont_inherit=True, optimize=0
+                )
+                try:
+                    exec(compiled, namespace)
+                except _FalseLine as failed:
+                    text = originals.get(failed.line, virtual[failed.line - 1]).strip()
+                    value = failed.value if isinstance(failed.value, str) else f"is {_short(failed.value)}"
+                    raise self.error(
+                        note, failed.line, f"a '# True' line does not hold: the expression {value}", text
+                    ) from None
+                except NoteError:
+                    raise
+                except AssertionError as error:
+                    line = _error_line(error, filename) or statement.lineno
+                    raise self.error(
+                        note, line, f"an assert fails: {_describe(error)}", virtual[line - 1].strip()
+                    ) from error
+                except Exception as error:  # noqa: BLE001 - any failure of the code is the note's
+                    line = _error_line(error, filename) or statement.lineno
+                    raise self.error(
+                        note, line, f"the code raises {_describe(error)}", virtual[line - 1].strip()
+                    ) from error
+        finally:
+            if family and kernels.route(family) != route:
+                kernels.route_kernels(family, route)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 200 else text[:200] + "..."
