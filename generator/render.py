@@ -2,30 +2,48 @@
 
 The renderer's only input is the facts JSON that ``generator/collect.py`` writes (one file per
 family, schema 1). It never imports torch, transformers or nnsight: re-rendering from cached
-facts takes seconds. Every text that comes from facts is escaped: HTML parts by jinja2's
-autoescape, markdown parts (notes, SAE text) by :func:`escape_markdown`, which leaves code blocks
-and code spans alone and neutralizes raw HTML, attribute lists and script links elsewhere.
+facts takes seconds. Every text that comes from facts is escaped (:mod:`generator.escaping`);
+the diagrams' geometry is :mod:`generator.diagrams`; and every built page's URLs are checked
+after mkdocs has run (:mod:`generator.safe_urls`).
 
 Public functions:
 
 - :func:`render_family` facts -> the family page (markdown with inline HTML);
 - :func:`render_site` a facts directory -> a full docs tree (hand-written pages from
   ``docs_src/``, one page per family, the families index, the published facts, ``llms.txt``);
-- :func:`mkdocs_build` a docs tree -> the static site, ``mkdocs build --strict``.
+- :func:`mkdocs_build` a docs tree -> the static site, ``mkdocs build --strict``, with a fixed
+  build date (``SOURCE_DATE_EPOCH``) and no unsafe URL on any page.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
+import os
 import re
 import shutil
-from dataclasses import dataclass, field
+import tempfile
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup
+
+from generator.diagrams import Links, block_diagram, block_strip, chain_diagram, diagram_data
+from generator.escaping import escape_markdown, escape_markdown_inline, slug
+from generator.printout import printout_lines
+from generator.safe_urls import check_site
+
+__all__ = [  # what tests and callers import from here (some live in generator.escaping, .printout)
+    "FactsError",
+    "MkdocsBuildError",
+    "escape_markdown",
+    "mkdocs_build",
+    "printout_lines",
+    "render_family",
+    "render_site",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "site_templates"
@@ -58,78 +76,6 @@ class FactsError(ValueError):
     """A facts file that the renderer cannot render: says which file, which field, and what to do."""
 
 
-# ---------------------------------------------------------------- escaping
-
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
-_BAD_LINK = re.compile(r"\]\(\s*(?:javascript|vbscript|data):", re.I)
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|])")
-
-
-def _escape_html_text(text: str) -> str:
-    # quotes stay: outside attributes they are plain text, and the toc would show &#39; literally
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _escape_prose(text: str) -> str:
-    """Markdown prose outside code: no raw HTML, no attribute lists, no script links."""
-    text = _escape_html_text(text)
-    text = text.replace("{", "\\{").replace("}", "\\}")
-    return _BAD_LINK.sub("](#", text)
-
-
-def escape_markdown(md: str) -> str:
-    """Escape facts markdown so that it renders as markdown but cannot inject HTML.
-
-    Fenced code blocks and code spans are kept verbatim (markdown escapes them itself); a
-    fence's info string is cut to a bare language name so it cannot carry attributes.
-    """
-    out: list[str] = []
-    prose: list[str] = []
-    fence: str | None = None
-
-    def flush() -> None:
-        if prose:
-            text = "\n".join(prose)
-            parts, last = [], 0
-            for m in _CODE_SPAN.finditer(text):
-                parts.append(_escape_prose(text[last : m.start()]))
-                parts.append(m.group(0))
-                last = m.end()
-            parts.append(_escape_prose(text[last:]))
-            out.append("".join(parts))
-            prose.clear()
-
-    for line in md.splitlines():
-        m = _FENCE.match(line)
-        if fence is None and m:
-            flush()
-            fence = m.group(2)
-            lang = re.match(r"[\w+-]*", m.group(3).strip()).group(0)
-            out.append(f"{m.group(1)}{fence}{lang}")
-        elif fence is not None:
-            out.append(line)
-            if m and m.group(2).startswith(fence) and not m.group(3).strip():
-                fence = None
-        else:
-            prose.append(line)
-    flush()
-    if fence is not None:
-        out.append(fence)  # close an unterminated fence rather than swallow the page
-    return "\n".join(out)
-
-
-def escape_markdown_inline(text: str) -> str:
-    """One line of facts text in a markdown context (a heading, a table cell): literal."""
-    return _MD_SPECIAL.sub(r"\\\1", _escape_html_text(" ".join(str(text).split())))
-
-
-def slug(text: str) -> str:
-    """An id fragment from any text: lower case, [a-z0-9_-] only."""
-    s = re.sub(r"[^a-z0-9_]+", "-", str(text).lower()).strip("-")
-    return s or "x"
-
-
 def show(value) -> str:
     """A config value the way Python prints it (strings bare, as the spec's tables show them)."""
     if isinstance(value, str):
@@ -146,354 +92,6 @@ def fmt_error(err) -> str:
     return "0 (exact)" if err == 0 else f"{err:.1e}"
 
 
-# ---------------------------------------------------------------- diagrams
-#
-# Geometry for the family page's inline SVG (drawn by site_templates/_svg.html.j2) and the facts
-# the page's script needs to make it interactive (site_templates/assets/nncanon.js). Every part
-# carries its standard path (``data-path``); :class:`Links` ties each part to the support-table
-# rows (``host.value``) and printout lines (their ``data-path``) that name it.
-
-CHAR = 7.6  # px per character of the 12.5px monospace the diagrams use
-LINE = 16
-
-
-def _text_width(lines: list[str]) -> float:
-    return max((len(s) for s in lines), default=0) * CHAR
-
-
-def _wrap(text: str, width: int = 24) -> list[str]:
-    words, lines, cur = str(text).split(), [], ""
-    for w in words:
-        if cur and len(cur) + 1 + len(w) > width:
-            lines.append(cur)
-            cur = w
-        else:
-            cur = f"{cur} {w}" if cur else w
-    return lines + [cur] if cur else lines
-
-
-@dataclass
-class Links:
-    """What a diagram part can point at: support-table rows and printout lines, by their paths."""
-
-    rows: set[str] = field(default_factory=set)  # "model.layers[i].mlp.router_logits"
-    hosts: dict[str, list[str]] = field(default_factory=dict)  # host path -> its rows, in order
-    lines: set[str] = field(default_factory=set)  # printout paths: "model.layers[i].mlp.router"
-
-    @classmethod
-    def of(cls, facts: dict, printout: list[dict]) -> Links:
-        hosts = {h["path"]: [f"{h['path']}.{v['name']}" for v in h["values"]] for h in facts["hosts"]}
-        rows = {r for rs in hosts.values() for r in rs}
-        return cls(rows, hosts, {r["path"] for r in printout if r["path"]})
-
-    def module(self, path: str) -> str:
-        return path if path in self.lines or path in self.hosts else ""
-
-    def part(self, module: str, value_row: str) -> tuple[list[str], list[str]]:
-        """(rows, printout lines) of a part: its own value first, then its host's values if it is one."""
-        rows = [value_row] if value_row in self.rows else []
-        own = self.hosts.get(module) or self.hosts.get(f"{module}[i]", [])  # a ModuleList: its blocks
-        rows += [r for r in own if r not in rows]
-        lines = [p for p in dict.fromkeys([module, *rows]) if p and p in self.lines]
-        return rows, lines
-
-
-@dataclass
-class Box:
-    label: str
-    sub: list[str] = field(default_factory=list)
-    x: float = 0
-    y: float = 0
-    w: float = 0
-    h: float = 0
-    id: str = ""
-    path: str = ""
-    value: str = ""
-    title: str = ""
-    cls: str = ""
-    children: list[Box] = field(default_factory=list)
-    # what the part points at (support rows, printout lines) and what its card says
-    module: str = ""
-    value_row: str = ""
-    rows: list[str] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
-    note: str = ""
-    count: int | None = None
-    section: str = "text"
-
-    @property
-    def aria(self) -> str:
-        """The part's accessible name: its label, standard path and value."""
-        out = f"{self.label}: {self.path}"
-        if self.count is not None:
-            out += f" × {self.count}"
-        if self.value_row:
-            out += f", value {self.value_row.rsplit('.', 1)[-1]}"
-        elif self.note:
-            out += f", {self.note}"
-        return out
-
-
-def chain_diagram(chain: list[dict], prefix: str, links: Links | None = None, root: str = "model") -> dict:
-    """The stack (or the image's path) as a row of boxes joined by arrows.
-
-    With ``links``, each node's module and value are looked up under ``root`` then under the
-    model (``patch_embed`` -> ``model.vision.patch_embed``, ``projector`` -> ``model.projector``),
-    and the node's standard path is what it resolved to, without the leading ``model.``.
-    """
-    links = links or Links()
-    boxes, x, pad, gap = [], 8.0, 12.0, 34.0
-    for node in chain:
-        m, value = node["module"], node.get("value") or ""
-        sub = []
-        if node.get("count") is not None:
-            sub.append(f"× {node['count']}")
-        if value:
-            sub += _wrap(value, 22)
-        w = max(_text_width([m]) + 2, _text_width(sub)) + 2 * pad
-        scopes = [root] if root == "model" else [root, "model"]
-        module = next((links.module(f"{s}.{m}") for s in scopes if links.module(f"{s}.{m}")), "")
-        words = [value, m, *re.findall(r"[A-Za-z_]\w*", value)]
-        value_row = next((f"{s}.{n}" for n in words for s in scopes if f"{s}.{n}" in links.rows), "")
-        own_row = next((f"{s}.{m}" for s in scopes if f"{s}.{m}" in links.rows), "")
-        std = module or own_row
-        path = std[len("model.") :] if std.startswith("model.") else m
-        rows, lines = links.part(module, value_row)
-        boxes.append(
-            Box(
-                m,
-                sub,
-                x=x,
-                w=w,
-                h=30 + LINE * len(sub),
-                id=f"{prefix}-{slug(path)}",
-                path=path,
-                value=value,
-                title=" → ".join(filter(None, [m, value])),
-                cls="nc-stack" if node.get("count") is not None else "",
-                module=module,
-                value_row=value_row,
-                rows=rows,
-                lines=lines,
-                note=value if value and not value_row.endswith("." + value) else "",
-                count=node.get("count"),
-                section="text" if root == "model" else "vision",
-            )
-        )
-        x += w + gap
-    height = max((b.h for b in boxes), default=30) + 16
-    for b in boxes:  # centre the boxes on one axis
-        b.y = (height - b.h) / 2
-    arrows = [[(a.x + a.w, height / 2), (b.x, height / 2)] for a, b in zip(boxes, boxes[1:])]
-    return {"width": x - gap + 8, "height": height, "boxes": boxes, "arrows": arrows}
-
-
-def _identity_terms(identity: str) -> tuple[list[str], str]:
-    lhs, _, rhs = identity.partition("==")
-    return [t.strip() for t in lhs.split("+")], rhs.strip()
-
-
-def block_diagram(
-    parts: list[dict], identity: str, lookup: dict, prefix: str, links: Links | None = None
-) -> dict:
-    """One block: the residual stream along the top, each sublayer branching off it and added back.
-
-    Which parts add into the stream comes from the identity's terms (``linear_attn.attention_output``
-    -> the part whose path ends in ``.linear_attn``); the parts before each such part (its norm)
-    form its branch, and a part whose path extends another's is drawn inside it (as a sibling
-    drawn after it, so no focusable part holds another: ``boxes`` is flat, in drawing order).
-    """
-    links = links or Links()
-    ids = [p["id"] for p in parts]
-    parent = {}
-    for p in parts:
-        owners = [q for q in ids if q != p["id"] and p["id"].startswith(q + ".")]
-        parent[p["id"]] = max(owners, key=len) if owners else None
-    terms, out_name = _identity_terms(identity)
-    adders = {t.rsplit(".", 1)[0] for t in terms[1:] if "." in t}
-
-    def adds_to_stream(pid: str) -> bool:
-        return any(pid == a or pid.endswith("." + a) for a in adders)
-
-    def box_for(p: dict) -> Box:
-        value = p.get("value") or ""
-        host = p.get("host") or ""
-        v = lookup.get((host, value))
-        title = f"{p['id']}"
-        if value:
-            title += f" → {host}.{value}"
-        if v:
-            dims = " ".join(v.get("dims") or [])
-            title += f"\n{v['layout']} [{dims}]: {v['description']}"
-        sub = [value] if value else []
-        label = p.get("label") or p["id"].rsplit(".", 1)[-1]
-        module = links.module(f"model.{p['id']}") or f"model.{p['id']}"
-        value_row = f"{host}.{value}" if value else ""
-        rows, lines = links.part(module, value_row)
-        return Box(
-            label,
-            sub,
-            w=max(_text_width([label]) + 2, _text_width(sub)) + 24,
-            h=30 + LINE * len(sub),
-            id=f"{prefix}-{slug(p['id'])}",
-            path=p["id"],
-            value=value,
-            title=title,
-            module=module,
-            value_row=value_row if value_row in links.rows else "",
-            rows=rows,
-            lines=lines,
-            section="vision" if p["id"].startswith("vision.") else "text",
-        )
-
-    top, kids = [], {}
-    for p in parts:
-        (kids.setdefault(parent[p["id"]], []) if parent[p["id"]] else top).append(p)
-
-    def build(p: dict) -> Box:
-        b = box_for(p)
-        children = [build(c) for c in kids.get(p["id"], [])]
-        if children:
-            b.cls = "nc-group"
-            inner_w = max(c.w for c in children)
-            b.w = max(b.w, inner_w + 24)
-            y = b.h + 2
-            for c in children:
-                c.w = b.w - 24
-                c.x, c.y = 12, y
-                y += c.h + 8
-            b.h = y + 4
-            b.children = children
-        return b
-
-    def flatten(b: Box) -> list[Box]:
-        out = [b]
-        for c in b.children:
-            c.x, c.y = b.x + c.x, b.y + c.y
-            out += flatten(c)
-        b.children = []
-        return out
-
-    branches, cur = [], []
-    for p in top:
-        cur.append(p)
-        if adds_to_stream(p["id"]):
-            branches.append(cur)
-            cur = []
-    if cur:
-        branches.append(cur)
-
-    stream_y, row_y, gap, margin = 46.0, 96.0, 36.0, 20.0
-    x = margin + max(len(terms[0]) * CHAR * 0.5, 40)
-    drawn, links_, adds, taps = [], [], [], []
-    for branch in branches:
-        boxes = [build(p) for p in branch]
-        taps.append(x)
-        bx = x + 18
-        for b in boxes:
-            b.x, b.y = bx, row_y
-            bx += b.w + gap
-        mid = row_y + 17
-        links_.append([(x, stream_y), (x, mid), (boxes[0].x, mid)])  # tap down, then into the first box
-        for a, b in zip(boxes, boxes[1:]):
-            links_.append([(a.x + a.w, mid), (b.x, mid)])
-        last = boxes[-1]
-        if adds_to_stream(branch[-1]["id"]):
-            ax = last.x + last.w + 22
-            links_.append([(last.x + last.w, mid), (ax, mid), (ax, stream_y + 10)])
-            adds.append(ax)
-            x = ax + 40
-        else:
-            x = last.x + last.w + 40
-        drawn += [f for b in boxes for f in flatten(b)]
-    width = x - 24 + len(out_name) * CHAR + margin  # the output's label clears the last add
-    height = max((b.y + b.h for b in drawn), default=row_y) + 16
-    return {
-        "width": width,
-        "height": height,
-        "stream_y": stream_y,
-        "boxes": drawn,
-        "links": links_,
-        "adds": adds,
-        "taps": taps,
-        "input": terms[0],
-        "output": out_name,
-    }
-
-
-def block_strip(blocks: list[str], kinds: list[str]) -> dict:
-    """One tick per block of the full-size stack, its color its kind (``k``: its kind's index).
-
-    The ticks sit under the block slider (an ``input type=range``), each at its value's place:
-    the stylesheet puts tick ``i`` of ``n`` at ``i / (n - 1)`` of the track the thumb travels.
-    """
-    ticks = [
-        {"i": i, "kind": k, "k": kinds.index(k) if k in kinds else len(kinds)} for i, k in enumerate(blocks)
-    ]
-    return {"n": len(blocks), "last": max(len(blocks) - 1, 0), "ticks": ticks}
-
-
-def _measured_text(v: dict) -> str:
-    m = v.get("measured")
-    if m is None:
-        return "not on the tiny checkpoint"
-    if m.get("shape") is not None:
-        return f"tiny [{', '.join(str(s) for s in m['shape'])}] {m.get('dtype', '')}".rstrip()
-    return f"tiny: {m['value'] if m.get('value') is not None else m.get('dtype', '')}"
-
-
-def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dict]]) -> str:
-    """The facts the page's script needs, as compact JSON (put in an attribute, so autoescaped).
-
-    ``diagrams`` is each drawn diagram with the block kind it draws (None for the chains and the
-    vision block). Per part: its path, label, value row, rows and printout lines; per value row a
-    card's text (layout, dims, description, read-at, conditions, the tiny shape).
-    """
-    parts, values = {}, {}
-    for kind, d in diagrams:
-        for b in d["boxes"]:
-            parts[b.id] = {
-                "path": b.path,
-                "label": b.label,
-                "kind": kind,
-                "section": b.section,
-                "module": b.module,
-                "value": b.value_row,
-                "rows": b.rows,
-                "lines": b.lines,
-                "note": b.note,
-                "count": b.count,
-            }
-            host, _, name = b.value_row.rpartition(".")
-            v = lookup.get((host, name))
-            if v and b.value_row not in values:
-                values[b.value_row] = {
-                    "name": v["name"],
-                    "layout": v["layout"],
-                    "dims": v.get("dims") or [],
-                    "description": v["description"],
-                    "read_at": v["read_at"],
-                    "conditions": [
-                        {"needs": c.get("needs", ""), "why": c.get("why") or ""} for c in v.get("conditions") or []
-                    ],
-                    "measured": _measured_text(v),
-                    "writable": v.get("writable", True) is not False,
-                }
-    stack = facts["stack"]
-    kinds = stack.get("block_kinds", [])
-    data = {
-        "family": facts["family"],
-        "blocks": stack.get("blocks") or [],
-        "kinds": [
-            {"kind": k["kind"], "label": k.get("label") or k["kind"], "identity": k["identity"], "n": n}
-            for n, k in enumerate(kinds)
-        ],
-        "parts": parts,
-        "values": values,
-    }
-    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
 def ranges(indices: list[int]) -> str:
     """[0, 1, 2, 4, 5, 6, 8] -> "0–2, 4–6, 8"."""
     runs: list[list[int]] = []
@@ -503,43 +101,6 @@ def ranges(indices: list[int]) -> str:
         else:
             runs.append([i])
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
-
-
-# ---------------------------------------------------------------- printout
-
-_PRINT_LINE = re.compile(r"^(\s*)\(([^)]+)\)(:| ->)(.*)$")
-
-
-def printout_lines(text: str) -> list[dict]:
-    """Each line of print(model), with the standard path of the module or value it names.
-
-    Indices of a ModuleList (``(0-2): 3 x ...``) become ``[i]`` so a line's path is the support
-    table's host path (``model.layers[i].mlp``); the indices it covers are kept in ``layers``.
-    """
-    rows, stack = [], []
-    for n, line in enumerate(text.splitlines()):
-        indent = len(line) - len(line.lstrip(" "))
-        row = {"text": line, "path": None, "kind": None, "layers": None}
-        m = _PRINT_LINE.match(line)
-        if n == 0 and not m:
-            stack = [(indent, "model")]
-            row.update(path="model", kind="module")
-        elif m:
-            while stack and stack[-1][0] >= indent:
-                stack.pop()
-            parent = stack[-1][1] if stack else "model"
-            key, sep, rest = m.group(2), m.group(3), m.group(4)
-            if re.fullmatch(r"\d+(-\d+)?", key):
-                path = f"{parent}[i]"
-                row["layers"] = key
-            else:
-                path = f"{parent}.{key.split('/')[0]}"
-            is_value = sep == " ->" or rest.lstrip().startswith("[")
-            row.update(path=path, kind="value" if is_value else "module")
-            if not is_value and rest.rstrip().endswith("("):
-                stack.append((indent, path))
-        rows.append(row)
-    return rows
 
 
 # ---------------------------------------------------------------- the page
@@ -719,9 +280,21 @@ def _dump(obj) -> str:
     return json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def load_facts(facts_dir: Path) -> list[dict]:
-    """Every family's facts in facts_dir (index.json aside), sorted by family, checked."""
-    files = sorted(p for p in Path(facts_dir).glob("*.json") if p.name != "index.json")
+def load_facts(facts_dir: Path, families: list[str] | None = None) -> list[dict]:
+    """The facts of ``families`` (default: every <family>.json in facts_dir), sorted by family, checked.
+
+    The build passes the registered families (``families/*.yaml``), so the facts of a family whose
+    YAML was removed, still in the cache, are not published.
+    """
+    if families is None:
+        files = sorted(p for p in Path(facts_dir).glob("*.json") if p.name != "index.json")
+    else:
+        files = [Path(facts_dir) / f"{name}.json" for name in sorted(families)]
+        missing = [p.name for p in files if not p.exists()]
+        if missing:
+            raise FactsError(
+                f"{facts_dir}: no facts for {', '.join(missing)}; run `python -m generator build` first"
+            )
     if not files:
         raise FactsError(f"{facts_dir}: no <family>.json facts files; run `python -m generator build` first")
     out = []
@@ -774,23 +347,52 @@ def index_entry(facts: dict) -> dict:
     }
 
 
-def _prepare(out_dir: Path) -> None:
-    if out_dir.exists():
-        if not (out_dir / MARKER).exists() and any(out_dir.iterdir()):
-            raise FileExistsError(
-                f"{out_dir} exists and was not made by render_site (no {MARKER}); "
-                f"pass an empty or new directory"
-            )
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    (out_dir / MARKER).write_text("made by generator/render.py; cleared on every render\n")
+def _check_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not (out_dir / MARKER).exists() and any(out_dir.iterdir()):
+        raise FileExistsError(
+            f"{out_dir} exists and was not made by render_site (no {MARKER}); pass an empty or new directory"
+        )
 
 
-def render_site(facts_dir: Path, out_dir: Path) -> None:
-    """Write the whole docs tree into out_dir (cleared first): deterministic, byte for byte."""
+def replace_dir(new: Path, target: Path) -> None:
+    """Put the tree ``new`` at ``target`` by renames: ``target`` is never half-deleted.
+
+    The old tree is renamed aside to ``.old-<name>-*`` and deleted after; a kill in between leaves
+    that aside (the build removes it, see generator/build.py) and at worst no ``target``, which the
+    next render writes again.
+    """
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".old-{target.name}-", dir=target.parent))
+        target.rename(old / target.name)
+    new.rename(target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = None) -> None:
+    """Write the whole docs tree into out_dir (replacing it): deterministic, byte for byte.
+
+    Only ``families`` are rendered (default: every facts file in facts_dir). The tree is written
+    into a fresh ``.tmp-<name>-*`` beside out_dir and swapped in (:func:`replace_dir`), so a kill
+    at any moment leaves out_dir either the old tree or the new one, never a half-deleted one.
+    """
     facts_dir, out_dir = Path(facts_dir), Path(out_dir)
-    families = load_facts(facts_dir)
-    _prepare(out_dir)
+    loaded = load_facts(facts_dir, families)
+    _check_out_dir(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))
+    staged.chmod(0o755)
+    try:
+        _write_tree(loaded, staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    replace_dir(staged, out_dir)
+
+
+def _write_tree(families: list[dict], out_dir: Path) -> None:
+    (out_dir / MARKER).write_text("made by generator/render.py; replaced on every render\n")
     for src in sorted(DOCS_SRC.rglob("*")):
         if src.is_file():
             dst = out_dir / src.relative_to(DOCS_SRC)
@@ -833,11 +435,35 @@ class MkdocsBuildError(RuntimeError):
     pass
 
 
+# The build date mkdocs writes (sitemap.xml's lastmod, sitemap.xml.gz's header) when
+# SOURCE_DATE_EPOCH is unset: fixed, so that builds on different days are byte-identical.
+DEFAULT_SOURCE_DATE_EPOCH = 1735689600  # 2025-01-01 00:00:00 UTC
+
+
+@contextlib.contextmanager
+def source_date_epoch():
+    """``$SOURCE_DATE_EPOCH`` (https://reproducible-builds.org/specs/source-date-epoch/) for mkdocs'
+    ``get_build_date``, set to :data:`DEFAULT_SOURCE_DATE_EPOCH` while unset; restored after."""
+    saved = os.environ.get("SOURCE_DATE_EPOCH")
+    if saved is not None and not saved.strip().isdigit():
+        raise MkdocsBuildError(f"SOURCE_DATE_EPOCH={saved!r}: expected seconds since 1970 (an integer)")
+    if saved is None:
+        os.environ["SOURCE_DATE_EPOCH"] = str(DEFAULT_SOURCE_DATE_EPOCH)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("SOURCE_DATE_EPOCH", None)
+
+
 def mkdocs_build(docs_dir: Path, site_dir: Path) -> None:
     """``mkdocs build --strict`` of docs_dir into site_dir with the repository's mkdocs.yml.
 
     Runs in-process; any warning (from loading the config or from the build) fails it with a
-    MkdocsBuildError that lists mkdocs' warnings.
+    MkdocsBuildError that lists mkdocs' warnings. The build date is ``$SOURCE_DATE_EPOCH`` or a
+    fixed one (:func:`source_date_epoch`), and a page with a URL that is not http(s), mailto,
+    relative or a #fragment fails it with an UnsafeUrlError naming the page
+    (:func:`generator.safe_urls.check_site`).
     """
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
@@ -856,7 +482,8 @@ def mkdocs_build(docs_dir: Path, site_dir: Path) -> None:
             )
             if handler.messages:
                 raise MkdocsBuildError("mkdocs.yml: " + "; ".join(handler.messages))
-            build(config)
+            with source_date_epoch():
+                build(config)
         except (MkDocsException, SystemExit) as e:
             lines = "\n".join(f"  {m}" for m in handler.messages) or f"  {e}"
             raise MkdocsBuildError(f"mkdocs build --strict of {docs_dir} failed:\n{lines}") from e
@@ -866,3 +493,4 @@ def mkdocs_build(docs_dir: Path, site_dir: Path) -> None:
             )
     finally:
         logger.removeHandler(handler)
+    check_site(site_dir)
