@@ -439,7 +439,9 @@ def test_a_batch_of_prompts_with_several_images_each(vision, red, wide):
         singles.append((f, last))
     torch.testing.assert_close(features, torch.cat([f for f, _ in singles]), rtol=1e-5, atol=1e-5)
     for row, (_, last) in enumerate(singles):
-        torch.testing.assert_close(logits[row, -1], last[0], rtol=1e-5, atol=1e-5)
+        # A padded row and the prompt alone cut the DeltaNet's chunks at other tokens, so they round
+        # differently: plain transformers differs by 5e-5 on these O(3) logits; a leak would be O(1).
+        torch.testing.assert_close(logits[row, -1], last[0], rtol=1e-4, atol=5e-4)
 
 
 # -- what the encyclopedia measures with ------------------------------------------------------------
