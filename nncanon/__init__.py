@@ -6,10 +6,14 @@
         logits = model.layers[1].mlp.router_logits.save()
 """
 
+from .families import CheckpointError, UnsupportedModelType
+from .hosts import HostKind
 from .kernels import route_kernels
-from .model import FamilyMismatch, StandardModel, Support, load, wrap
+from .model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, load, wrap
 from .values import NotOnHost, ReadOnly, Unavailable
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "wrap", "route_kernels", "StandardModel", "Support", "Unavailable", "NotOnHost", "ReadOnly", "FamilyMismatch", "__version__"]
+__all__ = ["load", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable", "NotOnHost",
+           "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError",
+           "UnsupportedModelType", "__version__"]

@@ -9,6 +9,8 @@ them as nnsight does, most derived class first.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nnsight.intervention.envoy import Envoy
@@ -21,10 +23,16 @@ class Host(Envoy):
 
     #: the standard host name in tables and errors, e.g. ``model.layers[i].mlp``
     HOST: ClassVar[str] = ""
+    #: what kind of module this host is, in errors: ``dense MLP``, ``mixture MLP``
+    KIND: ClassVar[str] = ""
 
     # Set by StandardModel when it builds the tree, so a read needs no parent walk.
     _std_model: Any = None
     _std_path: str = ""
+
+    @classmethod
+    def kind(cls) -> str:
+        return cls.KIND or cls.__name__
 
     @classmethod
     def values(cls) -> list[Value]:
@@ -57,6 +65,67 @@ class Host(Envoy):
                 if message:
                     raise NotOnHost(message) from None
             raise
+
+
+def pattern(path: str) -> str:
+    """A standard path with its indices as ``[i]``: ``model.layers[3].mlp`` -> ``model.layers[i].mlp``."""
+    return re.sub(r"\[\d+\]", "[i]", path)
+
+
+def index(path: str) -> int | None:
+    """The first index of a standard path (the block), or None: ``model.layers[3].mlp`` -> 3."""
+    found = re.search(r"\[(\d+)\]", path)
+    return int(found.group(1)) if found else None
+
+
+def span(blocks: tuple[int, ...]) -> str:
+    """``(0, 1, 2, 5)`` -> ``"blocks 0-2, 5"``; ``(3,)`` -> ``"block 3"``."""
+    runs: list[list[int]] = []
+    for block in sorted(blocks):
+        if runs and block == runs[-1][-1] + 1:
+            runs[-1].append(block)
+        else:
+            runs.append([block])
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+    return f"block {text}" if len(blocks) == 1 else f"blocks {text}"
+
+
+@dataclass(frozen=True)
+class HostKind:
+    """One kind of host on a loaded model: a standard path pattern and the module class under it.
+
+    A stack may put different modules at one path (dense MLPs on the first blocks, mixtures after):
+    each (path, module class) is a kind of its own, with its host class and the blocks it covers.
+    """
+
+    host: str  #: the standard path pattern, ``model.layers[i].mlp``
+    cls: type  #: the host class (its values)
+    native: str  #: the module class name, ``Qwen3MoeSparseMoeBlock``
+    blocks: tuple[int, ...] | None  #: the blocks (first index) it stands at; None for a path with no index
+    paths: tuple[str, ...]  #: the standard paths of every module of this kind
+
+    @property
+    def covers(self) -> str:
+        """``"blocks 1, 3"``, or ``""`` for a host with no index."""
+        return span(self.blocks) if self.blocks else ""
+
+    def has(self, name: str) -> bool:
+        return any(v.name == name for v in self.cls.values())
+
+
+class Stack(Envoy):
+    """The envoy of a ``ModuleList`` (``model.layers``): an index past its end names how many entries it has."""
+
+    _std_path: str = ""
+
+    def __getitem__(self, key: Any) -> Any:
+        size = len(self)
+        if isinstance(key, int) and not -size <= key < size:
+            children = [child for _, child in self._named_children()]
+            noun = "blocks" if children and isinstance(children[0], Host) else "entries"
+            raise IndexError(f"{self._std_path or self.path}[{key}] is out of range: "
+                             f"{self._std_path or self.path} has {size} {noun} (0 to {size - 1})")
+        return super().__getitem__(key)
 
 
 def host(name: str, *bases: type[Host], values: list[Value] | tuple[Value, ...] = (), **attrs: Any) -> type[Host]:

@@ -10,10 +10,61 @@ from it (`read_at`), so the table cannot drift from the code.
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from typing import Any
 
 FIRST = "first"  # the first positional input, or the first element of a tuple output
+
+
+class FamilyMismatch(ValueError):
+    """A declared standard path, or an op a value reads, does not resolve on the loaded model."""
+
+
+class MissingOp(FamilyMismatch):
+    """An op a locator names is not in the forward it drills into.
+
+    ``where`` names that forward, ``names`` are the ops it has; `StandardModel` and the value
+    descriptors re-raise it naming the value and the host (`explained`).
+    """
+
+    def __init__(self, op: str, where: str, names: tuple[str, ...] = (), reason: str | None = None,
+                 value: str | None = None) -> None:
+        self.op, self.where, self.names, self.reason, self.value = op, where, tuple(names), reason, value
+        message = self.describe()
+        if value is not None:
+            message = (f"{value} reads the op {op}, but {message}; the family calls something else there: "
+                       f"fix the value's locator, or serve it from another host class")
+        super().__init__(message)
+
+    def describe(self) -> str:
+        if self.reason:
+            return f"{self.op} in {self.where}: {self.reason}"
+        stem = _stem(self.op)
+        hits = [n for n in self.names if stem in n]
+        close = difflib.get_close_matches(self.op, self.names, n=8, cutoff=0.6)
+        if hits:
+            found = f"the ops there with {stem!r}: {', '.join(hits[:8])}"
+        elif close:
+            found = f"the ops there spelled like it: {', '.join(close)}"
+        else:
+            more = ", ..." if len(self.names) > 12 else ""
+            found = f"no op there has {stem!r}; its ops: {', '.join(self.names[:12])}{more}"
+        return f"{self.where} has no op {self.op} ({found})"
+
+    def explained(self, value: str) -> MissingOp:
+        """This error naming the value (``model.layers[0].self_attn.attention_scores``) that reads the op."""
+        return MissingOp(self.op, self.where, self.names, self.reason, value)
+
+
+_GENERIC = {"nn", "functional", "torch", "F", "self", "call"}
+
+
+def _stem(op: str) -> str:
+    """The called function's own name in an op label: ``nn_functional_softmax_0`` -> ``softmax``."""
+    words = [w for w in re.sub(r"_\d+$", "", op).split("_") if w and w not in _GENERIC]
+    return words[-1] if words else op
 
 
 @dataclass(frozen=True)
@@ -38,12 +89,19 @@ class Locator:
     # -- where ------------------------------------------------------------
 
     def target(self, host: Any) -> Any:
-        """The nnsight object whose ``path`` the location hangs off (drills nested ops)."""
+        """The nnsight object whose ``path`` the location hangs off (drills nested ops).
+
+        Raises `MissingOp` when an op is not in the forward it is looked for in.
+        """
         envoy = host if self.module is None else host.get(self.module)
+        where = f"{type(envoy._module).__name__}.forward"
         for op in self.ops:
             # The first level is installed at load; a nested one is drilled now, which
             # parks until the enclosing op runs: only legal inside a trace.
-            envoy = getattr(envoy.source, op)
+            source = envoy.source
+            if op not in source.names:
+                raise MissingOp(op, where, source.names)
+            envoy, where = getattr(source, op), f"the function {op} calls"
         return envoy
 
     def location(self, host: Any) -> str:
@@ -161,3 +219,186 @@ def child(module: str, io: str = "output", shown: str | None = None, **kw: Any) 
 
 def op(*ops: str, io: str = "output", module: str | None = None, shown: str | None = None, **kw: Any) -> Locator:
     return Locator(io=io, module=module, shown=shown, ops=ops, **kw)
+
+
+# -- checking a locator's ops before any trace ------------------------------------------------
+
+
+def check_ops(envoy: Any, ops: tuple[str, ...]) -> None:
+    """Check, without running the model, that ``ops`` exist in ``envoy``'s forward and the functions it calls.
+
+    The first op is looked up in the module's forward (installing its ``.source``). A nested op lives in the
+    function the op before it calls, which nnsight finds only at run time; here that callee is resolved
+    statically, by evaluating the call's function expression when it depends only on the module, globals,
+    closure cells and locals assigned once from those (an attention interface picked from the config).
+    A level that cannot be resolved so is left to the read, which names the missing op the same way.
+    Raises `MissingOp`.
+    """
+    from nnsight.intervention.source import STATE, decorator_chain
+
+    compiled = envoy.source.compiled
+    module = envoy._module
+    function, _ = decorator_chain(module.__dict__[STATE].original)
+    receiver, where = module, f"{type(module).__name__}.forward"
+    for depth, op in enumerate(ops):
+        if op not in compiled.names:
+            raise MissingOp(op, where, compiled.names)
+        if depth == len(ops) - 1:
+            return
+        callee = _callee(function, receiver, op)
+        if callee is _UNKNOWN:
+            return
+        if _is_module(callee):
+            raise MissingOp(ops[depth + 1], where, reason=f"{op} calls a submodule ({type(callee).__name__}), "
+                                                          "which has a .source of its own: read it there")
+        resolved = _function(callee)
+        if resolved is None:
+            return
+        function, receiver, compiled = resolved
+        where = f"{getattr(function, '__qualname__', op)} (called at {op})"
+
+
+_UNKNOWN = object()
+
+
+def _is_module(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, torch.nn.Module)
+
+
+def _function(callee: Any) -> tuple[Any, Any, Any] | None:
+    """(innermost function, receiver, its Compiled) for a callee, as nnsight's ``instrument`` peels it."""
+    import inspect
+    from types import FunctionType
+
+    from nnsight.intervention.source import SourceNotAvailable, compiled, decorator_chain
+
+    if not (inspect.isfunction(callee) or inspect.ismethod(callee)) and isinstance(
+            getattr(type(callee), "__call__", None), FunctionType):  # noqa: B004  (as nnsight instruments it)
+        callee = callee.__call__
+    receiver = callee.__self__ if inspect.ismethod(callee) else None
+    try:
+        inner, _ = decorator_chain(callee.__func__ if receiver is not None else callee)
+        return inner, receiver, compiled(inner)
+    except (SourceNotAvailable, AttributeError, TypeError):
+        return None
+
+
+_LABELS: dict[Any, Any] = {}
+
+
+@dataclass(frozen=True)
+class _Body:
+    """A function's ops as nnsight labels them, and what its local names are bound to."""
+
+    called: dict  #: op label -> the called expression (nnsight's bind marker for an assignment)
+    assigned: dict  #: local name -> the one expression it is assigned (a name assigned once)
+    bound: frozenset  #: names bound by the call or several times: unknown before a run
+    receiver: str | None  #: the first parameter's name (``self``)
+
+
+def _body(function: Any) -> _Body | None:
+    """`_Body` of ``function``, cached by its code; numbered as nnsight's own `Instrument` numbers ops."""
+    import ast
+
+    from nnsight.intervention.source import Instrument, SourceNotAvailable, source_tree
+
+    code = function.__code__
+    if code not in _LABELS:
+        try:
+            tree, _, _ = source_tree(code)
+        except SourceNotAvailable:
+            _LABELS[code] = None
+            return None
+        definition = tree.body[0]
+        if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _LABELS[code] = None
+            return None
+        definition.decorator_list = []
+        called: dict[str, Any] = {}
+
+        class Labels(Instrument):
+            def wrap(self, name, fn, args, keywords, node):
+                wrapped = super().wrap(name, fn, args, keywords, node)
+                called[self.names[-1]] = fn
+                return wrapped
+
+        Labels().visit(tree)
+        ast.fix_missing_locations(tree)
+        stores: dict[str, int] = {}
+        for node in ast.walk(definition):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                stores[node.id] = stores.get(node.id, 0) + 1
+        assigned = {}
+        for node in ast.walk(definition):
+            target = None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                target = node.target
+            if isinstance(target, ast.Name) and stores.get(target.id) == 1:
+                assigned[target.id] = node.value
+        arguments = definition.args
+        params = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+        params += [a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None]
+        bound = frozenset((set(stores) - set(assigned)) | set(params[1:]))
+        _LABELS[code] = _Body(called, assigned, bound, params[0] if params else None)
+    return _LABELS[code]
+
+
+def _callee(function: Any, receiver: Any, op: str) -> Any:
+    """What the call at ``op`` in ``function`` calls, or _UNKNOWN when that needs the run's values."""
+    import ast
+    import builtins
+
+    from nnsight.intervention.source import BIND, OP, bind
+
+    body = _body(function)
+    if body is None or op not in body.called:
+        return _UNKNOWN
+    expression = body.called[op]
+    if isinstance(expression, ast.Name) and expression.id == BIND:
+        return _UNKNOWN  # an assignment: nothing to drill into (the read says so)
+    names = dict(vars(builtins))
+    names.update(function.__globals__)
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
+        try:
+            names[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            pass
+    names[OP] = lambda location, fn, *args, **kwargs: fn(*args, **kwargs)
+    names[BIND] = bind
+    if body.receiver is not None:
+        if receiver is None:
+            names.pop(body.receiver, None)
+        else:
+            names[body.receiver] = receiver
+    return _evaluate(expression, names, body, depth=0)
+
+
+def _evaluate(expression: Any, names: dict, body: _Body, depth: int) -> Any:
+    """``expression`` evaluated where each name it reads is known without running the function, else _UNKNOWN."""
+    import ast
+
+    if depth > 4 or any(isinstance(n, (ast.Lambda, ast.comprehension, ast.NamedExpr, ast.Await, ast.Yield))
+                        for n in ast.walk(expression)):
+        return _UNKNOWN
+    scope = dict(names)
+    for node in ast.walk(expression):
+        if not isinstance(node, ast.Name) or node.id in (body.receiver,):
+            continue
+        if node.id in body.assigned:
+            value = _evaluate(body.assigned[node.id], names, body, depth + 1)
+            if value is _UNKNOWN:
+                return _UNKNOWN
+            scope[node.id] = value
+        elif node.id in body.bound or node.id not in names:
+            return _UNKNOWN
+    if body.receiver is not None and body.receiver not in names and any(
+            isinstance(n, ast.Name) and n.id == body.receiver for n in ast.walk(expression)):
+        return _UNKNOWN
+    try:
+        return eval(compile(ast.Expression(body=expression), "<nncanon locator check>", "eval"), scope)  # noqa: S307
+    except Exception:
+        return _UNKNOWN

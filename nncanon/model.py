@@ -16,12 +16,13 @@ from typing import Any
 import torch
 from nnsight.modeling.transformers import TransformersModel
 
-from .hosts import Host
-from .values import Unavailable, Value
+from .hosts import Host, HostKind, Stack, index, pattern, span
+from .locators import FamilyMismatch, MissingOp, check_ops
+from .values import NotOnHost, Unavailable
 
 
-class FamilyMismatch(ValueError):
-    """A declared standard path does not resolve on the loaded model."""
+class ImplementationError(ValueError):
+    """The requested attention (or experts) implementation is one the family's model does not support."""
 
 
 @dataclass(frozen=True)
@@ -38,17 +39,28 @@ class Row:
     conditional: bool
     available: bool
     condition: str | None
+    #: the blocks whose module at ``host`` is a ``host_class`` (None: a host with no index)
+    blocks: tuple[int, ...] | None = None
+
+    @property
+    def covers(self) -> str:
+        """``"blocks 0-2"``; ``""`` for a host with no index."""
+        return span(self.blocks) if self.blocks else ""
 
 
 class Support(list):
     """The rows of `StandardModel.support`, printable as a table."""
 
     def __str__(self) -> str:
+        classes: dict[str, set[str]] = {}
+        for row in self:
+            classes.setdefault(row.host, set()).add(row.host_class)
         lines, host = [], None
         for row in self:
-            if row.host != host:
-                host = row.host
-                lines.append(f"{host} ({row.host_class})")
+            if (row.host, row.host_class) != host:
+                host = (row.host, row.host_class)
+                mixed = f", {row.covers}" if len(classes[row.host]) > 1 and row.covers else ""
+                lines.append(f"{row.host} ({row.host_class}){mixed}")
             mark = " " if row.available else "!"
             why = "" if row.available else f"   [{row.condition}]"
             lines.append(f"  {mark} {row.name:<26} {row.layout:<48} {row.read_at}{why}")
@@ -68,11 +80,14 @@ class StandardModel(Host, TransformersModel):
         family = self.family_module
         self._token_shape: tuple[int, ...] | None = None
         self._hosts: list[Host] = []
+        self._kinds: list[HostKind] | None = None
         for path, envoy in self._standard_tree():
             if isinstance(envoy, Host) and envoy._std_model is None:
                 envoy._std_model = self
                 envoy._std_path = path
                 self._hosts.append(envoy)
+            elif isinstance(envoy, Stack):
+                envoy._std_path = path
         self._std_model, self._std_path = self, "model"
         for required in family.required_paths(self):
             try:
@@ -84,21 +99,37 @@ class StandardModel(Host, TransformersModel):
         for envoy in self._hosts:
             if getattr(type(envoy), "TRACKS_TOKENS", False):
                 envoy._module.register_forward_pre_hook(self._record_tokens, with_kwargs=True)
+        family.prepare(self)
+        self._install_sources()
+
+    def _install_sources(self) -> None:
+        """Install the ``.source`` of every module a value reads an op in, and check the ops exist.
+
+        A `.source` first touched mid-trace is not instrumented for that call, so every module's is
+        installed now. The ops are checked on one module of each kind of host: the first op always,
+        the nested ones when the load serves the value (an eager-only op is absent under sdpa).
+        """
+        checked: set[tuple] = set()
+        for envoy in self._hosts:
             for value in type(envoy).values():
                 for module in value.locator.sourced_modules():
-                    self._install_source(envoy, value, module)
-        family.prepare(self)
-
-    def _install_source(self, envoy: Host, value: Value, module: str | None) -> None:
-        # A `.source` first touched mid-trace is not instrumented for that call, so every
-        # op a value reads is installed now, and checked to exist.
-        target = envoy if module is None else envoy.get(module)
-        try:
-            getattr(target.source, value.locator.ops[0])
-        except AttributeError as error:
-            raise FamilyMismatch(f"{self.family}: {envoy._std_path}.{value.name} reads "
-                                 f"{value.locator.ops[0]}, which {type(target._module).__name__}'s forward "
-                                 f"does not have ({error})") from None
+                    where = f"{self.family}: {envoy._std_path}.{value.name} ({type(envoy).__name__} on " \
+                            f"{type(envoy._module).__name__})"
+                    try:
+                        target = envoy if module is None else envoy.get(module)
+                    except AttributeError:
+                        raise FamilyMismatch(f"{where} reads inside the child module {module}, which "
+                                             f"{type(envoy._module).__name__} does not have") from None
+                    key = (type(envoy), type(envoy._module), type(target._module), value.name)
+                    if key in checked:
+                        target.source  # noqa: B018  (installs it)
+                        continue
+                    checked.add(key)
+                    served = all(condition.holds(self) for condition in value.conditions)
+                    try:
+                        check_ops(target, value.locator.ops if served else value.locator.ops[:1])
+                    except MissingOp as error:
+                        raise error.explained(where) from None
 
     def _record_tokens(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         hidden = args[0] if args else kwargs["hidden_states"]
@@ -146,7 +177,24 @@ class StandardModel(Host, TransformersModel):
 
     @property
     def experts_implementation(self) -> str | None:
+        """How the mixture's experts run (``grouped_mm``, ``batched_mm``, ``eager``); None on a model with none."""
+        can_set = getattr(type(self._module), "_can_set_experts_implementation", None)
+        if can_set is None or not can_set():
+            return None
         return getattr(self.text_config, "_experts_implementation", None)
+
+    @property
+    def implementations(self) -> dict[str, str]:
+        """What this load runs, as ``from_pretrained`` keywords: ``{"attn_implementation": "sdpa",
+        "experts_implementation": "grouped_mm"}`` (no experts key on a model without experts).
+
+        What transformers chose, not what was asked: a family that supports only eager attention
+        loads eager by default. Passing these back to `load` reproduces the load.
+        """
+        found = {"attn_implementation": self.attn_implementation}
+        if self.experts_implementation is not None:
+            found["experts_implementation"] = self.experts_implementation
+        return found
 
     @property
     def num_layers(self) -> int:
@@ -187,19 +235,35 @@ class StandardModel(Host, TransformersModel):
 
     # -- support and errors -------------------------------------------------------
 
+    def host_kinds(self) -> list[HostKind]:
+        """Every kind of host, in tree order: one per (standard path pattern, module class), with the
+        blocks it covers. A stack that mixes dense MLPs and mixtures at model.layers[i].mlp has two."""
+        if self.__dict__.get("_kinds") is None:
+            groups: dict[tuple, list[Host]] = {}
+            for envoy in [self, *self._hosts]:
+                groups.setdefault((pattern(envoy._std_path), type(envoy._module), type(envoy)), []).append(envoy)
+            self._kinds = [
+                HostKind(path, cls, native.__name__,
+                         tuple(sorted({index(e._std_path) for e in envoys})) if "[i]" in path else None,
+                         tuple(e._std_path for e in envoys))
+                for (path, native, cls), envoys in groups.items()]
+        return self._kinds
+
     def host_classes(self) -> dict[str, tuple[type[Host], str]]:
-        """Standard host name -> (host class, native module class name), one per kind of host."""
+        """Standard host path -> (host class, native module class name), the first kind at each path.
+
+        A path with several module classes (a mixed stack) keeps its first: `host_kinds` has them all.
+        """
         found: dict[str, tuple[type[Host], str]] = {}
-        for envoy in [self, *self._hosts]:
-            name = type(envoy).HOST or envoy._std_path
-            found.setdefault(name, (type(envoy), type(envoy._module).__name__))
+        for kind in self.host_kinds():
+            found.setdefault(kind.host, (kind.cls, kind.native))
         return found
 
     def support(self) -> Support:
-        """Every value by host, with its layout, where it is read, and whether this load serves it."""
+        """Every value by host kind, with its layout, where it is read, and whether this load serves it."""
         rows = Support()
-        for name, (cls, native) in self.host_classes().items():
-            for value in cls.values():
+        for kind in self.host_kinds():
+            for value in kind.cls.values():
                 failing = [c for c in value.conditions if not c.holds(self)]
                 condition = None
                 if value.conditions:
@@ -208,23 +272,57 @@ class StandardModel(Host, TransformersModel):
                 note = value.note(self) if callable(value.note) else value.note
                 if note:
                     condition = note if not failing else f"{condition}; {note}"
-                rows.append(Row(name, native, value.name, str(value.layout), value.layout.dims,
+                rows.append(Row(kind.host, kind.native, value.name, str(value.layout), value.layout.dims,
                                 value.description, value.read_at(), bool(value.conditions),
-                                not failing, condition))
+                                not failing, condition, kind.blocks))
         return rows
 
     def _explain_missing(self, envoy: Host, name: str) -> str | None:
         """Why ``envoy`` has no ``name``, when ``name`` is a standard name somewhere else."""
         explain = getattr(self.family_module, "explain_missing", None)
         message = explain(self, envoy, name) if explain else None
-        if message:
+        if message or "_kinds" not in self.__dict__:
             return message
-        owners = [host for host, (cls, _) in self.host_classes().items()
-                  if any(v.name == name for v in cls.values())]
-        if owners and type(envoy).HOST not in owners:
-            return (f"{envoy._std_path} ({type(envoy._module).__name__}) has no value {name!r}: "
+        path, native = pattern(envoy._std_path), type(envoy._module).__name__
+        kinds = self.host_kinds()
+        this = f"{envoy._std_path} ({native})"
+        block = index(envoy._std_path)
+        if block is not None:
+            this = f"block {block}'s {envoy._std_path.split(']', 1)[1].lstrip('.') or 'module'} ({native})"
+        same = [k for k in kinds if k.host == path and k.has(name)]
+        if same:
+            where = "; ".join(f"the {k.cls.kind()} ({k.native}) of {k.covers or k.host}" for k in same)
+            return f"{envoy._std_path} has no {name}: {name} is on {where}; {this} is a {type(envoy).kind()}"
+        owners = list(dict.fromkeys(k.host for k in kinds if k.has(name)))
+        if owners:
+            return (f"{envoy._std_path} ({native}) has no value {name!r}: "
                     f"{name} is served on {', '.join(owners)}")
+        elsewhere = _kinds_serving(name)
+        if elsewhere:
+            kind = next((c.kind() for c in elsewhere if c.HOST == path), elsewhere[0].kind())
+            return (f"{envoy._std_path} has no {name}: {this} is a {type(envoy).kind()}; {name} is a value of a "
+                    f"{kind}, which this {self.family} model has on no block")
         return None
+
+
+_SERVING: dict[str, list] = {}
+_SEEN: list[int] = [0]
+
+
+def _kinds_serving(name: str) -> list[type[Host]]:
+    """Every host class nncanon has defined (any family) that serves a value ``name``."""
+    classes, stack = [], [Host]
+    while stack:
+        cls = stack.pop()
+        classes.append(cls)
+        stack.extend(cls.__subclasses__())
+    if len(classes) != _SEEN[0]:
+        _SERVING.clear()
+        _SEEN[0] = len(classes)
+        for cls in classes:
+            for value in cls.values():
+                _SERVING.setdefault(value.name, []).append(cls)
+    return _SERVING.get(name, [])
 
 
 def load(checkpoint: str | Path, task: str = "text-generation", **hf_kwargs: Any) -> StandardModel:
@@ -238,15 +336,55 @@ def load(checkpoint: str | Path, task: str = "text-generation", **hf_kwargs: Any
 
     checkpoint = Path(checkpoint)
     family = family_for(checkpoint)
-    module, preprocessors = family.build(checkpoint, task, **hf_kwargs)
+    try:
+        module, preprocessors = family.build(checkpoint, task, **hf_kwargs)
+    except ValueError as error:
+        unsupported = _implementation_error(family, error, hf_kwargs)
+        if unsupported is None:
+            raise
+        raise unsupported from None
     return wrap(family, module, task, **preprocessors)
+
+
+def _implementation_error(family: ModuleType, error: ValueError, hf_kwargs: dict) -> ImplementationError | None:
+    """transformers' refusal of an attention or experts implementation, as one line naming the family and
+    the implementations its model supports; None for any other error."""
+    import transformers
+
+    text = str(error)
+    named = getattr(transformers, text.split(" ", 1)[0], None)
+    cls = named if isinstance(named, type) else getattr(family.build, "causal_lm", None)
+    for key, words in (("attn_implementation", ("attention", "attn_implementation", "Flash Attention")),
+                       ("experts_implementation", ("experts implementation", "experts_implementation"))):
+        asked = hf_kwargs.get(key)
+        if asked is None or not any(word in text for word in words):
+            continue
+        supported = _supported(cls, key) if cls is not None else []
+        model = f" ({cls.__name__})" if cls is not None else ""
+        listed = f"; it supports {', '.join(repr(s) for s in supported)}" if supported else ""
+        return ImplementationError(f"{family.FAMILY}{model} does not support {key}={asked!r}{listed}")
+    return None
+
+
+def _supported(cls: type, key: str) -> list[str]:
+    """The implementations of ``key`` (attn_implementation, experts_implementation) ``cls`` can load with."""
+    if key == "experts_implementation":
+        from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+        can_set = getattr(cls, "_can_set_experts_implementation", None)
+        return ["eager", *sorted(ALL_EXPERTS_FUNCTIONS.keys())] if can_set is not None and can_set() else []
+    flags = (("sdpa", "_supports_sdpa"), ("flash_attention_2", "_supports_flash_attn"),
+             ("flex_attention", "_supports_flex_attn"))
+    return ["eager", *(name for name, flag in flags if getattr(cls, flag, False))]
 
 
 def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors: Any) -> StandardModel:
     """Wrap an already built Hugging Face ``module`` (also a meta-device one) as ``family``."""
-    model = family.ROOT(module.eval(), task=task, rename=family.RENAME, envoys=family.ENVOYS, **preprocessors)
+    envoys = {torch.nn.ModuleList: Stack, **family.ENVOYS}
+    model = family.ROOT(module.eval(), task=task, rename=family.RENAME, envoys=envoys, **preprocessors)
     model._standardize()
     return model
 
 
-__all__ = ["StandardModel", "load", "wrap", "Support", "Row", "Unavailable", "FamilyMismatch"]
+__all__ = ["StandardModel", "load", "wrap", "Support", "Row", "HostKind", "Unavailable", "NotOnHost", "FamilyMismatch",
+           "MissingOp", "ImplementationError"]

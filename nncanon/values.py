@@ -21,7 +21,7 @@ from nnsight.intervention.eproperty import eproperty
 from nnsight.intervention.interleaver import Mediator
 
 from .layouts import Layout
-from .locators import Locator
+from .locators import FamilyMismatch, Locator, MissingOp
 
 
 class Unavailable(Exception):
@@ -134,15 +134,32 @@ class ValueProperty(eproperty):
             return self
         value = self.value
         host._require(value)
-        raw = Mediator.value(value.locator.location(host))
+        raw = Mediator.value(self._location(host))
         return value.view.read(host, value.locator.select(raw))
+
+    def _location(self, host: Any) -> str:
+        """The value's location on ``host``; an op the forward lacks is a `MissingOp` naming the value.
+
+        Never an AttributeError: raised from a property getter, it would resurface as a bare
+        "has no attribute" for the value's own name.
+        """
+        try:
+            return self.value.locator.location(host)
+        except MissingOp as error:
+            raise error.explained(self._where(host)) from None
+        except AttributeError as error:
+            raise FamilyMismatch(f"{self._where(host)} is read at {self.value.read_at()}, which does not "
+                                 f"resolve: {error}") from None
+
+    def _where(self, host: Any) -> str:
+        return f"{host._standard_path()}.{self.name} ({type(host).__name__} on {type(host._module).__name__})"
 
     def __set__(self, host: Any, new: Any) -> None:
         value = self.value
         if value.view.write is None:
             raise ReadOnly(f"{host._standard_path()}.{value.name} is read-only: {value.description}")
         host._require(value)
-        location = value.locator.location(host)
+        location = self._location(host)
         raw = Mediator.value(location)
         written = value.view.write(host, new, value.locator.select(raw))
         if value.assign_in_place:

@@ -2,7 +2,8 @@
 
 A family module declares FAMILY, MODEL_TYPES, RENAME, ENVOYS (module class -> host class),
 ROOT (its StandardModel subclass) and the functions build, required_paths, dim_sizes and
-prepare (see qwen3_5_moe_text for the reference).
+prepare (see qwen3_5_moe_text for the reference). A family module written outside nncanon
+is added with `register`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,20 @@ from types import ModuleType
 #: every family module in this package (shared parts start with an underscore)
 FAMILIES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")))
 
+#: family modules added with `register`, by model_type; they come before the built-in ones
+REGISTERED: dict[str, ModuleType] = {}
+
 
 class UnknownFamily(ValueError):
     pass
+
+
+class CheckpointError(ValueError):
+    """A checkpoint `nncanon.load` cannot read: the message names the file, the problem and the fix."""
+
+
+class UnsupportedModelType(CheckpointError, UnknownFamily):
+    """The checkpoint's model_type has no family module."""
 
 
 def family_module(name: str) -> ModuleType:
@@ -27,20 +39,81 @@ def family_module(name: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
+def register(module: ModuleType) -> ModuleType:
+    """Serve the checkpoints of ``module``'s MODEL_TYPES with ``module`` (a family module written
+    outside nncanon, or a variant of one), ahead of the built-in families; `unregister` undoes it."""
+    for name in ("FAMILY", "MODEL_TYPES", "RENAME", "ENVOYS", "ROOT", "build", "required_paths", "prepare"):
+        if not hasattr(module, name):
+            raise TypeError(f"{module.__name__} is not a family module: it has no {name} (see nncanon.families)")
+    for model_type in module.MODEL_TYPES:
+        REGISTERED[model_type] = module
+    return module
+
+
+def unregister(module: ModuleType) -> None:
+    for model_type in [t for t, m in REGISTERED.items() if m is module]:
+        del REGISTERED[model_type]
+
+
 def text_model_type(config: dict) -> str:
     """The model_type that names the family: the text config's, for a multimodal wrapper."""
     text = config.get("text_config")
     return (text or config).get("model_type") or config["model_type"]
 
 
-def family_for(checkpoint: Path) -> ModuleType:
-    config_file = Path(checkpoint) / "config.json"
+def read_config(checkpoint: Path) -> dict:
+    """``checkpoint``'s config.json as a dict, or a `CheckpointError` saying what is wrong and how to fix it."""
+    checkpoint = Path(checkpoint)
+    local = "nncanon.load takes a local checkpoint directory (download one first, e.g. huggingface_hub.snapshot_download)"
+    if not checkpoint.exists():
+        raise CheckpointError(f"{checkpoint}: no such file or directory; {local}")
+    if not checkpoint.is_dir():
+        raise CheckpointError(f"{checkpoint} is a file, not a directory; {local}, the one holding config.json")
+    config_file = checkpoint / "config.json"
     if not config_file.is_file():
-        raise FileNotFoundError(f"{checkpoint}: no config.json; nncanon.load takes a local checkpoint directory")
-    model_type = text_model_type(json.loads(config_file.read_text()))
+        raise CheckpointError(f"{checkpoint}: no config.json; {local} with its config.json and weights")
+    try:
+        config = json.loads(config_file.read_text())
+    except UnicodeDecodeError as error:
+        raise CheckpointError(f"{config_file} is not text ({error.reason}); replace it with the checkpoint's "
+                              "config.json") from None
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{config_file} is not valid JSON ({error.msg} at line {error.lineno}, column "
+                              f"{error.colno}); fix it, or replace it with the checkpoint's config.json") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{config_file} holds a JSON {type(config).__name__}, not an object; a config.json is "
+                              "one object of the model's settings: replace it with the checkpoint's config.json")
+    text = config.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise CheckpointError(f"{config_file}: text_config is a JSON {type(text).__name__}, not an object; "
+                              "replace it with the checkpoint's config.json")
+    model_type = (text or {}).get("model_type") or config.get("model_type")
+    if not model_type:
+        raise CheckpointError(f"{config_file} has no model_type, so nncanon cannot tell the family; add the "
+                              f"checkpoint's \"model_type\" (one of {', '.join(known_model_types())})")
+    if not isinstance(model_type, str):
+        raise CheckpointError(f"{config_file}: model_type is {model_type!r}, not a string; set it to the "
+                              f"checkpoint's model type (one of {', '.join(known_model_types())})")
+    return config
+
+
+def known_model_types() -> list[str]:
+    types = list(REGISTERED)
+    for name in FAMILIES:
+        types += [t for t in family_module(name).MODEL_TYPES if t not in types]
+    return types
+
+
+def family_for(checkpoint: Path) -> ModuleType:
+    config = read_config(checkpoint)
+    model_type = text_model_type(config)
+    if model_type in REGISTERED:
+        return REGISTERED[model_type]
     for name in FAMILIES:
         module = family_module(name)
         if model_type in module.MODEL_TYPES:
             return module
-    raise UnknownFamily(f"{config_file}: text model_type {model_type!r} is not a family nncanon knows "
-                        f"({', '.join(FAMILIES)})")
+    raise UnsupportedModelType(
+        f"{Path(checkpoint) / 'config.json'}: model_type {model_type!r} has no nncanon family; nncanon serves "
+        f"{', '.join(known_model_types())} (write a family module for it and add it with "
+        "nncanon.families.register)")
