@@ -58,3 +58,27 @@ def test_every_capability_builds_the_pinned_files(builds, family):
     default, native = builds["default"][family], builds["native"][family]
     assert default["files"] == native["files"], "the same recipe gave different files on two CPUs' kernels"
     assert default["digest"] == native["digest"] == pin
+
+
+def _collect_facts(capability: str | None, build_dir) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    env.update(NNCANON_BUILD=str(build_dir), OMP_NUM_THREADS="1")
+    if capability:
+        env["ATEN_CPU_CAPABILITY"] = capability
+    return subprocess.Popen([sys.executable, "-m", "generator", "verify", "--force"], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_every_fact_is_the_same_under_every_capability(tmp_path):
+    """The pages are rendered from facts alone, so equal facts mean an equal site on every CPU."""
+    runs = {cap: (_collect_facts(None if cap == "native" else cap, tmp_path / cap)) for cap in ("default", "native")}
+    for cap, run in runs.items():
+        _, err = run.communicate(timeout=900)
+        assert run.returncode == 0, f"{cap}: {err[-2000:]}"
+    names = sorted(p.name for p in (tmp_path / "native" / "facts").glob("*.json"))
+    assert names == sorted(p.name for p in (tmp_path / "default" / "facts").glob("*.json"))
+    assert len(names) == len(all_families())
+    for name in names:
+        native = (tmp_path / "native" / "facts" / name).read_bytes()
+        assert native == (tmp_path / "default" / "facts" / name).read_bytes(), name
