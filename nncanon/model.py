@@ -361,7 +361,8 @@ def _implementation_error(family: ModuleType, error: ValueError, hf_kwargs: dict
             continue
         supported = _supported(cls, key) if cls is not None else []
         model = f" ({cls.__name__})" if cls is not None else ""
-        listed = f"; it supports {', '.join(repr(s) for s in supported)}" if supported else ""
+        listed = f"; it supports {', '.join(repr(s) for s in supported)}" if supported else (
+            "; it has no experts to run another way" if key == "experts_implementation" else "")
         return ImplementationError(f"{family.FAMILY}{model} does not support {key}={asked!r}{listed}")
     return None
 

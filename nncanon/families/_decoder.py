@@ -81,7 +81,7 @@ Block = host("Block", values=[
     Value("layer_output", Residual,
           "The residual stream leaving the block, a tensor even when the block returns a tuple",
           own("output", element=FIRST)),
-], HOST="model.layers[i]")
+], HOST="model.layers[i]", KIND="block")
 
 # -- attention ---------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ Attention = host("Attention", values=[
           op(_CALL, "nn_functional_dropout_0"), conditions=(EAGER,)),
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op(_CALL, element=0), conditions=(ATTENTION_CALL,)),
-], HOST="model.layers[i].self_attn")
+], HOST="model.layers[i].self_attn", KIND="attention")
 
 # -- MLPs -----------------------------------------------------------------------
 
@@ -115,12 +115,12 @@ _MLP_VALUES = [
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output")),
 ]
 
-MLP = host("MLP", values=_MLP_VALUES, HOST="model.layers[i].mlp")
+MLP = host("MLP", values=_MLP_VALUES, HOST="model.layers[i].mlp", KIND="dense MLP")
 
 #: an MLP called on the mixture's token-flattened [batch*seq, hidden] rows (a shared expert)
 TokenMLP = host("TokenMLP", values=[
     Value(v.name, v.layout, v.description, v.locator, view=TOKENS) for v in _MLP_VALUES
-], HOST="model.layers[i].mlp.shared_experts")
+], HOST="model.layers[i].mlp.shared_experts", KIND="shared expert MLP")
 
 _NO_ACT = never("a mixture has no activation of its own: its experts are fused in mlp.experts "
                 "(a shared expert's is mlp.shared_experts.mlp_activation)")
@@ -142,7 +142,7 @@ MoE = host("MoE", MLP, values=[
           op("experts_forward_1", "weighted_out_view_0", module="experts"), view=TOKENS,
           conditions=(EXPERTS_MM,)),
     Value("routed_output", Residual, "The routed experts' combined output", child("experts"), view=TOKENS),
-], HOST="model.layers[i].mlp")
+], HOST="model.layers[i].mlp", KIND="mixture MLP")
 
 
 class _TopK:
