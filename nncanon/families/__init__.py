@@ -42,7 +42,7 @@ def family_module(name: str) -> ModuleType:
 def register(module: ModuleType) -> ModuleType:
     """Serve the checkpoints of ``module``'s MODEL_TYPES with ``module`` (a family module written
     outside nncanon, or a variant of one), ahead of the built-in families; `unregister` undoes it."""
-    for name in ("FAMILY", "MODEL_TYPES", "RENAME", "ENVOYS", "ROOT", "build", "required_paths", "prepare"):
+    for name in ("FAMILY", "MODEL_TYPES", "RENAME", "ENVOYS", "ROOT", "build", "required_paths", "dim_sizes", "prepare"):
         if not hasattr(module, name):
             raise TypeError(f"{module.__name__} is not a family module: it has no {name} (see nncanon.families)")
     for model_type in module.MODEL_TYPES:
