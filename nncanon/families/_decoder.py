@@ -27,6 +27,14 @@ from ..layouts import (
     Values,
 )
 from ..locators import FIRST, child, op, own
+from ..relations import (
+    ATTENTION_RELATIONS,
+    BLOCK_RELATIONS,
+    MLP_RELATIONS,
+    MOE_RELATIONS,
+    ROOT_RELATIONS,
+    SHARED_MOE_RELATIONS,
+)
 from ..values import Condition, Value, never
 from ..views import READ_ONLY, TOKENS, derived, heads
 
@@ -81,7 +89,7 @@ Block = host("Block", values=[
     Value("layer_output", Residual,
           "The residual stream leaving the block, a tensor even when the block returns a tuple",
           own("output", element=FIRST)),
-], HOST="model.layers[i]", KIND="block")
+], HOST="model.layers[i]", KIND="block", RELATIONS=BLOCK_RELATIONS, MIXERS=("self_attn", "linear_attn"))
 
 # -- attention ---------------------------------------------------------------------
 
@@ -103,7 +111,7 @@ Attention = host("Attention", values=[
           op(_CALL, "nn_functional_dropout_0"), conditions=(EAGER,)),
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op(_CALL, element=0), conditions=(ATTENTION_CALL,)),
-], HOST="model.layers[i].self_attn", KIND="attention")
+], HOST="model.layers[i].self_attn", KIND="attention", RELATIONS=ATTENTION_RELATIONS)
 
 # -- MLPs -----------------------------------------------------------------------
 
@@ -115,12 +123,12 @@ _MLP_VALUES = [
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output")),
 ]
 
-MLP = host("MLP", values=_MLP_VALUES, HOST="model.layers[i].mlp", KIND="dense MLP")
+MLP = host("MLP", values=_MLP_VALUES, HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=MLP_RELATIONS)
 
 #: an MLP called on the mixture's token-flattened [batch*seq, hidden] rows (a shared expert)
 TokenMLP = host("TokenMLP", values=[
     Value(v.name, v.layout, v.description, v.locator, view=TOKENS) for v in _MLP_VALUES
-], HOST="model.layers[i].mlp.shared_experts", KIND="shared expert MLP")
+], HOST="model.layers[i].mlp.shared_experts", KIND="shared expert MLP", RELATIONS=MLP_RELATIONS)
 
 _NO_ACT = never("a mixture has no activation of its own: its experts are fused in mlp.experts "
                 "(a shared expert's is mlp.shared_experts.mlp_activation)")
@@ -142,7 +150,7 @@ MoE = host("MoE", MLP, values=[
           op("experts_forward_1", "weighted_out_view_0", module="experts"), view=TOKENS,
           conditions=(EXPERTS_MM,)),
     Value("routed_output", Residual, "The routed experts' combined output", child("experts"), view=TOKENS),
-], HOST="model.layers[i].mlp", KIND="mixture MLP")
+], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=MOE_RELATIONS)
 
 
 class _TopK:
@@ -166,7 +174,7 @@ MoEBlock = host("MoEBlock", Block, TRACKS_TOKENS=True)
 SharedMoE = host("SharedMoE", MoE, values=[
     Value("shared_expert_output", Residual, "The shared expert's output",
           op("shared_expert_output_1"), view=TOKENS),
-])
+], RELATIONS=SHARED_MOE_RELATIONS)
 
 
 def require_every_block_sparse(model, family: str) -> None:
@@ -229,7 +237,7 @@ def nothing_to_prepare(model) -> None:
     """``prepare`` of a family whose values need nothing installed beyond their locators."""
 
 
-__all__ = ["Host", "ROOT_VALUES", "Block", "Attention", "MLP", "TokenMLP", "MoE", "MoEBlock", "SharedMoE",
+__all__ = ["Host", "ROOT_VALUES", "ROOT_RELATIONS", "Block", "Attention", "MLP", "TokenMLP", "MoE", "MoEBlock", "SharedMoE",
            "require_every_block_sparse", "EAGER",
            "ATTENTION_CALL", "EXPERTS_MM", "TEXT_RENAME", "TEXT_PATHS", "text_only", "attention_layer_types",
            "moe_dim_sizes", "nothing_to_prepare"]

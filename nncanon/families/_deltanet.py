@@ -18,6 +18,7 @@ from .. import kernels
 from ..hosts import host
 from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States
 from ..locators import Tap, own
+from ..relations import relation
 from ..values import Condition, Value
 from ..views import READ_ONLY
 
@@ -168,3 +169,59 @@ def explain_missing(model: Any, envoy: Any, name: str) -> str | None:
 
 __all__ = ["LinearAttentionBase", "DeltaNet", "KERNELS", "KERNEL_VALUES", "TOKEN_ROUTE", "state_bytes_per_token",
            "states_note", "HYBRID_PATHS", "MIXERS", "layer_types", "dim_sizes", "prepare", "explain_missing"]
+
+
+# -- relations: what the DeltaNet's values mean (checked by the build on every block) -------------
+
+
+def delta_rule(q, k, v, g, beta, state=None):
+    """The gated delta rule, token by token in float64, as transformers' recurrent kernel defines it
+    (queries and keys l2-normed, queries scaled by 1/sqrt(key_dim)): outputs, every token's state."""
+    import torch
+
+    q, k, v, g, beta = (t.detach().double() for t in (q, k, v, g, beta))
+    rep = v.shape[2] // k.shape[2]
+    q, k = (t.repeat_interleave(rep, dim=2) for t in (q, k))
+    q = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + 1e-6) / q.shape[-1] ** 0.5
+    k = k * torch.rsqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+    batch, seq, heads, key_dim = k.shape
+    state = torch.zeros(batch, heads, key_dim, v.shape[-1], dtype=torch.float64) if state is None else state.double()
+    outputs, states = [], []
+    for t in range(seq):
+        state = state * g[:, t].exp()[..., None, None]
+        read = torch.einsum("bhk,bhkv->bhv", k[:, t], state)
+        state = state + torch.einsum("bhk,bhv->bhkv", k[:, t], beta[:, t, :, None] * (v[:, t] - read))
+        outputs.append(torch.einsum("bhk,bhkv->bhv", q[:, t], state))
+        states.append(state)
+    return torch.stack(outputs, 1), torch.stack(states, 1)
+
+
+_KERNEL_TERMS = "attention_queries attention_keys attention_values decays betas state_input"
+
+
+@relation("(attention_head_outputs, state_output) == gated delta rule(attention_queries, attention_keys, "
+          "attention_values, decays, betas, from state_input)",
+          proves=f"{_KERNEL_TERMS} attention_head_outputs state_output",
+          reads=f"{_KERNEL_TERMS} attention_head_outputs state_output", tolerance=1e-3)
+def _kernel(host, r):
+    outputs, states = delta_rule(*(r[name] for name in _KERNEL_TERMS.split()))
+    return [(outputs, r["attention_head_outputs"]), (states[:, -1], r["state_output"])]
+
+
+@relation("attention_output == out_proj(norm(attention_head_outputs, gate))", proves="attention_head_outputs",
+          reads="attention_head_outputs norm.inputs attention_output", tolerance=1e-4)
+def _out(host, r):
+    module, heads = host._module, r["attention_head_outputs"]
+    gate = r["norm.inputs"][0][1]
+    normed = module.norm(heads.reshape(-1, heads.shape[-1]), gate)
+    return [(module.out_proj(normed.reshape(*heads.shape[:2], -1)), r["attention_output"])]
+
+
+@relation("states[:, -1] == state_output; state (its first visit) == states[:, 0]", proves="states state",
+          reads="state states state_output")
+def _states(host, r):
+    return [(r["states"][:, -1], r["state_output"]), (r["state"], r["states"][:, 0])]
+
+
+DeltaNet.RELATIONS = (_kernel, _out, _states)
+LinearAttentionBase.RELATIONS = ()

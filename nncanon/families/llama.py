@@ -18,6 +18,7 @@ from ..hosts import host
 from ..model import StandardModel
 from ._decoder import (
     MLP,
+    ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
@@ -32,7 +33,7 @@ FAMILY = "llama"
 MODEL_TYPES = ("llama",)
 RENAME = TEXT_RENAME
 ENVOYS = {hf.LlamaDecoderLayer: Block, hf.LlamaAttention: Attention, hf.LlamaMLP: MLP}
-ROOT = host("LlamaStandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+ROOT = host("LlamaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 build = text_only(hf.LlamaForCausalLM)
 layer_types = attention_layer_types

@@ -17,13 +17,13 @@ from transformers.models.qwen3 import modeling_qwen3 as hf
 from ..hosts import host
 from ..model import StandardModel
 from . import llama
-from ._decoder import MLP, ROOT_VALUES, Attention, Block, text_only
+from ._decoder import MLP, ROOT_RELATIONS, ROOT_VALUES, Attention, Block, text_only
 
 FAMILY = "qwen3"
 MODEL_TYPES = ("qwen3",)
 RENAME = llama.RENAME
 ENVOYS = {hf.Qwen3DecoderLayer: Block, hf.Qwen3Attention: Attention, hf.Qwen3MLP: MLP}
-ROOT = host("Qwen3StandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+ROOT = host("Qwen3StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 build = text_only(hf.Qwen3ForCausalLM)
 layer_types, dim_sizes, prepare = llama.layer_types, llama.dim_sizes, llama.prepare

@@ -25,8 +25,9 @@ from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf
 
 from ..hosts import host
 from ..model import StandardModel
+from ..relations import routing
 from . import _deltanet, _loading, _qwen_vit
-from ._decoder import ROOT_VALUES, Attention, Block, SharedMoE, TokenMLP, moe_dim_sizes
+from ._decoder import ROOT_RELATIONS, ROOT_VALUES, Attention, Block, SharedMoE, TokenMLP, moe_dim_sizes
 from ._deltanet import DeltaNet
 
 FAMILY = "qwen3_5_moe_text"
@@ -50,13 +51,15 @@ RENAME = {
 }
 
 Layer = host("Layer", Block, TRACKS_TOKENS=True)
+#: Qwen3.5-MoE's router always renormalises its top-k (its config has no norm_topk_prob)
+Mixture = host("Mixture", SharedMoE, RELATIONS=(routing(True), *SharedMoE.RELATIONS[1:]))
 KERNELS = _deltanet.KERNELS  # a DeltaNet family: generator/collect.py adds its kernel routes as loads
 
 ENVOYS = {
     hf.Qwen3_5MoeDecoderLayer: Layer,
     hf.Qwen3_5MoeAttention: Attention,
     hf.Qwen3_5MoeGatedDeltaNet: DeltaNet,
-    hf.Qwen3_5MoeSparseMoeBlock: SharedMoE,
+    hf.Qwen3_5MoeSparseMoeBlock: Mixture,
     hf.Qwen3_5MoeMLP: TokenMLP,
     # -- the vision encoder (task="image-text-to-text")
     hf.Qwen3_5MoeVisionModel: _qwen_vit.Vision,
@@ -65,7 +68,7 @@ ENVOYS = {
     hf.Qwen3_5MoeVisionMLP: _qwen_vit.VisionMLP,
 }
 
-ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 
 def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:

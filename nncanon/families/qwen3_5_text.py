@@ -16,7 +16,7 @@ from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 from ..hosts import host
 from ..model import StandardModel
 from . import _deltanet
-from ._decoder import MLP, ROOT_VALUES, TEXT_RENAME, Attention, Block, text_only
+from ._decoder import MLP, ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, Attention, Block, text_only
 from ._deltanet import KERNELS, DeltaNet  # noqa: F401  (KERNELS: a DeltaNet family, see generator/collect.py)
 
 FAMILY = "qwen3_5_text"
@@ -24,7 +24,7 @@ MODEL_TYPES = ("qwen3_5_text",)
 RENAME = TEXT_RENAME
 ENVOYS = {hf.Qwen3_5DecoderLayer: Block, hf.Qwen3_5Attention: Attention, hf.Qwen3_5GatedDeltaNet: DeltaNet,
           hf.Qwen3_5MLP: MLP}
-ROOT = host("Qwen3_5StandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+ROOT = host("Qwen3_5StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 build = text_only(hf.Qwen3_5ForCausalLM, wrapper_prefix="model.language_model.")
 layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing

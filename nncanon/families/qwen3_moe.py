@@ -19,6 +19,7 @@ from ..hosts import host
 from ..model import StandardModel
 from . import qwen3
 from ._decoder import (
+    ROOT_RELATIONS,
     ROOT_VALUES,
     Attention,
     MoE,
@@ -32,7 +33,7 @@ FAMILY = "qwen3_moe"
 MODEL_TYPES = ("qwen3_moe",)
 RENAME = {**qwen3.RENAME, "gate": "router"}
 ENVOYS = {hf.Qwen3MoeDecoderLayer: MoEBlock, hf.Qwen3MoeAttention: Attention, hf.Qwen3MoeSparseMoeBlock: MoE}
-ROOT = host("Qwen3MoeStandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+ROOT = host("Qwen3MoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 build = text_only(hf.Qwen3MoeForCausalLM)
 layer_types, prepare = qwen3.layer_types, qwen3.prepare

@@ -19,6 +19,7 @@ from ..hosts import host
 from ..model import StandardModel
 from . import _deltanet
 from ._decoder import (
+    ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_RENAME,
     Attention,
@@ -36,7 +37,7 @@ MODEL_TYPES = ("qwen3_next",)
 RENAME = {**TEXT_RENAME, "gate": "router", "shared_expert": "shared_experts"}
 ENVOYS = {hf.Qwen3NextDecoderLayer: MoEBlock, hf.Qwen3NextAttention: Attention, hf.Qwen3NextGatedDeltaNet: DeltaNet,
           hf.Qwen3NextSparseMoeBlock: SharedMoE, hf.Qwen3NextMLP: TokenMLP}
-ROOT = host("Qwen3NextStandardModel", StandardModel, values=ROOT_VALUES, family_module=sys.modules[__name__])
+ROOT = host("Qwen3NextStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 build = text_only(hf.Qwen3NextForCausalLM)
 layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing
