@@ -3,14 +3,20 @@
 Each subcommand is one entry of :data:`COMMANDS`: a name, a one-line help, a function that adds
 its arguments to its parser, and a function that runs it with the parsed arguments and returns
 the exit status. Adding a subcommand (build, verify, serve, render) is adding an entry.
+
+An error the build raises on purpose (:func:`reported_errors`) ends the command with one
+``error: ...`` line on stderr and exit status 1, no traceback; Ctrl-C with ``interrupted`` and
+exit status 130. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -53,22 +59,36 @@ def run_pin(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_arguments(parser: argparse.ArgumentParser) -> None:
+def _verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="collect facts again even where the cache key matches")
+    parser.add_argument(
+        "--lock-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="if another build is running, give up after SECONDS (default: wait for it)",
+    )
+
+
+def _build_arguments(parser: argparse.ArgumentParser) -> None:
+    _verify_arguments(parser)
+    parser.add_argument("--site", type=Path, help="build the site into this directory (default: site/)")
+
+
+_progress = functools.partial(print, flush=True)
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from generator.build import build
+    from generator.build import SITE, build
 
-    build(force=args.force)
+    build(site=args.site or SITE, progress=_progress, force=args.force, timeout=args.lock_timeout)
     return 0
 
 
 def run_verify(args: argparse.Namespace) -> int:
     """Collect (verify every claim) without rendering."""
-    from generator.build import collect_all
+    from generator.build import verify
 
-    collect_all(force=args.force)
+    verify(progress=_progress, force=args.force, timeout=args.lock_timeout)
     return 0
 
 
@@ -101,7 +121,7 @@ COMMANDS: dict[str, Command] = {
     "verify": Command(
         help="collect facts for every family, checking every claim, without rendering",
         run=run_verify,
-        arguments=_build_arguments,
+        arguments=_verify_arguments,
     ),
     "serve": Command(
         help="serve site/ on 127.0.0.1",
@@ -129,18 +149,56 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def reported_errors() -> tuple[type[BaseException], ...]:
+    """Every error the build raises on purpose: the one list of what ends a command with ``error: ...``.
+
+    A family YAML that does not validate (FamilyYamlError, also for a tiny.config that transformers
+    rejects), a checkpoint that does not match its pin, a claim, a note or a tag that does not hold,
+    facts the renderer cannot read, a failed strict mkdocs build or an unsafe URL on a page,
+    another build holding the lock, and the file system's errors (permission denied, disk full).
+    """
+    from generator.build import BuildBusy
     from generator.checkpoints import PinMismatch
     from generator.collect import ClaimError
+    from generator.examples import NoteError
     from generator.family import FamilyYamlError
     from generator.render import FactsError, MkdocsBuildError
+    from generator.safe_urls import UnsafeUrlError
 
+    return (
+        FamilyYamlError,
+        PinMismatch,
+        ClaimError,
+        NoteError,
+        FactsError,
+        MkdocsBuildError,
+        UnsafeUrlError,
+        BuildBusy,
+        OSError,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         return COMMANDS[args.command].run(args) or 0
-    except (FamilyYamlError, PinMismatch, ClaimError, FactsError, MkdocsBuildError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if not isinstance(e, reported_errors()):
+            raise
+        print(f"error: {_message(e)}", file=sys.stderr)
         return 1
+
+
+def _message(e: BaseException) -> str:
+    """The error's own text (its detail lines indented under it); the type where the text alone is unclear."""
+    text = str(e).strip() or type(e).__name__
+    if isinstance(e, OSError) and not e.filename and e.strerror is None:
+        text = f"{type(e).__name__}: {text}"
+    first, *rest = text.splitlines()
+    return "\n".join([first, *(f"  {line}" if line and not line.startswith(" ") else line for line in rest)])
 
 
 if __name__ == "__main__":

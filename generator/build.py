@@ -1,20 +1,95 @@
 """The whole build: checkpoint -> facts (cached) -> docs tree -> mkdocs --strict -> site/.
 
 A failed build leaves the previous site/ as it was: everything is built beside it and swapped
-in with two renames at the end.
+in with two renames at the end. The build survives faults:
+
+- two builds at once: the whole build (collect, render, mkdocs, swap) holds an exclusive lock
+  (``flock`` on ``build/.lock``); a second build says so in one line and waits (or gives up after
+  ``timeout`` seconds with :class:`BuildBusy`);
+- a kill between the swap's two renames leaves no site/ but ``.site.old``: every build first
+  puts it back (:func:`recover`), so a later failed build still leaves the old site;
+- a kill anywhere else leaves leftovers (``.tmp-*`` and ``.old-*`` trees, ``*.json.tmp`` facts,
+  ``.site.new``, a half-deleted build/docs): the next build removes them; it holds the lock, so
+  none of them belongs to a live build;
+- facts in the cache of a family whose YAML was removed are not published: only the registered
+  families (``families/*.yaml``) are rendered.
+
+``$NNCANON_TEST_PAUSE_SWAP`` (seconds; tests only) sleeps between the swap's two renames, so a
+test can kill a build there or start a second one while the first holds the lock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from generator.collect import build_dir, cached_facts, facts_dir
 from generator.family import REPO_ROOT, all_families
 
 SITE = REPO_ROOT / "site"
+LOCK = ".lock"
+PAUSE_SWAP = "NNCANON_TEST_PAUSE_SWAP"
+
+
+class BuildBusy(RuntimeError):
+    """Another build held the lock for longer than this one was willing to wait."""
+
+
+_held: set[Path] = set()  # lock files this process holds (a nested build_lock is a no-op)
+
+
+@contextlib.contextmanager
+def build_lock(progress: Callable[[str], None] = print, timeout: float | None = None) -> Iterator[None]:
+    """Hold ``build/.lock`` exclusively: one build (or verify) at a time in one build directory.
+
+    If another process holds it, says so in one line and waits for it, forever or ``timeout`` seconds.
+    The lock is the open file's ``flock``: the kernel drops it when its holder exits, killed or not.
+    """
+    directory = build_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = (directory / LOCK).resolve()
+    if path in _held:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            wait = "waiting for it" if timeout is None else f"waiting up to {timeout:g} s"
+            progress(f"another build is running in {directory}{who}; {wait}")
+            _wait_for(fd, timeout, f"another build is running in {directory}{who}")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _held.add(path)
+        try:
+            yield
+        finally:
+            _held.discard(path)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _wait_for(fd: int, timeout: float | None, busy: str) -> None:
+    if timeout is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise BuildBusy(f"{busy}; gave up after {timeout:g} s") from None
+            time.sleep(0.1)
 
 
 def collect_all(names: list[str] | None = None, progress: Callable[[str], None] = print,
@@ -31,26 +106,81 @@ def collect_all(names: list[str] | None = None, progress: Callable[[str], None] 
     return collected
 
 
-def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False) -> list[str]:
+def verify(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None) -> list[str]:
+    """Collect (checking every claim) without rendering, holding the build lock."""
+    with build_lock(progress, timeout):
+        _clean_facts()
+        return collect_all(progress=progress, force=force)
+
+
+def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,
+          timeout: float | None = None) -> list[str]:
     """Build the whole site into ``site``; returns the families whose facts were collected anew."""
     from generator.render import mkdocs_build, render_site
 
-    collected = collect_all(progress=progress, force=force)
-    docs, staged = build_dir() / "docs", site.parent / f".{site.name}.new"
-    progress("render: pages from facts")
-    render_site(facts_dir(), docs)
-    progress("mkdocs: build --strict")
-    shutil.rmtree(staged, ignore_errors=True)
-    mkdocs_build(docs, staged)
-    _swap(staged, site)
-    progress(f"site: {site}")
+    site = Path(site)
+    with build_lock(progress, timeout):
+        recover(site, progress)
+        names = [family.family for family in all_families()]
+        collected = collect_all(names, progress=progress, force=force)
+        docs, staged = build_dir() / "docs", _beside(site, "new")
+        progress("render: pages from facts")
+        render_site(facts_dir(), docs, families=names)
+        progress("mkdocs: build --strict")
+        mkdocs_build(docs, staged)
+        _swap(staged, site, progress)
+        progress(f"site: {site}")
     return collected
 
 
-def _swap(staged: Path, site: Path) -> None:
-    old = site.parent / f".{site.name}.old"
+def _beside(site: Path, what: str) -> Path:
+    return site.parent / f".{site.name}.{what}"
+
+
+def recover(site: Path, progress: Callable[[str], None] = print) -> None:
+    """Undo what a killed build left (call it holding the lock): the old site back if the swap was
+    cut between its renames, and every leftover of a build removed."""
+    _restore_site(site, progress)
+    shutil.rmtree(_beside(site, "new"), ignore_errors=True)
+    directory = build_dir()
+    if directory.is_dir():
+        for stale in [*directory.glob(".tmp-*"), *directory.glob(".old-*")]:
+            _remove(stale)
+        docs = directory / "docs"
+        if docs.is_dir() and not (docs / ".nncanon-docs").exists():  # half deleted by an older build
+            shutil.rmtree(docs, ignore_errors=True)
+    _clean_facts()
+
+
+def _clean_facts() -> None:
+    if facts_dir().is_dir():
+        for stale in facts_dir().glob("*.json.tmp"):
+            stale.unlink(missing_ok=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _restore_site(site: Path, progress: Callable[[str], None]) -> None:
+    old = _beside(site, "old")
+    if old.exists() and not site.exists():
+        progress(f"site: a build was cut off mid-swap; restoring {site} from {old.name}")
+        old.rename(site)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _swap(staged: Path, site: Path, progress: Callable[[str], None] = print) -> None:
+    _restore_site(site, progress)
+    old = _beside(site, "old")
     if site.exists():
         site.rename(old)
+    pause = os.environ.get(PAUSE_SWAP)
+    if pause:
+        print(f"site: pausing {pause} s between the swap's renames (${PAUSE_SWAP})", flush=True)
+        time.sleep(float(pause))
     staged.rename(site)
     shutil.rmtree(old, ignore_errors=True)
