@@ -7,6 +7,7 @@ session-scoped fixture; tests must not leave edits behind (nnsight edits last on
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,40 @@ def eager_model(checkpoint):
     import nncanon
 
     return nncanon.load(checkpoint, attn_implementation="eager")
+
+
+# ---------------------------------------------------------------- the browser tests without chromium
+#
+# The browser tests (marker ``browser``) drive Debian's chromium. Without it they are skipped on a
+# developer's machine, said loudly at the end of the run, and fail under CI (``$CI`` set, as
+# .ci/run and every CI service do): a CI run that skipped them would pass without testing the pages.
+
+CHROMIUM = Path(os.environ.get("NNCANON_CHROMIUM") or "/usr/bin/chromium")
+NO_CHROMIUM = f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)"
+_skipped_browser_tests: list[str] = []
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("browser") is None or CHROMIUM.exists():
+        return
+    if in_ci():
+        pytest.fail(f"CI={os.environ['CI']}: the browser tests must run, but chromium is missing: {NO_CHROMIUM}",
+                    pytrace=False)
+    _skipped_browser_tests.append(item.nodeid)
+    pytest.skip(NO_CHROMIUM)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _skipped_browser_tests:
+        return
+    terminalreporter.section("browser tests NOT RUN", sep="!", red=True, bold=True)
+    terminalreporter.write_line(
+        f"{len(_skipped_browser_tests)} browser tests were SKIPPED: {NO_CHROMIUM}. "
+        f"The pages' diagrams, links and accessibility are untested; under CI this fails the run.",
+        red=True,
+        bold=True,
+    )
