@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.claim_error import ClaimError
 from generator.family import Family
 
 #: module attributes a term may end in besides a value
@@ -23,12 +24,8 @@ MODULE_IO = ("input", "inputs", "output")
 _PART = re.compile(r"^(\w+)(?:\[(-?\d+|\*)\])?$")
 
 
-class RelationError(AssertionError):
+class RelationError(ClaimError):
     """A relation does not hold, cannot be read, or a value has none; the message names it."""
-
-    def __init__(self, family: str, claim: str, problem: str):
-        self.family, self.claim = family, claim
-        super().__init__(f"{family}: {claim}: {problem}")
 
 
 def pattern(path: str) -> str:

@@ -97,6 +97,9 @@ class Value:
     #: forward reads twice (layer_mid is both the MLP norm's input and the residual), so an
     #: assignment reaches every reader, as an in-place edit does
     assign_in_place: bool = False
+    #: where an edit of this value shows: "this call" (its logits), or "the next call" for a value the
+    #: forward only hands on (a state written to the cache), whose edit reaches the next decode step
+    reaches: str = "this call"
     extra: dict = field(default_factory=dict, compare=False)
 
     @property

@@ -111,7 +111,8 @@ def claims_of(data: dict, host: str, name: str) -> dict:
         read_at="the child module mlp's input"), r"layer_mid read at"),
 ])
 def test_a_wrong_value_claim_fails_naming_it(workspace, built, kind, edit, match):
-    from generator.collect import ClaimError, check_value_claims
+    from generator.claims import check_value_claims
+    from generator.collect import ClaimError
     from generator.family import load_family
 
     family = load_family(mutated(workspace, edit))
@@ -120,15 +121,17 @@ def test_a_wrong_value_claim_fails_naming_it(workspace, built, kind, edit, match
 
 
 def test_a_wrong_identity_fails_naming_it(workspace, built, checkpoint):
-    from generator.collect import PROMPTS, ClaimError, Models, check_identities, default_loads
+    from generator.claims import check_identities
+    from generator.collect import PROMPTS, ClaimError
     from generator.family import load_family
+    from generator.loads import resolve_loads
     from nncanon.families import qwen3_5_moe_text as module
 
     def drop_the_mlp(data):
         data["claims"]["identities"][0]["expr"] = "layers[i].input + linear_attn.attention_output == layer_output"
 
     family = load_family(mutated(workspace, drop_the_mlp))
-    models = Models(checkpoint, default_loads(family, module))
+    models = resolve_loads(family, module, checkpoint)
     with pytest.raises(ClaimError, match=r"identity 'layers\[i\].input \+ linear_attn.attention_output"):
         check_identities(family, models, module, PROMPTS)
 
@@ -149,8 +152,9 @@ def test_a_wrong_diagram_part_fails_naming_it(workspace, built, model):
 def test_a_tag_the_traits_contradict_fails_naming_it(workspace, built):
     import json
 
-    from generator.collect import ClaimError, check_tags
+    from generator.collect import ClaimError
     from generator.family import load_family
+    from generator.traits import check_tags
 
     directory = workspace / "mutant-tags"
     shutil.copytree(workspace / "families", directory)

@@ -345,7 +345,7 @@ def test_support_rows(model, eager_model):
 
 
 def test_full_size_printout(family):
-    from generator.collect import full_size
+    from generator.configs import full_size
     from generator.family import get_family
 
     fam = get_family(family)

@@ -355,7 +355,7 @@ STANDARD = ["(embed_tokens): Embedding", "(layers): ModuleList", "(norm):", "(vi
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_print_of_the_meta_full_size_wrapper_shows_the_standard_names(family):
-    from generator.collect import full_size
+    from generator.configs import full_size
     from generator.family import get_family
 
     checkpoint, own = PRINTOUTS[family]

@@ -1,0 +1,90 @@
+"""Full-size checkpoints on the meta device: the printout's model and the config tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.family import Family, FamilyYamlError
+
+# -- full-size configs: printout and tables ------------------------------------------------------------
+
+
+def full_size(family: Family, family_module: Any, checkpoint_id: str, task: str, causal_lm: type) -> Any:
+    """The StandardModel of a full-size checkpoint on the meta device (no weights); ``causal_lm`` is
+    the text-only class the family builds for text-generation."""
+    import nncanon
+    from generator.checkpoints import checkpoint_dir, meta_model
+    from nncanon.processing import load_processor
+
+    module = meta_model(family, checkpoint_id)
+    directory = checkpoint_dir(family)
+    if task == "text-generation":
+        from nncanon.families import _loading
+
+        module = _loading.meta(causal_lm, module.config.get_text_config())
+        return nncanon.wrap(family_module, module, task, tokenizer=_loading.tokenizer(directory), device="meta")
+    processor = load_processor(directory)
+    return nncanon.wrap(family_module, module, task, tokenizer=processor.tokenizer, processor=processor,
+                        device="meta")
+
+
+TEXT_ACCESSORS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "qk_head_dim", "vocab_size")
+VISION_ACCESSORS = ("num_layers", "vision_hidden_size", "num_heads", "head_dim", "intermediate_size", "patch_size",
+                    "image_size", "spatial_merge_size", "window_size")
+
+
+def accessors(host: Any, prefix: str, names: tuple[str, ...]) -> list[list]:
+    """``[[f"{prefix}.{name}", value], ...]``; an Unavailable accessor reads "varies"."""
+    import nncanon
+
+    rows = []
+    for name in names:
+        try:
+            rows.append([f"{prefix}.{name}", getattr(host, name)])
+        except nncanon.Unavailable:
+            rows.append([f"{prefix}.{name}", "varies"])
+    return rows
+
+
+def raw_fields(family: Family, raw: dict, fields: list[str], sub: str) -> list[list]:
+    """The config's own fields the page lists, from ``sub`` (text_config, vision_config) or the top."""
+    config = raw.get(sub, {})
+    rows = []
+    for name in fields:
+        if name in config:
+            rows.append([name, config[name]])
+        elif name in raw:
+            rows.append([name, raw[name]])
+        elif name == "full_attention_interval" and "layer_types" in config:
+            rows.append([name, config["layer_types"].index("full_attention") + 1])
+        else:
+            raise FamilyYamlError(family.path, f"page.config_fields ({name})",
+                                  f"not a field of {sub} nor of the config")
+    return rows
+
+
+def config_tables(family: Family, family_module: Any, task: str, causal_lm: type,
+                  built: dict[str, Any] | None = None) -> tuple[list[dict], list[dict]]:
+    """Accessors and raw fields per full-size checkpoint; checkpoints with equal tables share one."""
+    page = family.get("page") or {}
+    text_tables: list[dict] = []
+    vision_tables: list[dict] = []
+    for checkpoint_id in family.checkpoint_ids:
+        model = (built or {}).get(checkpoint_id) or full_size(family, family_module, checkpoint_id, task, causal_lm)
+        raw = family.checkpoint_config(checkpoint_id)
+        text = {"accessors": accessors(model, "model", TEXT_ACCESSORS),
+                "raw": raw_fields(family, raw, page.get("config_fields", []), "text_config")}
+        _merge(text_tables, checkpoint_id, text)
+        if task == "image-text-to-text" and page.get("vision"):
+            vision = {"accessors": accessors(model.vision, "model.vision", VISION_ACCESSORS),
+                      "raw": raw_fields(family, raw, page.get("vision_config_fields", []), "vision_config")}
+            _merge(vision_tables, checkpoint_id, vision)
+    return text_tables, vision_tables
+
+
+def _merge(tables: list[dict], checkpoint_id: str, table: dict) -> None:
+    for existing in tables:
+        if existing["accessors"] == table["accessors"] and existing["raw"] == table["raw"]:
+            existing["also"].append(checkpoint_id)
+            return
+    tables.append({"checkpoint": checkpoint_id, "also": [], **table})

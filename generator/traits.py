@@ -1,0 +1,89 @@
+"""What the families index compares, measured, and the tags those measurements can check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from generator.claim_error import ClaimError
+from generator.family import Family
+
+
+def mlp_kind(module: Any) -> str:
+    if hasattr(module, "experts"):
+        shared = any(hasattr(module, name) for name in ("shared_expert", "shared_experts"))
+        return "mixture + shared expert" if shared else "mixture"
+    return "gated" if hasattr(module, "gate_proj") else "plain"
+
+
+def norm_gain(norm: Any) -> str:
+    """How an RMSNorm applies its weight: measured on a random input against both forms."""
+    import torch
+
+    x = torch.randn(3, norm.weight.shape[-1], generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+        rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        out = norm(x)
+        if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4):
+            return "1 + weight"
+        return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"
+
+
+def _in_order(items) -> list:
+    return list(dict.fromkeys(items))
+
+
+def traits(family_module: Any, tiny: Any, full: Any) -> dict:
+    """What the families index compares, measured on every block of the tiny checkpoint or read off the
+    full-size config (never typed): MLP kinds, block norm and its gain, q/k norms, attention quirks."""
+    config = full.text_config
+    layers = list(tiny._module.get_decoder().layers)
+    mlp = " then ".join(_in_order(mlp_kind(layer.mlp) for layer in layers))
+    norms = _in_order(type(layer.input_layernorm).__name__ for layer in layers)
+    gain = " / ".join(_in_order(norm_gain(layer.input_layernorm) for layer in layers))
+    attentions = [layer.self_attn for layer in layers if hasattr(layer, "self_attn")]
+    quirks = []
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    if any(hasattr(attn, "q_norm") for attn in attentions):
+        quirks.append("q/k norms")
+    if any(attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim for attn in attentions):
+        quirks.append("gated output")
+    if rope.get("partial_rotary_factor", 1.0) < 1.0:
+        quirks.append(f"partial rotary ({rope['partial_rotary_factor']:g})")
+    if rope.get("mrope_section"):
+        quirks.append("multimodal rotary")
+    if rope.get("rope_type") not in (None, "default"):
+        quirks.append(f"{rope['rope_type']} rope scaling")
+    if config.num_key_value_heads < config.num_attention_heads:
+        quirks.append("grouped-query")
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        quirks.append("sliding window")
+    kind = " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n for n in norms))
+    return {"mlp": mlp, "norm": kind,
+            "norm_gain": gain, "attention": quirks,
+            "block_kinds": sorted(set(family_module.layer_types(full)))}
+
+
+#: tags whose claim the measured traits can check: tag -> (what must hold, the check)
+TAG_CHECKS: dict[str, tuple[str, Callable[[dict, dict], bool]]] = {
+    "Hybrid": ("more than one kind of block", lambda t, f: len(t["block_kinds"]) > 1),
+    "Mixture of experts": ("a mixture MLP", lambda t, f: "mixture" in t["mlp"]),
+    "Query/key norms": ("q/k norms", lambda t, f: "q/k norms" in t["attention"]),
+    "Gated query": ("a gated attention output", lambda t, f: "gated output" in t["attention"]),
+    "Partial rotary": ("a partial rotary", lambda t, f: any(q.startswith("partial rotary") for q in t["attention"])),
+    "Multimodal rotary": ("a multimodal rotary", lambda t, f: "multimodal rotary" in t["attention"]),
+    "Grouped-query attention": ("fewer kv heads than heads", lambda t, f: "grouped-query" in t["attention"]),
+    "1 + weight norm gain": ("a 1 + weight norm gain", lambda t, f: t["norm_gain"] == "1 + weight"),
+    "Vision-language": ("a vision encoder", lambda t, f: f.get("vision") is not None),
+}
+
+
+def check_tags(family: Family, facts: dict) -> None:
+    """A tag the traits can check must hold: "Mixture of experts" on a dense family fails the build."""
+    for tag in family.tags:
+        if tag in TAG_CHECKS:
+            needs, holds = TAG_CHECKS[tag]
+            if not holds(facts["traits"], facts):
+                raise ClaimError(family.family, f"tag {tag!r}", f"needs {needs}, which the measured traits "
+                                                                f"{facts['traits']} do not show")
