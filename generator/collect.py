@@ -35,6 +35,11 @@ SCHEMA = 1
 # -- the page's structure ---------------------------------------------------------------------------
 
 
+def on_block(relations: list[dict], block: str, index: int) -> list[dict]:
+    """The relations checked on block ``index`` of ``block`` (``model.layers[i]``) and its sublayers."""
+    return [r for r in relations if r["host"].startswith(block) and index in r["blocks"]]
+
+
 def flow(adds: list[list[str]]) -> list[list[str]]:
     """Residual adds in the order the stream flows: each add's input is the previous one's output."""
     ordered, rest = [], list(adds)
@@ -63,10 +68,12 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
         block = block_of_kind(tiny, family_module, kind)
         index = int(block.rsplit(".", 1)[-1])
         # the residual adds the diagram draws: the block relations that state one, on a block of this kind
-        adds = flow([r["adds"] for r in relations
-                     if r["host"] == "model.layers[i]" and r["adds"] and index in r["blocks"]])
+        mine = on_block(relations, "model.layers[i]", index)
+        adds = flow([r["adds"] for r in mine if r["host"] == "model.layers[i]" and r["adds"]])
         block_kinds.append({
             "kind": kind, "label": spec["label"], "mixer": spec["mixer"], "adds": adds,
+            "relations": [{"text": r["text"], "host": r["host"], "error": max(r["errors"].values(), default=None)}
+                          for r in mine],
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
             "parts": parts(family, tiny, block, "layers[i]", spec.get("parts", []), f"page.block_kinds.{kind}"),
@@ -155,7 +162,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             "loads": {label: {"task": load.task, "kwargs": dict(load.kwargs), "base": load.base}
                       for label, load in models.loads.items()},
             "stack": stack(family, family_module, printout_model, models, identities, relations),
-            "vision": vision(family, family_module, models, identities, printout_model),
+            "vision": vision(family, family_module, models, identities, printout_model, relations),
             "hosts": hosts,
             "relations": relations,
             "edits": edits,
@@ -176,7 +183,8 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         torch.set_num_threads(threads)
 
 
-def vision(family: Family, family_module: Any, models: Models, identities: list[dict], full: Any) -> dict | None:
+def vision(family: Family, family_module: Any, models: Models, identities: list[dict], full: Any,
+           relations: list[dict]) -> dict | None:
     """The vision encoder's diagram: its chain counted on the full-size checkpoint, its parts checked on the tiny."""
     spec = (family.get("page") or {}).get("vision")
     if not spec:
@@ -185,7 +193,11 @@ def vision(family: Family, family_module: Any, models: Models, identities: list[
     identity = next((i for i in identities if i["kind"] == "vision"), None)
     count = full.vision.num_layers
     chain = [dict(link, count=count) if link.get("module") == "layers" else dict(link) for link in spec["chain"]]
+    mine = on_block(relations, "model.vision.layers[i]", 0)
     return {"class": type(model.vision._module).__name__, "line": spec["line"],
+            "adds": flow([r["adds"] for r in mine if r["host"] == "model.vision.layers[i]" and r["adds"]]),
+            "relations": [{"text": r["text"], "host": r["host"], "error": max(r["errors"].values(), default=None)}
+                          for r in mine],
             "num_layers": count, "chain": chain, "facts": [[k, v] for k, v in spec["facts"].items()],
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
@@ -213,11 +225,15 @@ RENDER_ONLY = {"__init__.py", "__main__.py", "build.py", "render.py", "diagrams.
 
 
 def fact_sources(family: Family) -> list[Path]:
-    """Every file a family's facts depend on: its YAML and notes (its own, and the shared notes),
-    the library, and the generator's collecting modules."""
+    """Every file a family's facts depend on: its YAML and notes (its own, and the shared notes), the
+    library with its own family module (not the others'), and the generator's collecting modules."""
     directory = family.path.parent
     files = [family.path, *sorted(directory.glob(f"{family.family}.*.md")), *sorted((directory / "shared").glob("*.md"))]
-    files += sorted((REPO_ROOT / "nncanon").rglob("*.py"))
+    library = REPO_ROOT / "nncanon"
+    own = library / "families" / f"{family.module.rsplit('.', 1)[-1]}.py"
+    # the library, but of the family modules only this one (shared parts start with an underscore)
+    files += sorted(p for p in library.rglob("*.py")
+                    if p.parent != library / "families" or p.name.startswith("_") or p == own)
     files += sorted(p for p in (REPO_ROOT / "generator").glob("*.py") if p.name not in RENDER_ONLY)
     return files
 

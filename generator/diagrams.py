@@ -153,18 +153,21 @@ def chain_diagram(chain: list[dict], prefix: str, links: Links | None = None, ro
     return {"width": x - gap + 8, "height": height, "boxes": boxes, "arrows": arrows}
 
 
-def _identity_terms(identity: str) -> tuple[list[str], str]:
-    lhs, _, rhs = identity.partition("==")
-    return [t.strip() for t in lhs.split("+")], rhs.strip()
+def _stream_terms(adds: list[list[str]]) -> tuple[list[str], str]:
+    """The stream entering the block, what each add brings, and the stream leaving it."""
+    if not adds:
+        return ["layer_input"], "layer_output"
+    return [adds[0][0], *(add[1] for add in adds)], adds[-1][2]
 
 
 def block_diagram(
-    parts: list[dict], identity: str, lookup: dict, prefix: str, links: Links | None = None
+    parts: list[dict], adds: list[list[str]], lookup: dict, prefix: str, links: Links | None = None
 ) -> dict:
     """One block: the residual stream along the top, each sublayer branching off it and added back.
 
-    Which parts add into the stream comes from the identity's terms (``linear_attn.attention_output``
-    -> the part whose path ends in ``.linear_attn``); the parts before each such part (its norm)
+    Which parts add into the stream comes from the block's relations that state a residual add
+    (``adds``: stream in, what is added, stream out; ``linear_attn.attention_output`` -> the part
+    whose path ends in ``.linear_attn``), in the order the stream flows; the parts before each such part (its norm)
     form its branch, and a part whose path extends another's is drawn inside it (as a sibling
     drawn after it, so no focusable part holds another: ``boxes`` is flat, in drawing order).
     """
@@ -174,7 +177,7 @@ def block_diagram(
     for p in parts:
         owners = [q for q in ids if q != p["id"] and p["id"].startswith(q + ".")]
         parent[p["id"]] = max(owners, key=len) if owners else None
-    terms, out_name = _identity_terms(identity)
+    terms, out_name = _stream_terms(adds)
     adders = {t.rsplit(".", 1)[0] for t in terms[1:] if "." in t}
 
     def adds_to_stream(pid: str) -> bool:
@@ -350,7 +353,7 @@ def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dic
         "family": facts["family"],
         "blocks": stack.get("blocks") or [],
         "kinds": [
-            {"kind": k["kind"], "label": k.get("label") or k["kind"], "identity": k["identity"], "n": n}
+            {"kind": k["kind"], "label": k.get("label") or k["kind"], "n": n}
             for n, k in enumerate(kinds)
         ],
         "parts": parts,

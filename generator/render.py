@@ -164,6 +164,7 @@ def environment() -> jinja2.Environment:
         slug=slug,
         show=show,
         err=fmt_error,
+        ranges=ranges,
         num=lambda v: f"{v:.1f}".rstrip("0").rstrip("."),
     )
     return env
@@ -179,11 +180,35 @@ def _env() -> jinja2.Environment:
     return _ENV
 
 
+def _meanings(f: dict) -> None:
+    """Each value row learns the relations that state its meaning and how its edit was proven; a host
+    kind that shares its path with another (a mixed stack) is named with its module class."""
+    by_path: dict[str, int] = {}
+    for h in f["hosts"]:
+        by_path[h["path"]] = by_path.get(h["path"], 0) + 1
+    for h in f["hosts"]:
+        shared = by_path[h["path"]] > 1
+        h["anchor"] = f"{h['path']} {h['class']}" if shared else h["path"]
+        h["covers"] = ranges(h["blocks"]) if shared and h.get("blocks") else ""
+        klass = h.get("host_class")
+        for v in h["values"]:
+            term = f"{h['path']}.{v['name']}"
+            v["meaning"] = list(dict.fromkeys(
+                r["text"] for r in f["relations"]
+                if (r["class"] == klass and v["name"] in r["proves"])
+                or any(term == re.sub(r"\[(\*|-?\d+)\]", "[i]", f"{r['host']}.{p}") for p in r["proves"])))
+            v["edit"] = next((e["reaches"] for e in f["edits"]
+                              if e["host"] == h["path"] and e["class"] == klass and e["value"] == v["name"]), None)
+
+
 def normalize(facts: dict) -> dict:
     """A copy of facts with the schema's optional fields filled in, so the template never guesses."""
     f = copy.deepcopy(facts)
     for key, default in (("vision", None), ("vision_configs", []), ("vision_notes", None), ("saes", None)):
         f.setdefault(key, default)
+    f.setdefault("relations", [])
+    f.setdefault("edits", [])
+    _meanings(f)
     for h in f["hosts"]:
         h.setdefault("class", "")
         for v in h["values"]:
@@ -206,9 +231,13 @@ def normalize(facts: dict) -> dict:
     for k in f["stack"].get("block_kinds", []):
         k.setdefault("label", k["kind"])
         k.setdefault("mixer", "")
+        k.setdefault("identity", None)
         k.setdefault("identity_error", None)
+        k.setdefault("adds", [])
+        k.setdefault("relations", [])
     if f["vision"]:
-        for key, default in (("facts", []), ("identity_error", None), ("line", ""), ("num_layers", None)):
+        for key, default in (("facts", []), ("identity", None), ("identity_error", None), ("adds", []), ("relations", []), ("line", ""),
+                             ("num_layers", None)):
             f["vision"].setdefault(key, default)
     for c in f["configs"] + f["vision_configs"]:
         for key in ("also", "accessors", "raw"):
@@ -233,7 +262,7 @@ def page_context(facts: dict) -> dict:
             "summary": summary[k["kind"]],
             "n": n,
             "diagram": block_diagram(
-                k.get("parts", []), k["identity"], lookup, f"part-{slug(k['kind'])}", links
+                k.get("parts", []), k["adds"], lookup, f"part-{slug(k['kind'])}", links
             ),
         }
         for n, k in enumerate(kinds)
@@ -243,7 +272,7 @@ def page_context(facts: dict) -> dict:
     if vision:
         vision_ctx = {
             "chain": chain_diagram(vision.get("chain", []), "vchain", links, "model.vision"),
-            "block": block_diagram(vision.get("parts", []), vision["identity"], lookup, "part-vision", links)
+            "block": block_diagram(vision.get("parts", []), vision["adds"], lookup, "part-vision", links)
             if vision.get("parts")
             else None,
         }

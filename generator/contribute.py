@@ -1,0 +1,119 @@
+"""Contributor tooling: start a family from another (``new``) and write its claims from the code (``claims``).
+
+``python -m generator new gemma2 --like llama`` writes ``nncanon/families/gemma2.py``,
+``families/gemma2.yaml`` and ``families/gemma2.notes.md`` from llama's, renamed, its pin null and its
+claims empty: a starting point the build then judges. ``python -m generator claims gemma2`` runs the
+family's module on its tiny checkpoint under every load and writes ``claims.values`` (every host kind,
+every value, its layout and where it is read) into the YAML for review; the relations, edits and
+notes are still checked by the build, so a claim written here is only the code's own word until
+the build proves what each value means.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+from generator.family import REPO_ROOT, Family, FamilyYamlError, families_dir, get_family
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def new_family(name: str, like: str, model_type: str | None = None) -> list[Path]:
+    """Write a new family's module, YAML and notes from ``like``'s; returns the files written."""
+    if not _NAME.match(name):
+        raise FamilyYamlError(name, "family", "a family name is lowercase letters, digits and underscores")
+    source = get_family(like)
+    module_dir = REPO_ROOT / "nncanon" / "families"
+    module_path, yaml_path = module_dir / f"{name}.py", families_dir() / f"{name}.yaml"
+    notes_path = families_dir() / f"{name}.notes.md"
+    for path in (module_path, yaml_path, notes_path):
+        if path.exists():
+            raise FamilyYamlError(path, None, f"already exists; {name!r} is a family already")
+    module = (module_dir / f"{like}.py").read_text(encoding="utf-8")
+    module = re.sub(r'^FAMILY = ".*"$', f'FAMILY = "{name}"', module, count=1, flags=re.M)
+    module = re.sub(r"^MODEL_TYPES = .*$", f'MODEL_TYPES = ("{model_type or name}",)', module, count=1, flags=re.M)
+    module = module.replace(f'"{_camel(like)}StandardModel"', f'"{_camel(name)}StandardModel"')
+    module = f'"""{_camel(name)}: started from {like} by `python -m generator new`; say here what the family is.\n\n' \
+             + module.split('"""', 2)[2].lstrip("\n") if module.startswith('"""') else module
+    text = source.path.read_text(encoding="utf-8")
+    text = re.sub(r"^family: .*$", f"family: {name}", text, count=1, flags=re.M)
+    text = re.sub(r"^module: .*$", f"module: nncanon.families.{name}", text, count=1, flags=re.M)
+    text = re.sub(r"^(  sha256:).*$", r"\1 null", text, count=1, flags=re.M)
+    text = re.sub(r"^notes: .*$", f"notes: {name}.notes.md", text, count=1, flags=re.M)
+    text = _replace_claims_values(text, {})
+    notes = (families_dir() / f"{like}.notes.md").read_text(encoding="utf-8")
+    module_path.write_text(module, encoding="utf-8")
+    yaml_path.write_text(text, encoding="utf-8")
+    notes_path.write_text(notes, encoding="utf-8")
+    return [module_path, yaml_path, notes_path]
+
+
+def served_claims(family: Family) -> dict[str, dict[str, dict]]:
+    """``claims.values`` as the family's code serves it on its tiny checkpoint, under every load."""
+    import torch
+
+    from generator.checkpoints import checkpoint_dir
+    from generator.claims import claimed_values
+    from generator.collect import PROMPTS
+    from generator.loads import resolve_loads
+    from generator.measure import host_rows
+
+    module = importlib.import_module(family.module)
+    torch.set_num_threads(1)
+    models = resolve_loads(family, module, checkpoint_dir(family))
+    try:
+        return claimed_values(host_rows(models, family, module, list(PROMPTS)))
+    finally:
+        models.close()
+
+
+def _values_block(values: dict[str, dict[str, dict]]) -> str:
+    lines = ["  # The support tables as the page states them: each value's layout and where it is read",
+             "  # (written by python -m generator claims; the build checks every line).", "  values:"]
+    for host, rows in values.items():
+        lines.append(f"    {json.dumps(host)}:")
+        for name, claim in rows.items():
+            lines.append(f"      {name}: {{layout: {json.dumps(claim['layout'])}, "
+                         f"read_at: {json.dumps(claim['read_at'])}}}")
+    return "\n".join(lines) + "\n"
+
+
+def _replace_claims_values(text: str, values: dict) -> str:
+    """The YAML text with ``claims.values`` replaced (the rest of the file byte for byte)."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == "claims:"), None)
+    block = _values_block(values) if values else "  values: {}\n"
+    if start is None:
+        return text.rstrip("\n") + "\n\nclaims:\n" + block
+    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in ("", " ", "\n", "#")), len(lines))
+    body = lines[start + 1:end]
+    first = next((i for i, line in enumerate(body) if re.match(r"^  values:", line)), None)
+    if first is None:
+        kept = body
+    else:
+        # the values block and the comment lines right above it go; what follows it stays
+        cut = first
+        while cut > 0 and body[cut - 1].lstrip().startswith("#"):
+            cut -= 1
+        after = next((i for i in range(first + 1, len(body)) if re.match(r"^  \S", body[i])), len(body))
+        kept = body[:cut] + body[after:]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    trailing = "\n" if end < len(lines) else ""
+    return "".join(lines[:start + 1] + kept) + ("\n" if kept else "") + block + trailing + "".join(lines[end:])
+
+
+def write_claims(family: str | Path | Family) -> Path:
+    """Write ``claims.values`` from the code into the family's YAML; returns the YAML's path."""
+    family = get_family(family)
+    text = family.path.read_text(encoding="utf-8")
+    family.path.write_text(_replace_claims_values(text, served_claims(family)), encoding="utf-8")
+    get_family(family.path)  # the file still validates
+    return family.path
