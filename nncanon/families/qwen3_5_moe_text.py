@@ -27,7 +27,7 @@ from ..hosts import host
 from ..model import StandardModel
 from ..relations import routing
 from . import _deltanet, _loading, _qwen_vit
-from ._decoder import ROOT_RELATIONS, ROOT_VALUES, Attention, Block, SharedMoE, TokenMLP, moe_dim_sizes
+from ._decoder import ROOT_VALUES, Attention, Block, SharedMoE, TokenMLP, moe_dim_sizes
 from ._deltanet import DeltaNet
 
 FAMILY = "qwen3_5_moe_text"
@@ -62,13 +62,14 @@ ENVOYS = {
     hf.Qwen3_5MoeSparseMoeBlock: Mixture,
     hf.Qwen3_5MoeMLP: TokenMLP,
     # -- the vision encoder (task="image-text-to-text")
-    hf.Qwen3_5MoeVisionModel: _qwen_vit.Vision,
+    hf.Qwen3_5MoeVisionModel: _qwen_vit.PositionedVision,
     hf.Qwen3_5MoeVisionBlock: _qwen_vit.VisionBlock,
     hf.Qwen3_5MoeVisionAttention: _qwen_vit.VisionAttention,
     hf.Qwen3_5MoeVisionMLP: _qwen_vit.VisionMLP,
 }
 
-ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
+ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=_qwen_vit.IMAGE_ROOT_RELATIONS,
+            family_module=sys.modules[__name__])
 
 
 def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:

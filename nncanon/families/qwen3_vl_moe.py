@@ -19,7 +19,7 @@ from ..hosts import host
 from ..model import StandardModel
 from ..relations import routing
 from . import _qwen_vit
-from ._decoder import MLP, ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, Attention, MoE
+from ._decoder import MLP, ROOT_VALUES, TEXT_PATHS, Attention, MoE
 from ._decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ._decoder import moe_dim_sizes as dim_sizes  # noqa: F401
 from ._qwen_vit import DeepStackBlock, image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401
@@ -32,8 +32,9 @@ Mixture = host("Mixture", MoE, RELATIONS=(routing(True), *MoE.RELATIONS[1:]))
 ENVOYS = {hf.Qwen3VLMoeTextDecoderLayer: DeepStackBlock, hf.Qwen3VLMoeTextAttention: Attention,
           hf.Qwen3VLMoeTextSparseMoeBlock: Mixture, hf.Qwen3VLMoeTextMLP: MLP,
           **_qwen_vit.envoys(hf.Qwen3VLMoeVisionModel, hf.Qwen3VLMoeVisionBlock, hf.Qwen3VLMoeVisionAttention,
-                             hf.Qwen3VLMoeVisionMLP)}
-ROOT = host("Qwen3VLMoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
+                             hf.Qwen3VLMoeVisionMLP, vision_host=_qwen_vit.DeepStackVision)}
+ROOT = host("Qwen3VLMoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=_qwen_vit.DEEPSTACK_ROOT_RELATIONS,
+            family_module=sys.modules[__name__])
 
 build = _qwen_vit.wrapper_build(hf.Qwen3VLMoeForConditionalGeneration)
 required_paths = _qwen_vit.required_paths(
