@@ -1,4 +1,5 @@
-"""The text-only decoder families (llama, qwen3, qwen3_moe) on their tiny pinned checkpoints.
+"""The plain text-only decoder families (every registered family whose blocks are all attention blocks of
+Llama's tree, with no vision encoder) on their tiny pinned checkpoints.
 
 Every value a block serves is checked against plain PyTorch forward hooks on the Hugging Face
 modules, registered for the same traced forward the values are read in (or the module's own math
@@ -14,7 +15,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-FAMILIES = ["llama", "qwen3", "qwen3_moe"]
+from generator.family import all_families
+
+FAMILIES = [f.family for f in all_families() if "processor" not in f.tiny
+            and set(f.tiny["config"].get("text_config", f.tiny["config"]).get("layer_types") or ["full_attention"])
+            == {"full_attention"}]
 LAYER = 1  # a middle block of the tiny checkpoints' four
 
 BLOCK = ["layer_input", "attention_norm_output", "layer_mid", "mlp_norm_output", "mlp_input", "layer_output"]
@@ -52,7 +57,7 @@ def eager_model(checkpoint):
 
 
 def is_moe(model) -> bool:
-    return model.family == "qwen3_moe"
+    return hasattr(model._module.model.layers[LAYER].mlp, "experts")
 
 
 @contextlib.contextmanager
@@ -149,7 +154,7 @@ def test_tokenizer_follows_its_kind(family, checkpoint):
     for token, token_id in tiny["tokenizer"]["special_tokens"].items():
         assert tokenizer.convert_tokens_to_ids(token) == token_id, token
     ids = tokenizer("Hello world")["input_ids"]
-    if family == "llama":  # Llama 3: BOS prepended, no pad token, the ids fill the embedding
+    if tiny["tokenizer"].get("kind") == "llama3":  # Llama 3: BOS prepended, no pad token, the ids fill the embedding
         assert tokenizer.bos_token == "<|begin_of_text|>" and ids[0] == tokenizer.bos_token_id
         assert tokenizer.pad_token is None and tokenizer.eos_token == "<|eot_id|>"
         assert len(tokenizer) == tiny["config"]["vocab_size"]
@@ -331,7 +336,7 @@ def test_support_rows(model, eager_model):
     rows = {(r.host, r.name): r for r in model.support()}
     assert set(rows) == expected_rows(model)
     natives = {r.host: r.host_class for r in rows.values()}
-    prefix = {"llama": "Llama", "qwen3": "Qwen3", "qwen3_moe": "Qwen3Moe"}[model.family]
+    prefix = type(model._module).__name__.removesuffix("ForCausalLM")
     assert natives["model.layers[i]"] == f"{prefix}DecoderLayer"
     assert natives["model.layers[i].self_attn"] == f"{prefix}Attention"
     assert natives["model.layers[i].mlp"] == (f"{prefix}SparseMoeBlock" if is_moe(model) else f"{prefix}MLP")
@@ -365,12 +370,12 @@ def test_full_size_printout(family):
                  "(logits) -> Logits [batch seq vocab_size]"]:
         assert line in text, line
     assert "(model): " not in text, "the backbone is shown through its mounts"
-    if family == "qwen3_moe":
-        assert "(router/gate): Qwen3MoeTopKRouter()" in text
+    if getattr(config, "num_experts", None):
+        assert f"(router/gate): {causal.__name__.removesuffix('ForCausalLM')}TopKRouter()" in text
         assert "(router_logits) -> RouterLogits [batch seq num_experts]" in text
     else:
         assert "(mlp_neurons) -> Neurons [batch seq intermediate_size]" in text
-    if family != "llama":
+    if hasattr(model._module.model.layers[0].self_attn, "q_norm"):
         assert f"(q_norm): {causal.__name__.replace('ForCausalLM', '')}RMSNorm(({config.head_dim},)" in text
 
 

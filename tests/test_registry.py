@@ -1,0 +1,77 @@
+"""Every registered family, with no family named here: each value read at a module boundary equals what a
+plain PyTorch forward hook on that module sees, on a left-padded batch. (What each value means is the
+family's relations, which the build checks on every block under every load: tests/test_build.py builds
+every family, tests/test_meaning.py shows the build refusing wrong meanings.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from generator.family import all_families
+
+FAMILIES = [f.family for f in all_families()]
+PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
+#: views that only reshape the tensor at the boundary (no arithmetic): its elements are the module's
+RESHAPES = {"identity", "tokens", "read-only", "images-axis", "heads(head_dim)"}
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request):
+    import nncanon
+    from generator.checkpoints import checkpoint_dir
+
+    return nncanon.load(checkpoint_dir(request.param))
+
+
+def boundary_values(model):
+    """(host envoy, value, native module) for every value read at a module's own input or output."""
+    from nncanon.locators import Tap
+
+    out = []
+    for kind in model.host_kinds():
+        path = kind.paths[0].removeprefix("model").lstrip(".").replace("[", ".").replace("]", "")
+        host = model.get(path) if path else model
+        for value in kind.cls.values():
+            locator = value.locator
+            if locator.ops or isinstance(locator, Tap) or value.view.name not in RESHAPES:
+                continue
+            if any(not c.holds(model) for c in value.conditions):
+                continue
+            target = host if locator.module is None else host.get(locator.module)
+            out.append((host, value, target._module))
+    return out
+
+
+def tensors(x):
+    """Every tensor in a module's (args, kwargs) or output, flattened."""
+    if isinstance(x, torch.Tensor):
+        return [x.reshape(-1)]
+    if isinstance(x, dict) or hasattr(x, "items"):
+        return [t for item in x.values() for t in tensors(item)]
+    if isinstance(x, (tuple, list)):
+        return [t for item in x for t in tensors(item)]
+    return []
+
+
+def test_values_at_module_boundaries_equal_plain_hooks(model):
+    checked = 0
+    for host, value, module in boundary_values(model):
+        seen = {}
+
+        def hook(mod, args, kwargs, output, seen=seen, io=value.locator.io):
+            seen.setdefault("io", (args, kwargs) if io == "input" else output)
+
+        handle = module.register_forward_hook(hook, with_kwargs=True)
+        try:
+            with torch.no_grad(), model.trace(PROMPTS):
+                got = getattr(host, value.name).save()
+        finally:
+            handle.remove()
+        where = f"{model.family}: {host._std_path}.{value.name}"
+        assert isinstance(got, torch.Tensor), f"{where} is a {type(got).__name__}, not a tensor"
+        candidates = tensors(seen["io"])
+        assert any(c.numel() == got.numel() and torch.equal(c, got.reshape(-1)) for c in candidates), (
+            f"{where} is none of the tensors a plain hook sees at {type(module).__name__}'s {value.locator.io}")
+        checked += 1
+    assert checked >= 12, f"{model.family}: only {checked} boundary values"
