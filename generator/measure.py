@@ -82,13 +82,17 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
         with load.within(model):
             rows = model.support()
         for kind in model.host_kinds():
-            key = (kind.host, kind.native)
+            # a host class is one kind on the page, whichever module class it wraps under this load (the root
+            # is the causal LM or the multimodal wrapper; the wrapper's is shown, as the printout's)
+            key = (kind.host, kind.cls.__name__)
             entry = by_kind.setdefault(key, {"path": kind.host, "class": kind.native, "host_class": kind.cls.__name__,
                                              "section": section_of(kind.host), "values": {}, "blocks": None})
+            if load.task == "image-text-to-text":
+                entry["class"] = kind.native
             if kind.blocks is not None:
                 entry["blocks"] = sorted(set(entry["blocks"] or []) | set(kind.blocks))
             for row in rows:
-                if (row.host, row.host_class) != key:
+                if (row.host, row.host_class) != (kind.host, kind.native):
                     continue
                 value = entry["values"].setdefault(row.name, _value_entry(row, kind.cls))
                 value["availability"][load.label] = row.available
@@ -118,7 +122,7 @@ def _value_entry(row: Any, cls: type) -> dict:
 def full_size_notes(hosts: list[dict], full: Any, checkpoint_id: str) -> None:
     """Notes that depend on the config (the size of ``states``) are given for the full-size checkpoint."""
     for kind in full.host_kinds():
-        entry = next((h for h in hosts if (h["path"], h["class"]) == (kind.host, kind.native)), None)
+        entry = next((h for h in hosts if (h["path"], h["host_class"]) == (kind.host, kind.cls.__name__)), None)
         for value in kind.cls.values():
             if entry is not None and callable(value.note):
                 row = next(v for v in entry["values"] if v["name"] == value.name)
