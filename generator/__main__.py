@@ -69,6 +69,11 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
+    _verify_arguments(parser)
+    parser.add_argument("families", nargs="*", metavar="FAMILY", help="only these families (default: every one)")
+
+
 def _build_arguments(parser: argparse.ArgumentParser) -> None:
     _verify_arguments(parser)
     parser.add_argument("--site", type=Path, help="build the site into this directory (default: site/)")
@@ -88,7 +93,31 @@ def run_verify(args: argparse.Namespace) -> int:
     """Collect (verify every claim) without rendering."""
     from generator.build import verify
 
-    verify(progress=_progress, force=args.force, timeout=args.lock_timeout)
+    verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families)
+    return 0
+
+
+def _new_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("family", help="the new family's name (lowercase, digits, underscores)")
+    parser.add_argument("--like", required=True, help="the family to start from, e.g. llama")
+    parser.add_argument("--model-type", help="the text config's model_type it serves (default: the name)")
+
+
+def run_new(args: argparse.Namespace) -> int:
+    from generator.contribute import new_family
+
+    for path in new_family(args.family, args.like, args.model_type):
+        print(f"wrote {path}")
+    print(f"next: edit them, then python -m generator pin {args.family}; python -m generator claims {args.family}; "
+          f"python -m generator verify {args.family}")
+    return 0
+
+
+def run_claims(args: argparse.Namespace) -> int:
+    from generator.contribute import write_claims
+
+    print(f"wrote claims.values into {write_claims(args.family)}: review it, then python -m generator verify "
+          f"{args.family}")
     return 0
 
 
@@ -121,7 +150,17 @@ COMMANDS: dict[str, Command] = {
     "verify": Command(
         help="collect facts for every family, checking every claim, without rendering",
         run=run_verify,
-        arguments=_verify_arguments,
+        arguments=_verify_only_arguments,
+    ),
+    "new": Command(
+        help="start a family from another: writes its module, YAML and notes, renamed, unpinned and unclaimed",
+        run=run_new,
+        arguments=_new_arguments,
+    ),
+    "claims": Command(
+        help="write the family YAML's claims.values (every host kind and value, layout, read at) from the code",
+        run=run_claims,
+        arguments=_family_argument,
     ),
     "serve": Command(
         help="serve site/ on 127.0.0.1",

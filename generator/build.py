@@ -106,11 +106,12 @@ def collect_all(names: list[str] | None = None, progress: Callable[[str], None] 
     return collected
 
 
-def verify(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None) -> list[str]:
-    """Collect (checking every claim) without rendering, holding the build lock."""
+def verify(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
+           names: list[str] | None = None) -> list[str]:
+    """Collect (checking every claim) without rendering, holding the build lock: every family, or ``names``."""
     with build_lock(progress, timeout):
         _clean_facts()
-        return collect_all(progress=progress, force=force)
+        return collect_all(names or None, progress=progress, force=force)
 
 
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,

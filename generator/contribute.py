@@ -40,8 +40,9 @@ def new_family(name: str, like: str, model_type: str | None = None) -> list[Path
     module = re.sub(r'^FAMILY = ".*"$', f'FAMILY = "{name}"', module, count=1, flags=re.M)
     module = re.sub(r"^MODEL_TYPES = .*$", f'MODEL_TYPES = ("{model_type or name}",)', module, count=1, flags=re.M)
     module = module.replace(f'"{_camel(like)}StandardModel"', f'"{_camel(name)}StandardModel"')
-    module = f'"""{_camel(name)}: started from {like} by `python -m generator new`; say here what the family is.\n\n' \
-             + module.split('"""', 2)[2].lstrip("\n") if module.startswith('"""') else module
+    if module.startswith('"""'):  # the docstring is printed on the page: it must be the new family's
+        module = (f'"""{_camel(name)}, started from {like} by `python -m generator new`: say here what the family '
+                  f'is and how its block differs from {like}\'s.\n"""\n' + module.split('"""', 2)[2])
     text = source.path.read_text(encoding="utf-8")
     text = re.sub(r"^family: .*$", f"family: {name}", text, count=1, flags=re.M)
     text = re.sub(r"^module: .*$", f"module: nncanon.families.{name}", text, count=1, flags=re.M)

@@ -190,6 +190,7 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
     read = read_all(model, wanted, args, kwargs)
     from nncanon.relations import error as relative_error
 
+    failed: dict[str, str] = {}  # every relation that does not hold, reported together
     for envoy, relation, terms, checked in plan:
         reads = {term: ([read[(path_of(t), attr)] for t in found] if many else read[(path_of(found[0]), attr)])
                  for term, (found, attr, many) in terms.items()}
@@ -200,9 +201,9 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
                                 f"cannot be computed: {type(error).__name__}: {error}") from None
         worst = max((relative_error(computed, got) for computed, got in pairs), default=0.0)
         if not worst <= relation.tolerance:
-            raise RelationError(family.family, f"relation {relation.text!r}",
-                                f"does not hold on {envoy._std_path} under {label}: off by {worst:.3g} "
-                                f"(tolerance {relation.tolerance:g}, relative to the value's scale)")
+            failed.setdefault(relation.text, f"on {envoy._std_path} under {label}: off by {worst:.3g} "
+                                             f"(tolerance {relation.tolerance:g}, relative to the value's scale)")
+            continue
         checked.errors[label] = max(checked.errors.get(label, 0.0), worst)
         checked.skipped.pop(label, None)
         if (index := block_of(envoy._std_path)) is not None:
@@ -211,6 +212,11 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
             found, attr, _ = terms.get(term) or targets(model, envoy, term)
             for target in found:
                 proven[(type(target).__name__, attr)].add(label)
+    if failed:
+        first, *more = failed.items()
+        claim = f"relation {first[0]!r}" + (f" (and {len(more)} more)" if more else "")
+        raise RelationError(family.family, claim, "does not hold " + "; ".join(
+            [first[1], *(f"{text!r} does not hold {where}" for text, where in more)]))
 
 
 def check_coverage(family: Family, proven: dict, served: dict, hosts: dict[str, str]) -> None:

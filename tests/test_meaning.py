@@ -1,0 +1,193 @@
+"""The build proves what each value means, and refuses a page that would say something untrue:
+contributing.md's steps add a family that verifies; a copy of llama pointed at Gemma-2's sandwich block
+fails naming the relations that do not hold; a host missing from the claims, a tuple served as a
+residual, a value no relation states, and a write that does not land each fail naming it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
+
+pytestmark = pytest.mark.slow
+
+
+# -- a family added in a copy of the repository, as contributing.md says ------------------------------
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory):
+    """The library, generator and families copied, so new families land outside the repository."""
+    root = tmp_path_factory.mktemp("repo")
+    for name in ("nncanon", "generator", "families", "site_templates", "docs_src"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    return root
+
+
+def run(copy: Path, command: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NNCANON_")}
+    env.update(PYTHONPATH=str(copy), NNCANON_BUILD=str(copy / "build"), NNCANON_CACHE=str(copy / "checkpoints"))
+    argv = command.split()
+    assert argv[:3] == ["python", "-m", "generator"], command
+    return subprocess.run([sys.executable, *argv[1:]], cwd=copy, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def contributing_steps() -> list[str]:
+    """The commands of contributing.md's "add a family" block, in order."""
+    text = (REPO / "docs_src" / "contributing.md").read_text(encoding="utf-8")
+    block = re.search(r'```bash title="add a family"\n(.*?)```', text, re.S).group(1)
+    return [line for line in block.splitlines() if line.startswith("python -m generator")]
+
+
+def point_at(copy: Path, family: str, like_class: str, new_class: str, model_type: str) -> None:
+    """The edits the comment in contributing.md describes: the module at transformers' classes of the
+    family, the recipe and the full-size configs at its model class and model_type."""
+    module = copy / "nncanon" / "families" / f"{family}.py"
+    text = module.read_text()
+    text = text.replace(f"modeling_{like_class.lower()}", f"modeling_{model_type}")
+    text = text.replace(f"models.{like_class.lower()}", f"models.{model_type}").replace(f"hf.{like_class}", f"hf.{new_class}")
+    module.write_text(text)
+    for path in (copy / "families" / f"{family}.yaml", copy / "families" / f"{family}.notes.md"):
+        text = path.read_text().replace(f"{like_class}ForCausalLM", f"{new_class}ForCausalLM")
+        path.write_text(re.sub(r"model_type: \w+", f"model_type: {model_type}", text))
+
+
+def test_contributing_steps_add_a_family_that_verifies(copy):
+    steps = contributing_steps()
+    assert [s.split()[3] for s in steps] == ["new", "pin", "claims", "verify"]
+    done = run(copy, steps[0])
+    assert done.returncode == 0, done.stderr
+    point_at(copy, "mistral", "Llama", "Mistral", "mistral")
+    for step in steps[1:]:
+        done = run(copy, step)
+        assert done.returncode == 0, f"{step}: {done.stderr[-1500:]}"
+    facts = yaml.safe_load((copy / "build" / "facts" / "mistral.json").read_text())
+    assert facts["relations"] and facts["edits"]
+    assert not (REPO / "families" / "mistral.yaml").exists(), "the steps ran in the copy"
+
+
+def test_a_copy_of_llama_on_a_sandwich_norm_block_fails_naming_the_relations(copy):
+    assert run(copy, "python -m generator new gemma2 --like llama --model-type gemma2").returncode == 0
+    point_at(copy, "gemma2", "Llama", "Gemma2", "gemma2")
+    path = copy / "families" / "gemma2.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["tiny"]["config"] = {
+        "vocab_size": 384, "hidden_size": 40, "intermediate_size": 56, "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 24, "max_position_embeddings": 512,
+        "bos_token_id": 360, "eos_token_id": 361, "pad_token_id": 364, "sliding_window": 16,
+        "query_pre_attn_scalar": 24, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    for step in ("pin", "claims"):
+        done = run(copy, f"python -m generator {step} gemma2")
+        assert done.returncode == 0, done.stderr[-1500:]
+    done = run(copy, "python -m generator verify gemma2")
+    assert done.returncode == 1
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: gemma2: claim relation") and "Traceback" not in done.stderr
+    for relation in ("'layer_input + self_attn.attention_output == layer_mid'",  # layer_mid is the raw attention
+                     "'mlp_input == mlp_norm_output == post_attention_layernorm(layer_mid)'",
+                     "'logits == lm_head_output (nothing past the head)'"):  # the final softcap
+        assert relation in error, relation
+
+
+# -- mutations on llama, in process -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama():
+    import importlib
+
+    from generator.checkpoints import checkpoint_dir
+    from generator.family import get_family
+
+    family = get_family("llama")
+    return family, importlib.import_module(family.module), checkpoint_dir(family)
+
+
+def _hosts(llama):
+    from generator.loads import resolve_loads
+    from generator.measure import host_rows
+
+    family, module, checkpoint = llama
+    return host_rows(resolve_loads(family, module, checkpoint), family, module, PROMPTS)
+
+
+def _mlp_with(monkeypatch, llama, view):
+    """llama's MLP host serving ``mlp_output`` through ``view``."""
+    from nncanon.families._decoder import MLP
+    from nncanon.hosts import host
+    from nncanon.values import Value
+
+    _, module, _ = llama
+    old = next(v for v in MLP.values() if v.name == "mlp_output")
+    bad = host("BadMLP", MLP, values=[Value("mlp_output", old.layout, old.description, old.locator, view=view)])
+    native = next(cls for cls, h in module.ENVOYS.items() if h is MLP)
+    monkeypatch.setitem(module.ENVOYS, native, bad)
+
+
+def test_a_host_missing_from_the_claims_fails_naming_it(llama, tmp_path):
+    from generator.claims import check_value_claims
+    from generator.family import FamilyYamlError, load_family
+
+    family = llama[0]
+    hosts = _hosts(llama)
+    check_value_claims(family, hosts)  # the real claims hold
+    data = yaml.safe_load(family.path.read_text())
+    del data["claims"]["values"]["model.layers[i].mlp"]
+    path = tmp_path / "llama.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    shutil.copy(family.path.with_name("llama.notes.md"), tmp_path / "llama.notes.md")
+    with pytest.raises(FamilyYamlError, match=r"claims\.values.*model\.layers\[i\]\.mlp, which the YAML does not claim"):
+        check_value_claims(load_family(path), hosts)
+    del data["claims"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(FamilyYamlError, match=r"claims\.values.*missing"):
+        check_value_claims(load_family(path), hosts)
+
+
+def test_a_tuple_served_as_a_residual_fails_naming_it(llama, monkeypatch):
+    from generator.claim_error import ClaimError
+    from nncanon.values import View
+
+    _mlp_with(monkeypatch, llama, View("tuple", lambda host, x: (x,), None))
+    with pytest.raises(ClaimError, match=r"model\.layers\[i\]\.mlp\.mlp_output.*promises a tensor.*tuple"):
+        _hosts(llama)
+
+
+def test_a_value_no_relation_states_fails_naming_it(llama, monkeypatch):
+    from generator.loads import resolve_loads
+    from generator.measure import run_inputs
+    from generator.proof import RelationError, prove_family
+    from nncanon.families._decoder import Block
+
+    family, module, checkpoint = llama
+    dropped = tuple(r for r in Block.RELATIONS if "mlp_norm_output" not in r.proves)
+    monkeypatch.setattr(Block, "RELATIONS", dropped)
+    models = resolve_loads(family, module, checkpoint)
+    with pytest.raises(RelationError, match=r"model\.layers\[i\]\.mlp_input: no relation states what it means"):
+        prove_family(family, models, models.all, lambda m: run_inputs(m, module, PROMPTS))
+
+
+def test_a_write_that_does_not_land_fails_naming_it(llama, monkeypatch):
+    from generator.claim_error import ClaimError
+    from generator.edits import prove_edits
+    from generator.loads import resolve_loads
+    from nncanon.values import View
+
+    # reads a copy, and an assignment keeps the model's own tensor: neither edit reaches the forward
+    _mlp_with(monkeypatch, llama, View("copy", lambda host, x: x.clone(), lambda host, x, current: current))
+    family, module, checkpoint = llama
+    models = resolve_loads(family, module, checkpoint)
+    with pytest.raises(ClaimError, match=r"edit of model\.layers\[0\]\.mlp\.mlp_output.*does not reach the logits"):
+        prove_edits(family, models, module, PROMPTS)
