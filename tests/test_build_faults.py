@@ -251,7 +251,7 @@ def test_builds_on_different_days_are_byte_identical(ws, monkeypatch):
     assert [k for k in a if a[k] != b[k]] == []
     assert "SOURCE_DATE_EPOCH" not in os.environ  # set for mkdocs only, then restored
 
-    from generator.render import DEFAULT_SOURCE_DATE_EPOCH
+    from generator.mkdocs_run import DEFAULT_SOURCE_DATE_EPOCH
 
     assert _gzip_mtime(ws / "site-a" / "sitemap.xml.gz") == DEFAULT_SOURCE_DATE_EPOCH
 
