@@ -214,8 +214,35 @@ TOKENIZER_KINDS = {
 }
 
 
+#: the split regexes and chat templates a recipe's ``pipeline`` names
+SPLITS = {"qwen3_5": _regex_of("qwen3_5.tokenization_qwen3_5"), "qwen2": _regex_of("qwen2.tokenization_qwen2"),
+          "llama3": lambda: LLAMA3_PRETOKENIZE_REGEX}
+TEMPLATES = {"qwen3_5": CHAT_TEMPLATE, "qwen3": QWEN3_CHAT_TEMPLATE, "qwen2_vl": QWEN2_VL_CHAT_TEMPLATE,
+             "qwen3_vl": QWEN3_VL_CHAT_TEMPLATE, "llama3": LLAMA3_CHAT_TEMPLATE}
+#: what ``tiny.tokenizer.pipeline`` may declare, and how each field is read
+PIPELINE_FIELDS = {"class": "cls", "split": "regex", "chat_template": "template", "bos": "bos", "eos": "eos",
+                   "pad": "pad", "padding_side": "padding_side", "nfc": "nfc"}
+
+
 def tokenizer_kind(family: str | Path | Family) -> TokenizerKind:
-    return TOKENIZER_KINDS[get_family(family).tiny["tokenizer"].get("kind", "qwen3_5")]
+    """The recipe's pipeline: the preset ``kind`` (default qwen3_5), with what ``pipeline`` declares
+    in its place (``class``, ``split``, ``chat_template``, ``bos``, ``eos``, ``pad``, ``padding_side``,
+    ``nfc``): a family whose tokenizer is like no preset declares its own."""
+    fam = get_family(family)
+    recipe = fam.tiny["tokenizer"]
+    kind = TOKENIZER_KINDS[recipe.get("kind", "qwen3_5")]
+    changes = {}
+    for field, value in (recipe.get("pipeline") or {}).items():
+        where = f"tiny.tokenizer.pipeline.{field}"
+        if field not in PIPELINE_FIELDS:
+            raise FamilyYamlError(fam.path, where, f"unknown field (allowed: {', '.join(PIPELINE_FIELDS)})")
+        table = {"split": SPLITS, "chat_template": TEMPLATES}.get(field)
+        if table is not None:
+            if value not in table:
+                raise FamilyYamlError(fam.path, where, f"{value!r} is none of {', '.join(table)}")
+            value = table[value]
+        changes[PIPELINE_FIELDS[field]] = value
+    return dataclasses.replace(kind, **changes)
 
 
 def transformers_class(fam: Family, name: str, field: str) -> type:
@@ -230,6 +257,21 @@ def transformers_class(fam: Family, name: str, field: str) -> type:
 
 
 
+def _with_inline_specials(vocab: dict[str, int], specials: list[tuple[str, int]]) -> dict[str, int]:
+    """The BPE's vocabulary with the special tokens whose ids fall inside it (Gemma's and Mistral's
+    <pad>/<bos>/<eos> at 0-2) placed there, the BPE's own tokens keeping their order in the other ids.
+    Special tokens after the vocabulary are added later, in id order, as the real tokenizers do."""
+    inline = [(token, token_id) for token, token_id in specials if token_id < len(vocab) + len(specials)
+              and token_id < len(vocab) + sum(1 for _, i in specials if i < token_id)]
+    if not inline:
+        return vocab
+    taken = {token_id for _, token_id in inline}
+    free = (i for i in range(len(vocab) + len(inline)) if i not in taken)
+    placed = {token: next(free) for token, _ in sorted(vocab.items(), key=lambda item: item[1])}
+    placed.update(inline)
+    return placed
+
+
 def _special_token_list(fam: Family) -> list[tuple[str, int]]:
     specials = fam.tiny["tokenizer"]["special_tokens"]
     return sorted(specials.items(), key=lambda item: item[1])
@@ -238,7 +280,8 @@ def _special_token_list(fam: Family) -> list[tuple[str, int]]:
 def build_tokenizer(family: str | Path | Family):
     """A byte-level BPE trained on :data:`CORPUS`, with the family's special tokens at their ids.
 
-    The pipeline is the real tokenizer's of ``tiny.tokenizer.kind`` (:data:`TOKENIZER_KINDS`):
+    The pipeline is the real tokenizer's of ``tiny.tokenizer.kind`` (:data:`TOKENIZER_KINDS`), with
+    what ``tiny.tokenizer.pipeline`` declares in its place (:func:`tokenizer_kind`):
     its normalizer, split regex, byte-level without prefix space, BOS, eos and pad tokens and chat
     template, saved as the class ``AutoTokenizer`` picks for the family's checkpoints. The default
     kind, ``qwen3_5``, is Qwen3.5's: ``Qwen3_5Tokenizer``, no BOS, eos = pad = ``<|endoftext|>``,
@@ -285,6 +328,8 @@ def build_tokenizer(family: str | Path | Family):
             f"tiny.tokenizer.bpe_vocab_size = {size}: the corpus is too small for that many merges"
         )
 
+    vocab = _with_inline_specials(vocab, _special_token_list(fam))
+
     config = fam.tiny["config"]
     common = {
         "unk_token": None,
@@ -314,8 +359,8 @@ def build_tokenizer(family: str | Path | Family):
         if got != token_id:
             raise RuntimeError(
                 f"{fam.family}: special token {token!r} got id {got}, but "
-                f"tiny.tokenizer.special_tokens declares {token_id}; declare the special tokens at "
-                f"consecutive ids from bpe_vocab_size ({size})"
+                f"tiny.tokenizer.special_tokens declares {token_id}; declare them at their real ids: below "
+                f"the BPE's, or at consecutive ids after them (from {size} plus those below)"
             )
     for role, token in (("eos_token", kind.eos), ("pad_token", kind.pad), ("bos_token", kind.bos)):
         if getattr(tokenizer, role) != token:
