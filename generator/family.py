@@ -9,8 +9,10 @@ raises :class:`FamilyYamlError`, whose message names the file and the dotted fie
 
     families/x.yaml: field 'tiny.seed': expected an integer, got 'abc'
 
-The optional sections (``notes``, ``vision_notes``, ``shared_vision_notes``, ``saes``) are kept
-as raw data: their consumers validate them.
+The file is strict YAML (generator/yaml_strict.py: no anchors or aliases, no key given twice) in
+UTF-8. ``page`` and ``claims`` are checked key by key, every size in the tiny and full-size configs
+against a ceiling, the notes' paths and the family module (generator/family_sections.py). The notes'
+contents and ``saes`` are kept as raw data: their consumers validate them.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,17 +37,23 @@ TOKENIZER_REQUIRED = ("bpe_vocab_size", "special_tokens")
 TOKENIZER_KINDS = ("qwen3_5", "qwen3", "qwen2_vl", "qwen3_vl", "llama3")
 CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as")
 
+#: the tiny tokenizer's largest BPE vocabulary (byte symbols + merges; its corpus is a few KB)
+BPE_VOCAB_MAX = 4096
+
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class FamilyYamlError(ValueError):
     """A family YAML is malformed. ``file`` and ``field`` (dotted) say where."""
 
-    def __init__(self, file: str | Path, field: str | None, message: str):
+    def __init__(self, file: str | Path, field: str | None, message: str, *, line: int | None = None):
         self.file = _display(file)
         self.field = field
         self.message = message
+        self.line = line
         where = f"{self.file}: field '{field}'" if field else self.file
+        if line:
+            where += f": line {line}"
         super().__init__(f"{where}: {message}")
 
 
@@ -121,6 +127,12 @@ class Family:
 # validation helpers
 
 
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _type_name(expected: type | tuple[type, ...]) -> str:
     names = {
         str: "a string",
@@ -144,7 +156,7 @@ def _check_type(file: Path, dotted: str, value: Any, expected: type | tuple[type
     if dict in types and isinstance(value, Mapping):
         ok = True
     if not ok:
-        raise FamilyYamlError(file, dotted, f"expected {_type_name(expected)}, got {value!r}")
+        raise FamilyYamlError(file, dotted, f"expected {_type_name(expected)}, got {_short(value)}")
     return value
 
 
@@ -162,6 +174,22 @@ def _no_unknown(file: Path, mapping: Mapping, prefix: str, allowed: tuple[str, .
             f"{prefix}{unknown[0]}",
             f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(str(k)) for k in unknown)}"
             f" (allowed: {', '.join(allowed)})",
+        )
+
+
+def _plain(file: Path, value: Any, dotted: str) -> None:
+    """Only strings, numbers, booleans, null, lists and mappings (a YAML date or set is refused)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise FamilyYamlError(file, dotted or None, f"key {_short(key)} is not a plain value")
+            _plain(file, item, f"{dotted}.{key}" if dotted else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _plain(file, item, f"{dotted}[{i}]")
+    elif not isinstance(value, (str, int, float, bool)) and value is not None:
+        raise FamilyYamlError(
+            file, dotted, f"{_short(value)} is a YAML {type(value).__name__}, not plain data; quote it"
         )
 
 
@@ -192,6 +220,12 @@ def _validate_tiny(file: Path, tiny: Any) -> dict[str, Any]:
     if size < 257:
         raise FamilyYamlError(
             file, "tiny.tokenizer.bpe_vocab_size", f"must exceed the 256 byte symbols, got {size}"
+        )
+    if size > BPE_VOCAB_MAX:
+        raise FamilyYamlError(
+            file,
+            "tiny.tokenizer.bpe_vocab_size",
+            f"{size} exceeds {BPE_VOCAB_MAX}: the tiny tokenizer's corpus is a few KB; give a few hundred",
         )
     specials = _check_type(file, "tiny.tokenizer.special_tokens", tok["special_tokens"], dict)
     seen: dict[int, str] = {}
@@ -289,19 +323,32 @@ def family_path(name: str) -> Path:
 
 def load_family(path: str | Path) -> Family:
     """Parse and validate one family YAML."""
+    from generator import family_sections as sections
+    from generator.yaml_strict import StrictYamlError, load
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
-        raise FamilyYamlError(path, None, f"cannot read: {e.strerror or e}") from e
+        raise FamilyYamlError(path, None, f"cannot read: {e.strerror or e}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise FamilyYamlError(path, None, f"invalid YAML: {e}") from e
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise FamilyYamlError(
+            path,
+            None,
+            f"byte {e.start} (0x{raw[e.start]:02x}) is not UTF-8; save the file as UTF-8",
+            line=line,
+        ) from None
+    try:
+        data = load(text)
+    except StrictYamlError as e:
+        raise FamilyYamlError(path, None, e.message, line=e.line) from None
     if not isinstance(data, dict):
         raise FamilyYamlError(path, None, f"expected a mapping at the top level, got {type(data).__name__}")
-    # Plain, unaliased data: YAML anchors would otherwise share one object between checkpoints.
-    data = json.loads(json.dumps(data))
+    _plain(path, data, "")
+    data = json.loads(json.dumps(data))  # plain JSON data, as the facts hold it
 
     _no_unknown(path, data, "", REQUIRED_FIELDS + OPTIONAL_FIELDS)
     _require(path, data, "", REQUIRED_FIELDS)
@@ -311,11 +358,18 @@ def load_family(path: str | Path) -> Family:
             path, "family", f"is {name!r} but the file is named {path.name!r}; they must match"
         )
     module = _check_type(path, "module", data["module"], str)
+    sections.check_module(path, module)
     lines = _string_list(path, "lines", data["lines"])
     tagline = _check_type(path, "tagline", data["tagline"], str)
     tags = _string_list(path, "tags", data["tags"])
     tiny = _validate_tiny(path, data["tiny"])
+    sections.check_tiny_config(path, tiny)
     checkpoints = _validate_checkpoints(path, data["checkpoints"])
+    sections.check_full_configs(path, checkpoints)
+    sections.check_page(path, data.get("page"))
+    sections.check_claims(path, data.get("claims"))
+    for key in sections.NOTES_DIRECTORIES:
+        sections.check_notes_path(path, key, data.get(key))
     return Family(
         path=path,
         family=name,
