@@ -50,7 +50,11 @@ families only), ``torch`` and ``nncanon``. Its ``assert`` statements and its lin
 must be truthy) are the claims. A ```` ```python display ```` block is shown, not run. Expressions in
 code are substituted before it runs; the page shows the code as written, expressions substituted.
 
-A failing claim raises :class:`NoteError` naming the family, the note, the file and line, and the
+Notes are code: the build runs them, so review them as code. Each note (its expressions and code)
+runs under a time limit, ``$NNCANON_NOTE_TIMEOUT`` seconds (120 by default, 0 for none), and code
+that exits (``sys.exit``) fails the build like a failing claim.
+
+A failing claim raises :class:`NoteError` (one line) naming the family, the note, the file and line, and the
 claim. :func:`build_notes` returns the ``notes``, ``vision_notes`` and ``saes`` parts of the facts.
 """
 
@@ -229,8 +233,7 @@ def _build_notes(
         out, variants = [], None
         for note in notes:
             say(f"note: {note.title}")
-            lines, blocks = runner.render(note, names)
-            runner.run(note, blocks, extra)
+            lines = runner.check(note, names, extra)
             if variants_title and note.title == variants_title:
                 variants = "\n".join(lines)
                 continue
@@ -306,8 +309,7 @@ def _build_notes(
                 raise NoteError(
                     fam.family, note.title, fam.path, first, f"the SAE check fails: {_describe(error)}"
                 ) from error
-            lines, blocks = runner.render(note, context.namespace())
-            runner.run(note, blocks, {"directory": directory})
+            lines = runner.check(note, context.namespace(), {"directory": directory})
         saes = {
             "markdown": "\n".join(lines),
             "releases": [{k: r[k] for k in ("id", "features", "k", "layers", "hook")} for r in releases],

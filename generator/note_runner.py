@@ -1,5 +1,10 @@
 """Running a note's ```` ```python ```` blocks against the tiny checkpoint, checking their claims
 (``assert`` statements and ``# True`` lines): :class:`NoteRunner`.
+
+A note's code is arbitrary Python run at build time. Each note (its expressions and its code) runs
+under a time limit (generator/note_clock.py), so a loop that never ends fails the build naming the
+note; code that exits (``sys.exit``) fails it too. A KeyboardInterrupt (the user's Ctrl-C) stops
+the build as ever.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from generator.expressions import ExpressionContext, render_expressions
-from generator.family import Family
+from generator.family import Family, _display
+from generator.note_clock import TIMEOUT_ENV, Clock, NoteTimeout, note_timeout, time_limit
 from generator.notes_parse import _FENCE, Note, NoteError
 
 # ---------------------------------------------------------------------------------------------
@@ -125,6 +131,38 @@ class NoteRunner:
         log: Callable[[str], None] | None = None,
     ):
         self.family, self.context, self.namespace, self.log = family, context, namespace, log
+        self._line: int | None = None  #: the file line being rendered or run
+        self._text: str | None = None  #: the line being rendered, as written
+        self._clock: Clock | None = None
+
+    def check(self, note: Note, names: dict[str, Any], extra: dict[str, Any] | None = None) -> list[str]:
+        """Render the note (its expressions) and run its code, under the time limit; its markdown lines."""
+        try:
+            seconds = note_timeout()
+        except ValueError as error:
+            raise self.error(note, None, str(error)) from None
+        self._line, self._text = note.line, None
+        from nncanon import kernels  # noqa: F401 - imported before the clock starts: torch takes seconds
+
+        try:
+            with time_limit(seconds, f"{self.family.family}: note {note.title!r} ({_display(note.file)})") as clock:
+                self._clock = clock
+                lines, blocks = self.render(note, names)
+                self.run(note, blocks, extra)
+        except NoteTimeout:  # in an expression, or between two statements
+            raise self.error(note, self._line, self._timed_out(), self._text) from None
+        except (SystemExit, GeneratorExit) as error:
+            raise self.error(note, self._line, _exits(error), self._text) from None
+        finally:
+            self._clock = None
+        return lines
+
+    def _timed_out(self) -> str:
+        seconds = self._clock.seconds if self._clock else note_timeout()
+        return (
+            f"the note runs over its time limit of {seconds:g} s (an endless loop?); make it faster, "
+            f"or raise the limit with {TIMEOUT_ENV}=<seconds>"
+        )
 
     def error(
         self,
@@ -150,6 +188,7 @@ class NoteRunner:
         fence: str | None = None
         block: Block | None = None
         for number, line in note.lines:
+            self._line, self._text = number, line.strip()
 
             def fail(column: int, claim: str, why: str, number=number) -> NoteError:
                 return self.error(note, number, why, claim)
@@ -200,6 +239,7 @@ class NoteRunner:
 
     def run(self, note: Note, blocks: list[Block], extra: dict[str, Any] | None = None) -> None:
         """Run the note's python blocks in order, in one namespace, checking its claims."""
+        self._text = None
         runnable = [b for b in blocks if b.run]
         if not runnable:
             return
@@ -258,12 +298,32 @@ class NoteRunner:
                     ) from error
                 except Exception as error:  # noqa: BLE001 - any failure of the code is the note's
                     line = _error_line(error, filename) or statement.lineno
+                    self._line = line
+                    if self._clock is not None and self._clock.expired:  # raised inside a trace, rewrapped
+                        raise self.error(note, line, self._timed_out(), virtual[line - 1].strip()) from None
                     raise self.error(
                         note, line, f"the code raises {_describe(error)}", virtual[line - 1].strip()
                     ) from error
+                except KeyboardInterrupt:
+                    raise  # the user's: stop the build
+                except NoteTimeout as error:
+                    line = _error_line(error, filename) or statement.lineno
+                    self._line = line
+                    raise self.error(note, line, self._timed_out(), virtual[line - 1].strip()) from None
+                except BaseException as error:  # SystemExit, GeneratorExit: a note must not end the build
+                    line = _error_line(error, filename) or statement.lineno
+                    self._line = line
+                    raise self.error(note, line, _exits(error), virtual[line - 1].strip()) from None
         finally:
             if family and kernels.route(family) != route:
                 kernels.route_kernels(family, route)
+
+
+def _exits(error: BaseException) -> str:
+    return (
+        f"the code raises {_describe(error)}, which would end the build: "
+        "a note must not exit (remove the exit, or assert what it checks)"
+    )
 
 
 def _short(value: Any) -> str:

@@ -39,10 +39,15 @@ class NoteError(Exception):
             where += f":{line}"
         head = f"{family}: note {note!r}" if note else f"{family}"
         text = f"{head} ({where})" if where else head
-        text += f": {message}"
+        text += f": {_one_line(message)}"
         if claim:
-            text += f"\n    {claim}"
+            text += f" (in: {_one_line(claim)})"
         super().__init__(text)
+
+
+def _one_line(text: str) -> str:
+    """A multi-line message (an assert_close report, say) on one line, its lines joined by ' / '."""
+    return " / ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
 # ---------------------------------------------------------------------------------------------
