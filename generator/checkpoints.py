@@ -147,10 +147,14 @@ def build_model(family: str | Path | Family):
     fam = get_family(family)
     tiny = fam.tiny
     model_cls = transformers_class(fam, tiny["class"], "tiny.class")
-    config = model_cls.config_class(**json.loads(json.dumps(tiny["config"])))
     torch.manual_seed(tiny["seed"])  # the init only decides which vectors are constant, and at what
-    with _default_dtype(torch.float32):
-        model = model_cls(config)
+    try:
+        config = model_cls.config_class(**json.loads(json.dumps(tiny["config"])))
+        with _default_dtype(torch.float32):
+            model = model_cls(config)
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
+        raise FamilyYamlError(fam.path, "tiny.config", f"{model_cls.__name__} cannot be built from it: "
+                                                       f"{type(e).__name__}: {e}") from None
     model = model.to(torch.float32).eval()
     try:
         tiny_weights.fill(model, tiny["seed"])
@@ -393,6 +397,10 @@ def meta_model(family: str | Path | Family, checkpoint_id: str):
     index = fam.checkpoint_ids.index(checkpoint_id)
     name = (config.get("architectures") or [fam.tiny["class"]])[0]
     model_cls = transformers_class(fam, name, f"checkpoints[{index}].config.architectures")
-    cfg = model_cls.config_class(**config)
-    with torch.device("meta"):
-        return model_cls(cfg)
+    try:
+        cfg = model_cls.config_class(**config)
+        with torch.device("meta"):
+            return model_cls(cfg)
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
+        raise FamilyYamlError(fam.path, f"checkpoints[{index}].config", f"{model_cls.__name__} cannot be built "
+                                                                       f"from it: {type(e).__name__}: {e}") from None

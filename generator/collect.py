@@ -35,6 +35,11 @@ SCHEMA = 1
 # -- the page's structure ---------------------------------------------------------------------------
 
 
+def _worst(errors: dict[str, str]) -> str | None:
+    """The largest of a relation's errors over loads ("0" or "≤ tolerance")."""
+    return max(errors.values(), key=lambda e: e != "0", default=None)
+
+
 def on_block(relations: list[dict], block: str, index: int) -> list[dict]:
     """The relations checked on block ``index`` of ``block`` (``model.layers[i]``) and its sublayers."""
     return [r for r in relations if r["host"].startswith(block) and index in r["blocks"]]
@@ -72,7 +77,7 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
         adds = flow([r["adds"] for r in mine if r["host"] == "model.layers[i]" and r["adds"]])
         block_kinds.append({
             "kind": kind, "label": spec["label"], "mixer": spec["mixer"], "adds": adds,
-            "relations": [{"text": r["text"], "host": r["host"], "error": max(r["errors"].values(), default=None)}
+            "relations": [{"text": r["text"], "host": r["host"], "error": _worst(r["errors"])}
                           for r in mine],
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
@@ -196,7 +201,7 @@ def vision(family: Family, family_module: Any, models: Models, identities: list[
     mine = on_block(relations, "model.vision.layers[i]", 0)
     return {"class": type(model.vision._module).__name__, "line": spec["line"],
             "adds": flow([r["adds"] for r in mine if r["host"] == "model.vision.layers[i]" and r["adds"]]),
-            "relations": [{"text": r["text"], "host": r["host"], "error": max(r["errors"].values(), default=None)}
+            "relations": [{"text": r["text"], "host": r["host"], "error": _worst(r["errors"])}
                           for r in mine],
             "num_layers": count, "chain": chain, "facts": [[k, v] for k, v in spec["facts"].items()],
             "identity": identity["expr"] if identity else None,

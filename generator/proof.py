@@ -139,21 +139,18 @@ class Checked:
     errors: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     blocks: set[int] = field(default_factory=set)
+    tolerance: float = 0.0
 
     def fact(self) -> dict:
         return {"host": self.host, "class": self.cls, "text": self.text, "proves": self.proves, "adds": self.adds,
-                "errors": {k: _round(v) for k, v in sorted(self.errors.items())},
+                "errors": {k: _bound(v, self.tolerance) for k, v in sorted(self.errors.items())},
                 "skipped": dict(sorted(self.skipped.items())), "blocks": sorted(self.blocks)}
 
 
-def _round(error: float) -> float:
-    """Errors are facts: rounded up to one significant digit so every CPU writes the same number."""
-    if error == 0.0:
-        return 0.0
-    import math
-
-    exponent = math.floor(math.log10(error))
-    return float(f"{math.ceil(error / 10 ** exponent)}e{exponent}")
+def _bound(error: float, tolerance: float) -> str:
+    """What the page may say of an error on every CPU: exact, or within the relation's tolerance. (The
+    digits of a rounding error depend on the CPU's kernels; the facts, and so the site, must not.)"""
+    return "0" if error == 0.0 else f"≤ {tolerance:g}"
 
 
 def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
@@ -170,7 +167,8 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
         for relation in relations_of(envoy):
             key = (pattern(envoy._std_path), cls.__name__, relation.text)
             checked = results.setdefault(key, Checked(pattern(envoy._std_path), cls.__name__, relation.text,
-                                                      list(relation.proves), list(relation.adds or []) or None))
+                                                      list(relation.proves), list(relation.adds or []) or None,
+                                                      tolerance=relation.tolerance))
             terms, why = {}, None
             for term in relation.reads:
                 try:

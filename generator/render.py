@@ -85,6 +85,8 @@ def show(value) -> str:
 def fmt_error(err) -> str:
     if err is None:
         return "not measured"
+    if isinstance(err, str):  # a relation's: "0", or "≤ tolerance" (the digits vary by CPU)
+        return "0 (exact)" if err == "0" else err
     err = float(err)
     return "0 (exact)" if err == 0 else f"{err:.1e}"
 

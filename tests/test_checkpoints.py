@@ -10,6 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -373,3 +374,16 @@ def test_unknown_family_is_a_clear_error():
 
     with pytest.raises(FamilyYamlError, match="no such family file.*qwen3_5_moe_text"):
         C.checkpoint_dir("no_such_family")
+
+
+def test_a_config_transformers_refuses_is_one_line_naming_the_field(family, tmp_path, capsys):
+    text = family.path.read_text(encoding="utf-8").replace("      hidden_size: 40\n", "      hidden_size: -40\n", 1)
+    assert "hidden_size: -40" in text
+    path = tmp_path / family.path.name
+    path.write_text(text, encoding="utf-8")
+    for name in ("qwen3_5_moe_text.notes.md", "qwen3_5_moe_text.vision.md"):
+        if (family.path.parent / name).exists():
+            shutil.copy(family.path.parent / name, tmp_path / name)
+    assert cli_main(["checkpoint", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "tiny.config" in err and "Traceback" not in err and "\n" not in err
