@@ -31,10 +31,8 @@ REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "chec
 OPTIONAL_FIELDS = ("notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims")
 TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256")
 TINY_REQUIRED = ("class", "seed", "config", "tokenizer", "sha256")  # processor: vision-language families only
-TOKENIZER_FIELDS = ("kind", "bpe_vocab_size", "special_tokens")
+TOKENIZER_FIELDS = ("kind", "pipeline", "bpe_vocab_size", "special_tokens")
 TOKENIZER_REQUIRED = ("bpe_vocab_size", "special_tokens")
-#: the tokenizer a tiny checkpoint imitates (generator/checkpoints.py TOKENIZER_KINDS); the default is qwen3_5
-TOKENIZER_KINDS = ("qwen3_5", "qwen3", "qwen2_vl", "qwen3_vl", "llama3")
 CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as")
 
 #: the tiny tokenizer's largest BPE vocabulary (byte symbols + merges; its corpus is a few KB)
@@ -212,10 +210,19 @@ def _validate_tiny(file: Path, tiny: Any) -> dict[str, Any]:
     tok = _check_type(file, "tiny.tokenizer", tiny["tokenizer"], dict)
     _require(file, tok, "tiny.tokenizer.", TOKENIZER_REQUIRED)
     _no_unknown(file, tok, "tiny.tokenizer.", TOKENIZER_FIELDS)
-    kind = tok.get("kind", TOKENIZER_KINDS[0])
+    # the presets and pipeline fields are defined once, with the tokenizer they build
+    from generator.tiny_tokenizer import PIPELINE_FIELDS, SPLITS, TEMPLATES, TOKENIZER_KINDS
+
+    kind = tok.get("kind", "qwen3_5")
     if kind not in TOKENIZER_KINDS:
         raise FamilyYamlError(file, "tiny.tokenizer.kind",
                               f"unknown tokenizer kind {kind!r} (known: {', '.join(TOKENIZER_KINDS)})")
+    pipeline = _check_type(file, "tiny.tokenizer.pipeline", tok.get("pipeline") or {}, dict)
+    _no_unknown(file, pipeline, "tiny.tokenizer.pipeline.", tuple(PIPELINE_FIELDS))
+    for field_name, table in (("split", SPLITS), ("chat_template", TEMPLATES)):
+        if field_name in pipeline and pipeline[field_name] not in table:
+            raise FamilyYamlError(file, f"tiny.tokenizer.pipeline.{field_name}",
+                                  f"{pipeline[field_name]!r} is none of {', '.join(table)}")
     size = _check_type(file, "tiny.tokenizer.bpe_vocab_size", tok["bpe_vocab_size"], int)
     if size < 257:
         raise FamilyYamlError(

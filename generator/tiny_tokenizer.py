@@ -350,9 +350,11 @@ def build_tokenizer(family: str | Path | Family):
     # As in Qwen's and Llama's tokenizers, the <|...|> control tokens are special (skipped by
     # decode(skip_special_tokens=True)); <think>, <tool_call> and their closers are added tokens
     # that decode as text.
+    roles = {kind.bos, kind.eos, kind.pad} - {None}
     for token, token_id in _special_token_list(fam):
-        if token not in tokenizer.get_vocab():
-            special = token.startswith("<|") and token.endswith("|>")
+        special = (token.startswith("<|") and token.endswith("|>")) or token in roles
+        if token not in tokenizer.get_vocab() or special:
+            # a special token already in the vocabulary (placed at its id below the BPE's) keeps its id
             added = AddedToken(token, special=special, normalized=False, lstrip=False, rstrip=False)
             tokenizer.add_tokens([added], special_tokens=special)
         got = tokenizer.convert_tokens_to_ids(token)

@@ -18,7 +18,7 @@ from PIL import Image
 
 from generator import checkpoints as C
 from generator.__main__ import main as cli_main
-from generator.family import load_family
+from generator.family import REPO_ROOT, FamilyYamlError, load_family
 
 FAMILY = "qwen3_5_moe_text"
 REPIN = f"python -m generator pin {FAMILY}"
@@ -387,3 +387,30 @@ def test_a_config_transformers_refuses_is_one_line_naming_the_field(family, tmp_
     assert cli_main(["checkpoint", str(path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "tiny.config" in err and "Traceback" not in err and "\n" not in err
+
+
+def test_a_declared_pipeline_puts_special_tokens_at_their_real_ids(tmp_path):
+    """Gemma's and Mistral's tokenizers start with <pad>, <eos>, <bos> at 0-2: the recipe says so."""
+    import yaml
+
+    llama = load_family(REPO_ROOT / "families" / "llama.yaml")
+    data = yaml.safe_load(llama.path.read_text())
+    data["tiny"]["tokenizer"] = {
+        "kind": "llama3", "bpe_vocab_size": 360,
+        "pipeline": {"bos": "<bos>", "eos": "<eos>", "pad": "<pad>", "padding_side": "left"},
+        "special_tokens": {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<start_of_turn>": 363, "<end_of_turn>": 364}}
+    path = tmp_path / "llama.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    shutil.copy(llama.path.with_name("llama.notes.md"), tmp_path / "llama.notes.md")
+    tokenizer = C.build_tokenizer(load_family(path))
+    for token, token_id in data["tiny"]["tokenizer"]["special_tokens"].items():
+        assert tokenizer.convert_tokens_to_ids(token) == token_id, token
+    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == ("<bos>", "<eos>", "<pad>")
+    ids = tokenizer("Hello world")["input_ids"]
+    assert ids[0] == 2 and all(i > 2 for i in ids[1:])
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "Hello world"
+    assert len(tokenizer) == 365
+    data["tiny"]["tokenizer"]["pipeline"]["split"] = "gpt2"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(FamilyYamlError, match=r"tiny\.tokenizer\.pipeline\.split.*'gpt2' is none of"):
+        load_family(path)
