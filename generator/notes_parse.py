@@ -186,7 +186,7 @@ def _relative(family: Family, value: str, field_name: str) -> Path:
     path = (Path(family.path).parent / value).resolve()
     if not path.is_file():
         raise FamilyYamlError(
-            family.path, field_name, f"no notes file {value!r} (looked for {_display(path)})"
+            family.path, field_name, f"no notes file {value!r} (looked for {_display(path)}); write it or fix the path"
         )
     return path
 

@@ -252,12 +252,24 @@ CASES = {
     # notes paths and the module
     "notes outside": (_set("notes", value="../qwen3.notes.md"), "notes", "must name a .md file beside the YAML"),
     "notes absolute": (_set("notes", value="/etc/passwd"), "notes", "must name a .md file beside the YAML"),
-    "notes missing": (_set("notes", value="qwen3.notess.md"), "notes", "no notes file 'qwen3.notess.md'"),
     "notes not a path": (_set("notes", value=3), "notes", "expected a path to a markdown file or a list of notes"),
     "module elsewhere": (_set("module", value="os"), "module", "'os' is not a family module"),
     "module missing": (_set("module", value="nncanon.families.qwen9"), "module", "one of llama, "),
     "module shared helper": (_set("module", value="nncanon.families._decoder"), "module", "not a family module"),
 }
+
+
+def test_a_missing_notes_file_is_named_when_the_notes_are_built(tmp_path):
+    """The YAML loads (pin and checkpoint need only the recipe); building its notes names the path."""
+    from generator.examples import _notes_source
+
+    family = load_family(mutate(tmp_path, _set("notes", value="qwen3.notess.md")))
+    with pytest.raises(FamilyYamlError) as info:
+        _notes_source(family, "notes", "qwen3.notes.md")
+    assert str(info.value) == (
+        f"{family.path}: field 'notes': no notes file 'qwen3.notess.md' "
+        f"(looked for {tmp_path / 'qwen3.notess.md'}); write it or fix the path"
+    )
 
 
 @pytest.mark.parametrize("case", list(CASES))
