@@ -153,15 +153,17 @@ def chain_diagram(chain: list[dict], prefix: str, links: Links | None = None, ro
     return {"width": x - gap + 8, "height": height, "boxes": boxes, "arrows": arrows}
 
 
-def _stream_terms(adds: list[list[str]]) -> tuple[list[str], str]:
-    """The stream entering the block, what each add brings, and the stream leaving it."""
+def _stream_terms(adds: list[list[str]], root: str) -> tuple[list[str], str]:
+    """The stream entering the block (its full path under ``root``, which the slider indexes), what
+    each add brings, and the stream leaving it."""
     if not adds:
-        return ["layer_input"], "layer_output"
-    return [adds[0][0], *(add[1] for add in adds)], adds[-1][2]
+        return [f"{root}.layer_input"], "layer_output"
+    return [f"{root}.{adds[0][0]}", *(add[1] for add in adds)], adds[-1][2]
 
 
 def block_diagram(
-    parts: list[dict], adds: list[list[str]], lookup: dict, prefix: str, links: Links | None = None
+    parts: list[dict], adds: list[list[str]], lookup: dict, prefix: str, links: Links | None = None,
+    root: str = "layers[i]",
 ) -> dict:
     """One block: the residual stream along the top, each sublayer branching off it and added back.
 
@@ -177,7 +179,7 @@ def block_diagram(
     for p in parts:
         owners = [q for q in ids if q != p["id"] and p["id"].startswith(q + ".")]
         parent[p["id"]] = max(owners, key=len) if owners else None
-    terms, out_name = _stream_terms(adds)
+    terms, out_name = _stream_terms(adds, root)
     adders = {t.rsplit(".", 1)[0] for t in terms[1:] if "." in t}
 
     def adds_to_stream(pid: str) -> bool:

@@ -271,7 +271,8 @@ def page_context(facts: dict) -> dict:
     if vision:
         vision_ctx = {
             "chain": chain_diagram(vision.get("chain", []), "vchain", links, "model.vision"),
-            "block": block_diagram(vision.get("parts", []), vision["adds"], lookup, "part-vision", links)
+            "block": block_diagram(vision.get("parts", []), vision["adds"], lookup, "part-vision", links,
+                                   root="vision.layers[i]")
             if vision.get("parts")
             else None,
         }
