@@ -20,6 +20,8 @@ def norm_gain(norm: Any) -> str:
     """How an RMSNorm applies its weight: measured on a random input against both forms."""
     import torch
 
+    if getattr(norm, "weight", None) is None:
+        return "none"  # a norm without a learned gain (OLMo's)
     x = torch.randn(3, norm.weight.shape[-1], generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))

@@ -254,7 +254,7 @@ CASES = {
     "notes absolute": (_set("notes", value="/etc/passwd"), "notes", "must name a .md file beside the YAML"),
     "notes not a path": (_set("notes", value=3), "notes", "expected a path to a markdown file or a list of notes"),
     "module elsewhere": (_set("module", value="os"), "module", "'os' is not a family module"),
-    "module missing": (_set("module", value="nncanon.families.qwen9"), "module", "one of llama, "),
+    "module missing": (_set("module", value="nncanon.families.qwen9"), "module", ", llama, "),
     "module shared helper": (_set("module", value="nncanon.families._decoder"), "module", "not a family module"),
 }
 

@@ -31,6 +31,10 @@ def copy(tmp_path_factory):
     for name in ("nncanon", "generator", "families", "site_templates", "docs_src"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    # the families these tests add anew are not in the copy (the real gemma2 is the truthful version)
+    for name in ("gemma2", "olmo"):
+        for path in [root / "nncanon" / "families" / f"{name}.py", *(root / "families").glob(f"{name}.*")]:
+            path.unlink(missing_ok=True)
     return root
 
 
@@ -68,13 +72,30 @@ def test_contributing_steps_add_a_family_that_verifies(copy):
     assert [s.split()[3] for s in steps] == ["new", "pin", "claims", "verify"]
     done = run(copy, steps[0])
     assert done.returncode == 0, done.stderr
-    point_at(copy, "mistral", "Llama", "Mistral", "mistral")
+    point_at(copy, "olmo", "Llama", "Olmo", "olmo")
+    (copy / "families" / "olmo.notes.md").write_text(OLMO_NOTES)  # llama's notes, rewritten for OLMo
     for step in steps[1:]:
         done = run(copy, step)
         assert done.returncode == 0, f"{step}: {done.stderr[-1500:]}"
-    facts = yaml.safe_load((copy / "build" / "facts" / "mistral.json").read_text())
-    assert facts["relations"] and facts["edits"]
-    assert not (REPO / "families" / "mistral.yaml").exists(), "the steps ran in the copy"
+    facts = yaml.safe_load((copy / "build" / "facts" / "olmo.json").read_text())
+    assert facts["relations"] and facts["edits"] and facts["traits"]["norm_gain"] == "none"
+    assert not (REPO / "families" / "olmo.yaml").exists(), "the steps ran in the copy"
+
+
+OLMO_NOTES = """## The block, in order
+
+OLMo's norms have no gain; every block adds what the attention and the MLP give to the stream:
+
+```python
+with model.trace(prompt):
+    x = model.layers[1].input.save()
+    attn = model.layers[1].self_attn.attention_output.save()
+    mlp = model.layers[1].mlp.mlp_output.save()
+    out = model.layers[1].layer_output.save()
+
+torch.equal(x + attn + mlp, out)        # True
+```
+"""
 
 
 def test_a_copy_of_llama_on_a_sandwich_norm_block_fails_naming_the_relations(copy):

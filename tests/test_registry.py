@@ -75,3 +75,28 @@ def test_values_at_module_boundaries_equal_plain_hooks(model):
             f"{where} is none of the tensors a plain hook sees at {type(module).__name__}'s {value.locator.io}")
         checked += 1
     assert checked >= 12, f"{model.family}: only {checked} boundary values"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_tiny_tokenizer_follows_its_recipe(family):
+    """As saved: the recipe's special tokens at their ids, its BOS (prepended when it has one), eos and pad."""
+    from transformers import AutoTokenizer
+
+    from generator.checkpoints import checkpoint_dir
+    from generator.family import get_family
+    from generator.tiny_tokenizer import tokenizer_kind
+
+    fam = get_family(family)
+    kind, recipe = tokenizer_kind(fam), fam.tiny["tokenizer"]
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(fam))
+    for token, token_id in recipe["special_tokens"].items():
+        assert tokenizer.convert_tokens_to_ids(token) == token_id, token
+    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == (kind.bos, kind.eos, kind.pad)
+    ids = tokenizer("Hello world")["input_ids"]
+    if kind.bos is not None:
+        assert ids[0] == tokenizer.convert_tokens_to_ids(kind.bos)
+    else:
+        assert ids[0] not in recipe["special_tokens"].values()
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "Hello world"
+    vocab = fam.tiny["config"].get("text_config", fam.tiny["config"])["vocab_size"]
+    assert len(tokenizer) <= vocab

@@ -119,8 +119,8 @@ DeltaNet = host("DeltaNet", LinearAttentionBase, values=[
           kernel_arg("initial_state"), conditions=_K),
     Value("attention_head_outputs", LinearV,
           "The per-head outputs before the gated norm and the output projection", kernel_out(0), conditions=_K),
-    Value("state_output", State, "The recurrent state leaving the layer (what the cache hands the next call)",
-          kernel_out(1), conditions=_K, reaches="the next call"),
+    Value("state_output", State, "The recurrent state leaving the layer", kernel_out(1), conditions=_K,
+          reaches="the next call"),
 ], HOST="model.layers[i].linear_attn")
 
 KERNELS = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
