@@ -27,6 +27,33 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
+def facts_by_capability(tmp_path_factory):
+    """Every family's facts, collected once per run into fresh build directories, twice at once: under
+    this machine's own kernels and under ATEN_CPU_CAPABILITY=default. The build tests start warm from
+    the native ones; tests/test_portable_pins.py checks the two are byte-identical."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    runs, dirs = {}, {}
+    for capability in ("native", "default"):
+        build = tmp_path_factory.mktemp(f"facts-{capability}")
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("ATEN_CPU_CAPABILITY", "NNCANON_BUILD", "NNCANON_FAMILIES")}
+        env.update(NNCANON_BUILD=str(build), OMP_NUM_THREADS="1")
+        if capability != "native":
+            env["ATEN_CPU_CAPABILITY"] = capability
+        runs[capability] = subprocess.Popen([sys.executable, "-m", "generator", "verify", "--force"], cwd=repo,
+                                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        dirs[capability] = build / "facts"
+    for capability, run in runs.items():
+        _, err = run.communicate(timeout=1800)
+        assert run.returncode == 0, f"collecting facts under {capability}: {err[-3000:]}"
+    return dirs
+
+
+@pytest.fixture(scope="session")
 def checkpoint():
     from generator.checkpoints import checkpoint_dir
 

@@ -19,17 +19,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
+def workspace(tmp_path_factory, facts_by_capability):
     """A copy of families/ and a private build directory, so the tests never touch the repo's cache."""
     root = tmp_path_factory.mktemp("build")
     shutil.copytree(REPO / "families", root / "families")
     saved = {k: os.environ.get(k) for k in ("NNCANON_FAMILIES", "NNCANON_BUILD")}
     os.environ["NNCANON_FAMILIES"] = str(root / "families")
     os.environ["NNCANON_BUILD"] = str(root / "build")
-    # reuse the repo's facts when they are current, so the module does not collect twice per run
-    repo_facts = REPO / "build" / "facts"
-    if repo_facts.exists():
-        shutil.copytree(repo_facts, root / "build" / "facts")
+    # start from the run's facts (collected once, tests/conftest.py), so the module does not collect again
+    shutil.copytree(facts_by_capability["native"], root / "build" / "facts")
     yield root
     for key, value in saved.items():
         if value is None:

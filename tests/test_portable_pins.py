@@ -60,25 +60,12 @@ def test_every_capability_builds_the_pinned_files(builds, family):
     assert default["digest"] == native["digest"] == pin
 
 
-def _collect_facts(capability: str | None, build_dir) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    env.update(NNCANON_BUILD=str(build_dir), OMP_NUM_THREADS="1")
-    if capability:
-        env["ATEN_CPU_CAPABILITY"] = capability
-    return subprocess.Popen([sys.executable, "-m", "generator", "verify", "--force"], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
 @pytest.mark.slow
-def test_every_fact_is_the_same_under_every_capability(tmp_path):
+def test_every_fact_is_the_same_under_every_capability(facts_by_capability):
     """The pages are rendered from facts alone, so equal facts mean an equal site on every CPU."""
-    runs = {cap: (_collect_facts(None if cap == "native" else cap, tmp_path / cap)) for cap in ("default", "native")}
-    for cap, run in runs.items():
-        _, err = run.communicate(timeout=900)
-        assert run.returncode == 0, f"{cap}: {err[-2000:]}"
-    names = sorted(p.name for p in (tmp_path / "native" / "facts").glob("*.json"))
-    assert names == sorted(p.name for p in (tmp_path / "default" / "facts").glob("*.json"))
+    native, default = facts_by_capability["native"], facts_by_capability["default"]
+    names = sorted(p.name for p in native.glob("*.json"))
+    assert names == sorted(p.name for p in default.glob("*.json"))
     assert len(names) == len(all_families())
     for name in names:
-        native = (tmp_path / "native" / "facts" / name).read_bytes()
-        assert native == (tmp_path / "default" / "facts" / name).read_bytes(), name
+        assert (native / name).read_bytes() == (default / name).read_bytes(), name
