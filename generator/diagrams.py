@@ -180,10 +180,13 @@ def block_diagram(
         owners = [q for q in ids if q != p["id"] and p["id"].startswith(q + ".")]
         parent[p["id"]] = max(owners, key=len) if owners else None
     terms, out_name = _stream_terms(adds, root)
+    # what an add brings names a module (``mlp.mlp_output``: the part at ``mlp``) or a value drawn at a part
     adders = {t.rsplit(".", 1)[0] for t in terms[1:] if "." in t}
+    added_values = {t for t in terms[1:] if "." not in t}
+    by_id = {p["id"]: p for p in parts}
 
     def adds_to_stream(pid: str) -> bool:
-        return any(pid == a or pid.endswith("." + a) for a in adders)
+        return any(pid == a or pid.endswith("." + a) for a in adders) or by_id[pid].get("value") in added_values
 
     def box_for(p: dict) -> Box:
         value = p.get("value") or ""
