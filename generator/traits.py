@@ -13,7 +13,7 @@ def mlp_kind(module: Any) -> str:
     if hasattr(module, "experts"):
         shared = any(hasattr(module, name) for name in ("shared_expert", "shared_experts"))
         return "mixture + shared expert" if shared else "mixture"
-    return "gated" if hasattr(module, "gate_proj") else "plain"
+    return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") else "plain"
 
 
 def norm_gain(norm: Any) -> str:
@@ -49,7 +49,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     rope = dict(getattr(config, "rope_parameters", None) or {})
     if any(hasattr(attn, "q_norm") for attn in attentions):
         quirks.append("q/k norms")
-    if any(attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim for attn in attentions):
+    if any(hasattr(attn, "q_proj") and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim
+           for attn in attentions):
         quirks.append("gated output")
     if rope.get("partial_rotary_factor", 1.0) < 1.0:
         quirks.append(f"partial rotary ({rope['partial_rotary_factor']:g})")
