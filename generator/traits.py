@@ -42,8 +42,9 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     config = full.text_config
     layers = list(tiny._module.get_decoder().layers)
     mlp = " then ".join(_in_order(mlp_kind(layer.mlp) for layer in layers))
-    norms = _in_order(type(layer.input_layernorm).__name__ for layer in layers)
-    gain = " / ".join(_in_order(norm_gain(layer.input_layernorm) for layer in layers))
+    block_norms = [getattr(layer, "input_layernorm", None) or layer.post_attention_layernorm for layer in layers]
+    norms = _in_order(type(norm).__name__ for norm in block_norms)
+    gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [layer.self_attn for layer in layers if hasattr(layer, "self_attn")]
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
