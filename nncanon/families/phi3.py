@@ -1,0 +1,98 @@
+"""Phi-3 (Phi3ForCausalLM, model_type phi3): Llama's block with fused projections and a sliding window.
+
+The block is Llama's (RMSNorm -> attention -> add, RMSNorm -> gated MLP -> add, untied head); its
+residual dropouts are the identity at inference. Two projections are fused into one Linear each:
+
+- ``self_attn.qkv_proj`` computes queries, keys and values in one matmul; Phi3Attention slices its
+  output at num_heads·head_dim and num_heads·head_dim + num_kv_heads·head_dim, views the three parts
+  as heads and rotates the queries and keys. ``attention_queries``, ``attention_keys`` and
+  ``attention_values`` are read where the attention function is called, so they are already split,
+  rotated and in heads, as Llama's; there is no q_proj, k_proj or v_proj module to hook.
+- ``mlp.gate_up_proj`` computes the gate and the up projection in one matmul; Phi3MLP chunks its
+  output in two halves along the last dimension, gate first, and computes ``up · activation_fn(gate)``.
+  ``mlp_activation`` is ``activation_fn``'s output (the activated gate half) and ``mlp_neurons``
+  what ``down_proj`` receives (the up half times it). Phi-3's MLP host states this with
+  gate_up_proj's chunks, in place of the shared ``act_fn(gate_proj(input))``.
+
+Phi3Attention passes config.sliding_window to the attention function (2047 on
+Phi-3-mini-4k-instruct), and Phi3Model builds the banded mask from it, so the attention host states
+the windowed relations of Mistral's (a query sees the last sliding_window keys, itself included).
+The blocks are sliding_attention when the config sets a window and full_attention when it does not.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from transformers.models.phi3 import modeling_phi3 as hf
+
+from ..hosts import host
+from ..layouts import Neurons
+from ..locators import child
+from ..model import StandardModel
+from ..relations import MLP_RELATIONS, first, relation, rows
+from ..values import Value
+from ._decoder import (
+    MLP,
+    ROOT_RELATIONS,
+    ROOT_VALUES,
+    TEXT_PATHS,
+    TEXT_RENAME,
+    Attention,
+    Block,
+    nothing_to_prepare,
+    text_only,
+)
+from .mistral import MistralAttention
+
+# -- the attention: Mistral's windowed relations over the fused qkv_proj's split ----------------
+
+Phi3Attention = host("Phi3Attention", Attention, RELATIONS=MistralAttention.RELATIONS)
+
+# -- the MLP: gate and up are the two halves of gate_up_proj ---------------------------------------
+
+
+@relation("gate, up == gate_up_proj(input).chunk(2, -1); mlp_activation == activation_fn(gate); "
+          "mlp_neurons == up · mlp_activation", proves="mlp_activation", reads="input mlp_activation mlp_neurons")
+def _fused_gated(host, r):
+    module, x = host._module, rows(first(r["input"]))
+    gate, up = module.gate_up_proj(x).chunk(2, dim=-1)
+    activation = module.activation_fn(gate)
+    return [(activation, rows(r["mlp_activation"])), (up * activation, rows(r["mlp_neurons"]))]
+
+
+_DOWN = tuple(r for r in MLP_RELATIONS if r.text.startswith("mlp_output == down_proj"))
+
+Phi3MLP = host("Phi3MLP", MLP, values=[
+    Value("mlp_activation", Neurons, "The activation function's output: activation_fn of gate_up_proj's gate half",
+          child("activation_fn")),
+    Value("mlp_neurons", Neurons,
+          "What the down projection receives: gate_up_proj's up half times the activated gate half",
+          child("down_proj", "input")),
+], RELATIONS=(*_DOWN, _fused_gated))
+
+FAMILY = "phi3"
+MODEL_TYPES = ("phi3",)
+RENAME = TEXT_RENAME
+ENVOYS = {hf.Phi3DecoderLayer: Block, hf.Phi3Attention: Phi3Attention, hf.Phi3MLP: Phi3MLP}
+ROOT = host("Phi3StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
+            family_module=sys.modules[__name__])
+
+build = text_only(hf.Phi3ForCausalLM)
+prepare = nothing_to_prepare
+
+
+def layer_types(model) -> list[str]:
+    """sliding_attention on every block when the config sets sliding_window, full_attention otherwise
+    (Phi3Config has no layer_types: one window serves every block)."""
+    config = model.text_config
+    kind = "sliding_attention" if getattr(config, "sliding_window", None) else "full_attention"
+    return [kind] * config.num_hidden_layers
+
+
+def required_paths(model: StandardModel) -> list[str]:
+    return TEXT_PATHS
+
+
+def dim_sizes(model: StandardModel) -> dict[str, int]:
+    return {"intermediate_size": model.text_config.intermediate_size}
