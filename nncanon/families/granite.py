@@ -31,6 +31,7 @@ from transformers.models.granite import modeling_granite as hf
 
 from ..hosts import host
 from ..layouts import Residual
+from ..locators import own
 from ..model import StandardModel
 from ..relations import BLOCK_RELATIONS, ROOT_RELATIONS, relation
 from ..values import Value
@@ -45,7 +46,6 @@ from ._decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..locators import own
 
 # -- the root: the embedding and logits multipliers --------------------------------------------
 
