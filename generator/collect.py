@@ -123,12 +123,14 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
     import nnsight
     import torch
     import transformers
+    from transformers.utils import logging as hf_logging
 
     import nncanon
     from generator.checkpoints import checkpoint_dir
     from generator.edits import prove_edits
     from generator.proof import prove_family
 
+    hf_logging.disable_progress_bar()  # one "Loading weights" bar per load would bury the build's own lines
     family = get_family(name)
     family_module = importlib.import_module(family.module)
     prompts = prompts or list(PROMPTS)
