@@ -351,6 +351,7 @@ def trait_list(facts: dict) -> list[str]:
     if traits.get("norm"):
         out.append(f"{traits['norm']} gain {traits.get('norm_gain', '?')}")
     out += traits.get("attention", [])
+    out += traits.get("block", [])
     vision = facts.get("vision")
     out.append(f"vision: {vision['line']}" if vision else "text only")
     return out

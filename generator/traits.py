@@ -32,6 +32,35 @@ def norm_gain(norm: Any) -> str:
         return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"
 
 
+def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> list[str]:
+    """What a block does beyond Llama's, read off the tiny modules (which exist) and the full-size config
+    (which it sets): softcaps, a parallel block, post- or sandwich norms, multipliers, fused projections,
+    learned positions."""
+    found = []
+    if getattr(config, "attn_logit_softcapping", None):
+        found.append("softcapped scores")
+    if getattr(config, "final_logit_softcapping", None):
+        found.append("final logit softcap")
+    if getattr(config, "use_parallel_residual", False):
+        found.append("parallel block")
+    sandwich = [hasattr(layer, "pre_feedforward_layernorm") for layer in layers]
+    post = [hasattr(layer, "post_feedforward_layernorm") for layer in layers]
+    if any(sandwich) and any(post):
+        found.append("sandwich norms")
+    elif any(post):
+        found.append("post-norm")
+    if any(getattr(config, name, None) not in (None, 1, 1.0) for name in
+           ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
+        found.append("multipliers")
+    fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
+    if any(hasattr(module, name) for layer in layers for module in (*attentions, layer.mlp) for name in fused):
+        found.append("fused projections")
+    decoder = tiny._module.get_decoder()
+    if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")):
+        found.append("learned positions")
+    return found
+
+
 def _in_order(items) -> list:
     return list(dict.fromkeys(items))
 
@@ -65,7 +94,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
         quirks.append("sliding window")
     kind = " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n for n in norms))
     return {"mlp": mlp, "norm": kind,
-            "norm_gain": gain, "attention": quirks,
+            "norm_gain": gain, "attention": quirks, "block": block_mechanics(tiny, layers, attentions, config),
             "block_kinds": sorted(set(family_module.layer_types(full)))}
 
 
