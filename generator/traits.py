@@ -22,6 +22,8 @@ def norm_gain(norm: Any) -> str:
 
     if getattr(norm, "weight", None) is None:
         return "none"  # a norm without a learned gain (OLMo's)
+    if isinstance(norm, torch.nn.LayerNorm):  # centred, its gain and bias as they are
+        return "weight + bias" if norm.bias is not None else "weight"
     x = torch.randn(3, norm.weight.shape[-1], generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
@@ -30,6 +32,14 @@ def norm_gain(norm: Any) -> str:
         if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4):
             return "1 + weight"
         return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"
+
+
+def _child(envoy: Any, name: str) -> Any:
+    """The native module at a standard child name of an envoy (aliases resolve), or None."""
+    try:
+        return getattr(envoy, name)._module
+    except AttributeError:
+        return None
 
 
 def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> list[str]:
@@ -53,7 +63,7 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
            ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
         found.append("multipliers")
     fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
-    if any(hasattr(module, name) for layer in layers for module in (*attentions, layer.mlp) for name in fused):
+    if any(hasattr(module, name) for module in (*attentions, *(layer.mlp for layer in layers)) for name in fused):
         found.append("fused projections")
     decoder = tiny._module.get_decoder()
     if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")):
@@ -69,12 +79,14 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     """What the families index compares, measured on every block of the tiny checkpoint or read off the
     full-size config (never typed): MLP kinds, block norm and its gain, q/k norms, attention quirks."""
     config = full.text_config
-    layers = list(tiny._module.get_decoder().layers)
-    mlp = " then ".join(_in_order(mlp_kind(layer.mlp) for layer in layers))
-    block_norms = [getattr(layer, "input_layernorm", None) or layer.post_attention_layernorm for layer in layers]
+    # the blocks and their parts by their standard names, whatever a family calls them natively
+    blocks = [tiny.layers[i] for i in range(tiny.num_layers)]
+    layers = [block._module for block in blocks]
+    mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp")) for block in blocks))
+    block_norms = [_child(block, "input_layernorm") or _child(block, "post_attention_layernorm") for block in blocks]
     norms = _in_order(type(norm).__name__ for norm in block_norms)
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
-    attentions = [layer.self_attn for layer in layers if hasattr(layer, "self_attn")]
+    attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
     if any(hasattr(attn, "q_norm") for attn in attentions):
@@ -88,7 +100,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
         quirks.append("multimodal rotary")
     if rope.get("rope_type") not in (None, "default"):
         quirks.append(f"{rope['rope_type']} rope scaling")
-    if config.num_key_value_heads < config.num_attention_heads:
+    if getattr(config, "num_key_value_heads", config.num_attention_heads) < config.num_attention_heads:
         quirks.append("grouped-query")
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         quirks.append("sliding window")
