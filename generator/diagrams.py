@@ -180,6 +180,9 @@ def block_diagram(
         owners = [q for q in ids if q != p["id"] and p["id"].startswith(q + ".")]
         parent[p["id"]] = max(owners, key=len) if owners else None
     terms, out_name = _stream_terms(adds, root)
+    # an add whose fourth element is the block's input stream reads that, not the stream before it: a
+    # parallel branch (GPT-NeoX), drawn on a row of its own tapped where the first branch is
+    parallel = [i > 0 and len(add) > 3 and add[3] == adds[0][0] for i, add in enumerate(adds)]
     # what an add brings names a module (``mlp.mlp_output``: the part at ``mlp``) or a value drawn at a part
     adders = {t.rsplit(".", 1)[0] for t in terms[1:] if "." in t}
     added_values = {t for t in terms[1:] if "." not in t}
@@ -259,15 +262,19 @@ def block_diagram(
     stream_y, row_y, gap, margin = 46.0, 96.0, 36.0, 20.0
     x = margin + max(len(terms[0]) * CHAR * 0.5, 40)
     drawn, links_, adds, taps = [], [], [], []
-    for branch in branches:
+    for n, branch in enumerate(branches):
         boxes = [build(p) for p in branch]
-        taps.append(x)
+        if n < len(parallel) and parallel[n]:
+            y, tap = max((b.y + b.h for b in drawn), default=row_y) + 24, taps[0]
+        else:
+            y, tap = row_y, x
+            taps.append(x)
         bx = x + 18
         for b in boxes:
-            b.x, b.y = bx, row_y
+            b.x, b.y = bx, y
             bx += b.w + gap
-        mid = row_y + 17
-        links_.append([(x, stream_y), (x, mid), (boxes[0].x, mid)])  # tap down, then into the first box
+        mid = y + 17
+        links_.append([(tap, stream_y), (tap, mid), (boxes[0].x, mid)])  # tap down, then into the first box
         for a, b in zip(boxes, boxes[1:]):
             links_.append([(a.x + a.w, mid), (b.x, mid)])
         last = boxes[-1]

@@ -39,8 +39,9 @@ class Relation:
     compute: Callable[[Any, dict[str, Any]], Pairs]
     #: the largest error allowed, relative to the read side's scale (at least 1)
     tolerance: float = 1e-5
-    #: (stream in, what is added, stream out): a residual add the block diagram draws
-    adds: tuple[str, str, str] | None = None
+    #: (stream in, what is added, stream out[, the stream the branch reads]): a residual add the block
+    #: diagram draws; the fourth element, when it is the block's input, marks a parallel branch
+    adds: tuple[str, ...] | None = None
 
     def on(self, mixer: str | None) -> Relation:
         """This relation with ``{mixer}`` filled in (a block's sequence mixer)."""

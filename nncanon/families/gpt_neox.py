@@ -82,7 +82,7 @@ def _parallel_sum(host, r):
           "attention's output; layer_output - mlp.mlp_output == layer_input + self_attn.attention_output",
           proves="mlp_norm_output mlp_input",
           reads="layer_input mlp_norm_output mlp_input self_attn.attention_output mlp.mlp_output layer_output",
-          adds=("layer_input + self_attn.attention_output", "mlp.mlp_output", "layer_output"))
+          adds=("layer_input + self_attn.attention_output", "mlp.mlp_output", "layer_output", "layer_input"))
 def _parallel_mlp(host, r):
     return [(host.post_attention_layernorm._module(r["layer_input"]), r["mlp_norm_output"]),
             (r["mlp_norm_output"], r["mlp_input"]),
