@@ -44,6 +44,7 @@ from ._decoder import (
     text_only,
 )
 from .mistral import MistralAttention
+from .mistral import layer_types as layer_types  # one window serves every block, as on Mistral
 
 # -- the attention: Mistral's windowed relations over the fused qkv_proj's split ----------------
 
@@ -80,14 +81,6 @@ ROOT = host("Phi3StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=RO
 
 build = text_only(hf.Phi3ForCausalLM)
 prepare = nothing_to_prepare
-
-
-def layer_types(model) -> list[str]:
-    """sliding_attention on every block when the config sets sliding_window, full_attention otherwise
-    (Phi3Config has no layer_types: one window serves every block)."""
-    config = model.text_config
-    kind = "sliding_attention" if getattr(config, "sliding_window", None) else "full_attention"
-    return [kind] * config.num_hidden_layers
 
 
 def required_paths(model: StandardModel) -> list[str]:
