@@ -74,8 +74,8 @@ def test_a_model_type_with_no_family(tmp_path):
     import nncanon
     from nncanon.families import UnknownFamily
 
-    write_config(tmp_path, json.dumps({"model_type": "gpt_neox"}))
-    error = raises_checkpoint_error(tmp_path, r"model_type 'gpt_neox' has no nncanon family; nncanon serves .*llama")
+    write_config(tmp_path, json.dumps({"model_type": "bert"}))
+    error = raises_checkpoint_error(tmp_path, r"model_type 'bert' has no nncanon family; nncanon serves .*llama")
     assert isinstance(error, nncanon.UnsupportedModelType) and isinstance(error, UnknownFamily)
 
 

@@ -31,8 +31,9 @@ def copy(tmp_path_factory):
     for name in ("nncanon", "generator", "families", "site_templates", "docs_src"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
-    # the families these tests add anew are not in the copy (the real gemma2 is the truthful version)
-    for name in ("gemma2", "olmo"):
+    # the families these tests add anew are not in the copy (the real gemma2 is the truthful version;
+    # gemma3_text builds on it)
+    for name in ("gemma2", "gemma3_text", "olmo"):
         for path in [root / "nncanon" / "families" / f"{name}.py", *(root / "families").glob(f"{name}.*")]:
             path.unlink(missing_ok=True)
     return root
