@@ -53,6 +53,12 @@ class Relation:
                         self.tolerance, tuple(map(fill, self.adds)) if self.adds else None)
 
 
+def pick(relations: tuple[Relation, ...], start: str) -> Relation:
+    """The one of ``relations`` whose text starts with ``start``: a family keeps a shared relation by name
+    while it states its own in place of the others."""
+    return next(r for r in relations if r.text.startswith(start))
+
+
 def relation(text: str, proves: str, reads: str, tolerance: float = 1e-5, adds: tuple | None = None):
     """A decorator: ``@relation("a + b == c", proves="c", reads="a b c")`` over the compute function."""
     def wrap(compute):
@@ -204,6 +210,19 @@ def causal_mask(module: Any, padding: Any, queries: int, keys: int) -> Any:
     return torch.where(allowed, 0.0, float("-inf"))
 
 
+def attending(host: Any) -> Any:
+    """The attention module as the mask reads it. Its own ``sliding_window``, unless its host class says
+    which window the forward hands the attention call (``WINDOW``, a function of the module: Mistral's
+    passes ``config.sliding_window`` and has no attribute of its own)."""
+    window = getattr(type(host), "WINDOW", None)
+    module = host._module
+    if window is None:
+        return module
+    from types import SimpleNamespace
+
+    return SimpleNamespace(scaling=module.scaling, sliding_window=window(module))
+
+
 def pattern(module: Any, queries: Any, keys: Any, padding: Any) -> tuple[Any, Any]:
     """Scores and probabilities ``[batch, heads, query, key]`` by the attention's own scaling, in
     float64, keys repeated over the query groups."""
@@ -233,7 +252,7 @@ def real_queries(padding: Any, x: Any, seq_dim: int) -> Any:
           tolerance=1e-4)
 def _attention(host, r):
     padding = r["model.attention_mask"]
-    _, probabilities = pattern(host._module, r["attention_queries"], r["attention_keys"], padding)
+    _, probabilities = pattern(attending(host), r["attention_queries"], r["attention_keys"], padding)
     heads = mix(probabilities, r["attention_values"])
     return [(real_queries(padding, heads, 1), real_queries(padding, r["attention_head_outputs"], 1))]
 
@@ -247,7 +266,7 @@ def _pattern(host, r):
     import torch
 
     padding = r["model.attention_mask"]
-    scores, probabilities = pattern(host._module, r["attention_queries"], r["attention_keys"], padding)
+    scores, probabilities = pattern(attending(host), r["attention_queries"], r["attention_keys"], padding)
     read_scores = r["attention_scores"].double()
     # transformers masks with the dtype's minimum, not -inf: compare where a key is allowed
     allowed = torch.isfinite(scores)

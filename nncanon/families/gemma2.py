@@ -26,7 +26,7 @@ from ..hosts import host
 from ..layouts import Pattern, Residual
 from ..locators import child, op
 from ..model import StandardModel
-from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, causal_mask, mix, real_queries, relation
+from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, causal_mask, mix, pick, real_queries, relation
 from ..values import Value
 from ._decoder import (
     EAGER,
@@ -205,12 +205,8 @@ def _capped_logits(host, r):
     return [(softcap(r["lm_head_output"].double(), host.text_config.final_logit_softcapping), r["logits"])]
 
 
-def _shared(text: str):
-    return next(r for r in ROOT_RELATIONS if r.text.startswith(text))
-
-
-ROOT_RELATIONS_GEMMA2 = (_shared("layers[i].layer_output"), _scaled_embeddings, _final_norm, _shared("lm_head_output"),
-                         _capped_logits, _shared("next_token_probs"), _shared("input_ids"), _shared("attention_mask"))
+ROOT_RELATIONS_GEMMA2 = (pick(ROOT_RELATIONS, "layers[i].layer_output"), _scaled_embeddings, _final_norm, pick(ROOT_RELATIONS, "lm_head_output"),
+                         _capped_logits, pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
 
 ENVOYS = {hf.Gemma2DecoderLayer: SandwichBlock, hf.Gemma2Attention: SoftcappedAttention, hf.Gemma2MLP: MLP}
 ROOT = host("Gemma2StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA2,

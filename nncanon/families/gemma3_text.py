@@ -31,7 +31,7 @@ from transformers.models.gemma3 import modeling_gemma3 as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, relation
+from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, pick, relation
 from ._decoder import (
     MLP,
     ROOT_VALUES,
@@ -121,12 +121,8 @@ def _logits(host, r):
     return [(softcap(r["lm_head_output"].double(), host.text_config.final_logit_softcapping), r["logits"])]
 
 
-def _shared(text: str):
-    return next(r for r in ROOT_RELATIONS if r.text.startswith(text))
-
-
-ROOT_RELATIONS_GEMMA3 = (_shared("layers[i].layer_output"), _scaled_embeddings, _final_norm, _shared("lm_head_output"),
-                         _logits, _shared("next_token_probs"), _shared("input_ids"), _shared("attention_mask"))
+ROOT_RELATIONS_GEMMA3 = (pick(ROOT_RELATIONS, "layers[i].layer_output"), _scaled_embeddings, _final_norm, pick(ROOT_RELATIONS, "lm_head_output"),
+                         _logits, pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
 
 ENVOYS = {hf.Gemma3DecoderLayer: SandwichBlock, hf.Gemma3Attention: QKNormLocalGlobalAttention, hf.Gemma3MLP: MLP}
 ROOT = host("Gemma3TextStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA3,

@@ -38,7 +38,7 @@ from ..hosts import host
 from ..layouts import HeadOutputs, Residual
 from ..locators import child
 from ..model import FamilyMismatch, StandardModel
-from ..relations import ATTENTION_RELATIONS, MLP_RELATIONS, first, relation, rows
+from ..relations import ATTENTION_RELATIONS, MLP_RELATIONS, first, pick, relation, rows
 from ..values import Value, never
 from ..views import heads
 from ._decoder import (
@@ -152,7 +152,7 @@ def _two_linears(host, r):
     return [(activation, rows(r["mlp_activation"])), (rows(r["mlp_activation"]), rows(r["mlp_neurons"]))]
 
 
-_DOWN = tuple(rel for rel in MLP_RELATIONS if rel.text.startswith("mlp_output == down_proj"))
+_DOWN = (pick(MLP_RELATIONS, "mlp_output == down_proj"),)
 
 UngatedMLP = host("UngatedMLP", MLP, RELATIONS=(*_DOWN, _two_linears))
 

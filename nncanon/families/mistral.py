@@ -10,22 +10,19 @@ block attends to the whole prefix, as Llama's does. The rotary is unscaled ("def
 
 MistralAttention has no sliding_window attribute of its own: it passes config.sliding_window to
 the attention function. The shared attention relations read the window from the module, so they
-would check a plain causal mask; this family's attention host (MistralAttention) states the same
-two relations with the window its module is called with, config.sliding_window. The blocks are
+would check a plain causal mask; this family's attention host (MistralAttention) tells them the window
+its module is called with (WINDOW: config.sliding_window). The blocks are
 named sliding_attention when the config sets a window and full_attention when it does not.
 """
 
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
-from typing import Any
 
 from transformers.models.mistral import modeling_mistral as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ..relations import ATTENTION_RELATIONS, mix, pattern, real_queries, relation
 from ._decoder import (
     MLP,
     ROOT_RELATIONS,
@@ -38,46 +35,8 @@ from ._decoder import (
     text_only,
 )
 
-
-def _windowed(module: Any) -> Any:
-    """The attention's own scaling with the window MistralAttention passes to the attention
-    function (config.sliding_window, None for full attention), as the shared mask reads it."""
-    return SimpleNamespace(scaling=module.scaling, sliding_window=module.config.sliding_window)
-
-
-@relation("attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + causal mask within "
-          "config.sliding_window) · attention_values",
-          proves="attention_queries attention_keys attention_values attention_head_outputs",
-          reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=1e-4)
-def _windowed_attention(host, r):
-    padding = r["model.attention_mask"]
-    _, probabilities = pattern(_windowed(host._module), r["attention_queries"], r["attention_keys"], padding)
-    heads = mix(probabilities, r["attention_values"])
-    return [(real_queries(padding, heads, 1), real_queries(padding, r["attention_head_outputs"], 1))]
-
-
-@relation("attention_scores == attention_queries · attention_keysᵀ · scaling + causal mask within "
-          "config.sliding_window; attention_probabilities == softmax(attention_scores)",
-          proves="attention_scores attention_probabilities",
-          reads="model.attention_mask attention_queries attention_keys attention_scores attention_probabilities",
-          tolerance=1e-4)
-def _windowed_pattern(host, r):
-    import torch
-
-    padding = r["model.attention_mask"]
-    scores, probabilities = pattern(_windowed(host._module), r["attention_queries"], r["attention_keys"], padding)
-    read_scores = r["attention_scores"].double()
-    # transformers masks with the dtype's minimum, not -inf: compare where a key is allowed
-    allowed = torch.isfinite(scores)
-    return [(scores[allowed], read_scores[allowed]),
-            (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
-
-
-_OUTPUT_PROJECTION = [r for r in ATTENTION_RELATIONS if r.text.startswith("attention_output == o_proj")]
-
-MistralAttention = host("MistralAttention", Attention,
-                        RELATIONS=(_windowed_attention, _windowed_pattern, *_OUTPUT_PROJECTION))
+#: the shared attention relations, with the window MistralAttention hands the attention call
+MistralAttention = host("MistralAttention", Attention, WINDOW=lambda module: module.config.sliding_window)
 
 FAMILY = "mistral"
 MODEL_TYPES = ("mistral",)

@@ -30,7 +30,7 @@ from ..hosts import host
 from ..layouts import Neurons
 from ..locators import child
 from ..model import StandardModel
-from ..relations import MLP_RELATIONS, first, relation, rows
+from ..relations import MLP_RELATIONS, first, pick, relation, rows
 from ..values import Value
 from ._decoder import (
     MLP,
@@ -38,7 +38,6 @@ from ._decoder import (
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
     Block,
     nothing_to_prepare,
     text_only,
@@ -48,7 +47,7 @@ from .mistral import layer_types as layer_types  # one window serves every block
 
 # -- the attention: Mistral's windowed relations over the fused qkv_proj's split ----------------
 
-Phi3Attention = host("Phi3Attention", Attention, RELATIONS=MistralAttention.RELATIONS)
+Phi3Attention = host("Phi3Attention", MistralAttention)
 
 # -- the MLP: gate and up are the two halves of gate_up_proj ---------------------------------------
 
@@ -62,7 +61,7 @@ def _fused_gated(host, r):
     return [(activation, rows(r["mlp_activation"])), (up * activation, rows(r["mlp_neurons"]))]
 
 
-_DOWN = tuple(r for r in MLP_RELATIONS if r.text.startswith("mlp_output == down_proj"))
+_DOWN = (pick(MLP_RELATIONS, "mlp_output == down_proj"),)
 
 Phi3MLP = host("Phi3MLP", MLP, values=[
     Value("mlp_activation", Neurons, "The activation function's output: activation_fn of gate_up_proj's gate half",
