@@ -38,8 +38,15 @@ _UNIT = 1.0 / math.sqrt(_TERMS * (_LEVELS * _LEVELS - 1) / 12.0)
 
 #: name pattern -> (low, high) of a uniform draw, for vectors the model's init draws at random.
 #: DeltaNet's A_log: transformers draws log(uniform(0, 16)); most of that mass lies in [0, log 16].
+#: gpt-oss's attention sinks (one logit per head, init normal(0, 0.02)): drawn in [-1, 2], the range of
+#: the tiny model's attention scores, so the sink takes a visible share of each query's probability
+#: without swamping the keys (a sink of ~0 would make "the sink's mass" check nothing but 1 / (keys + 1)).
+#: gpt-oss's router bias (init normal(0, 0.02)): a small spread around zero, as the init gives, so
+#: the logits stay the stream's and the bias still shifts them.
 VECTOR_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)A_log$": (0.0, 2.75),
+    r"(^|\.)self_attn\.sinks$": (-1.0, 2.0),
+    r"(^|\.)mlp\.router\.bias$": (-0.1, 0.1),
 }
 
 
@@ -66,7 +73,8 @@ def uniform(seed: int, name: str, count: int, low: float, high: float) -> np.nda
 
 def fan_in(param: Any, owner: Any) -> int:
     """The input size of the map a weight is used in: a convolution's ``in/groups x kernel``,
-    GPT-2's Conv1D's first dimension (stored ``[in, out]``), else the last dimension (Linear,
+    GPT-2's Conv1D's first dimension (stored ``[in, out]``), transposed fused experts' next-to-last
+    (``[experts, in, out]``), else the last dimension (Linear,
     Embedding and stacked experts are stored ``[..., out, in]``)."""
     import torch
 
@@ -75,6 +83,8 @@ def fan_in(param: Any, owner: Any) -> int:
         return math.prod(shape[1:])
     if type(owner).__name__ == "Conv1D":
         return shape[0]
+    if getattr(owner, "is_transposed", False):  # fused experts stored [experts, in, out] (gpt-oss)
+        return shape[-2]
     return shape[-1]
 
 
