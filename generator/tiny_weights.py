@@ -50,6 +50,15 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
 }
 
 
+#: buffers the recipe draws too (every other buffer keeps what the model's init gives): DeepSeek-V3's
+#: e_score_correction_bias, zeros at init and learned on every released checkpoint, is added to the
+#: router's sigmoid scores (of spread ~0.1 on the tiny model) before the grouped top-k; drawn in
+#: [-0.1, 0.1] it moves some choices, so a relation that left it out would fail.
+BUFFER_RULES: dict[str, tuple[float, float]] = {
+    r"(^|\.)e_score_correction_bias$": (-0.1, 0.1),
+}
+
+
 class InitRuleMissing(ValueError):
     """A parameter whose init is random but has no rule here (see :data:`VECTOR_RULES`)."""
 
@@ -108,7 +117,8 @@ def draw(seed: int, name: str, param: Any, owner: Any) -> np.ndarray:
 
 
 def fill(model: Any, seed: int) -> None:
-    """Overwrite every parameter of ``model`` with its portable draw (tied ones once)."""
+    """Overwrite every parameter of ``model`` with its portable draw (tied ones once), and the buffers
+    :data:`BUFFER_RULES` names."""
     import torch
 
     modules = dict(model.named_modules())
@@ -116,3 +126,8 @@ def fill(model: Any, seed: int) -> None:
         for name, param in model.named_parameters():
             owner = modules[name.rpartition(".")[0]]
             param.copy_(torch.from_numpy(draw(seed, name, param, owner)))
+        for name, buffer in model.named_buffers():
+            rule = next((bounds for pattern, bounds in BUFFER_RULES.items() if re.search(pattern, name)), None)
+            if rule is not None:
+                values = uniform(seed, name, buffer.numel(), *rule).astype(np.float32)
+                buffer.copy_(torch.from_numpy(values.reshape(tuple(buffer.shape))))

@@ -91,9 +91,12 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     rope = dict(getattr(config, "rope_parameters", None) or {})
     if any(hasattr(attn, "q_norm") for attn in attentions):
         quirks.append("q/k norms")
-    if any(hasattr(attn, "q_proj") and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim
+    # a latent attention (DeepSeek's) may have no q_proj at all: q_a_proj/q_b_proj in its place
+    if any(getattr(attn, "q_proj", None) is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim
            for attn in attentions):
         quirks.append("gated output")
+    if any(hasattr(attn, "kv_a_proj_with_mqa") for attn in attentions):
+        quirks.append("latent attention")
     if rope.get("partial_rotary_factor", 1.0) < 1.0:
         quirks.append(f"partial rotary ({rope['partial_rotary_factor']:g})")
     if rope.get("mrope_section"):
