@@ -55,7 +55,7 @@ def resolve_loads(family: Family, family_module: Any, checkpoint: Path) -> Model
 
         loads += [Load('route_kernels "torch"', base=label,
                        context=lambda model: kernels.route_kernels(model.family, "torch")),
-                  Load("flash-linear-attention installed", base=label,
+                  Load(f"{getattr(family_module, 'KERNEL_LIBRARY', 'flash-linear-attention')} installed", base=label,
                        context=lambda model: kernels.assume_fla(model.family))]
     if (family.get("page") or {}).get("vision"):
         loads.append(Load("image", task="image-text-to-text"))

@@ -41,12 +41,16 @@ _UNIT = 1.0 / math.sqrt(_TERMS * (_LEVELS * _LEVELS - 1) / 12.0)
 #: gpt-oss's attention sinks (one logit per head, init normal(0, 0.02)): drawn in [-1, 2], the range of
 #: the tiny model's attention scores, so the sink takes a visible share of each query's probability
 #: without swamping the keys (a sink of ~0 would make "the sink's mass" check nothing but 1 / (keys + 1)).
+#: Mamba-2's dt_bias (softplus(dt_bias) is each head's time step; the init draws it so that the step is
+#: in [0.001, 0.1]): drawn in [-3, 0], a step of about 0.05 to 0.7, so a 20-token prompt moves the
+#: state visibly (at the init's steps its decay would hardly show in so few tokens).
 #: gpt-oss's router bias (init normal(0, 0.02)): a small spread around zero, as the init gives, so
 #: the logits stay the stream's and the bias still shifts them.
 VECTOR_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)A_log$": (0.0, 2.75),
     r"(^|\.)self_attn\.sinks$": (-1.0, 2.0),
     r"(^|\.)mlp\.router\.bias$": (-0.1, 0.1),
+    r"(^|\.)mixer\.dt_bias$": (-3.0, 0.0),
 }
 
 

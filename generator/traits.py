@@ -63,7 +63,8 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
            ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
         found.append("multipliers")
     fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
-    if any(hasattr(module, name) for module in (*attentions, *(layer.mlp for layer in layers)) for name in fused):
+    mlps = [layer.mlp for layer in layers if hasattr(layer, "mlp")]  # a state-space block (Mamba-2) has none
+    if any(hasattr(module, name) for module in (*attentions, *mlps) for name in fused):
         found.append("fused projections")
     decoder = tiny._module.get_decoder()
     if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")):
@@ -103,7 +104,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
         quirks.append("multimodal rotary")
     if rope.get("rope_type") not in (None, "default"):
         quirks.append(f"{rope['rope_type']} rope scaling")
-    if getattr(config, "num_key_value_heads", config.num_attention_heads) < config.num_attention_heads:
+    heads = getattr(config, "num_attention_heads", None)  # None on a state-space config (Mamba-2)
+    if heads is not None and getattr(config, "num_key_value_heads", heads) < heads:
         quirks.append("grouped-query")
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         quirks.append("sliding window")

@@ -206,11 +206,12 @@ class StandardModel(Host, TransformersModel):
 
     @property
     def num_heads(self) -> int:
-        return self.text_config.num_attention_heads
+        config = self.text_config  # a state-space config (Mamba-2) names its heads num_heads
+        return getattr(config, "num_attention_heads", None) or config.num_heads
 
     @property
     def num_kv_heads(self) -> int:
-        return self.text_config.num_key_value_heads
+        return getattr(self.text_config, "num_key_value_heads", None) or self.num_heads
 
     @property
     def head_dim(self) -> int:

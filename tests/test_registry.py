@@ -74,7 +74,8 @@ def test_values_at_module_boundaries_equal_plain_hooks(model):
         assert any(c.numel() == got.numel() and torch.equal(c, got.reshape(-1)) for c in candidates), (
             f"{where} is none of the tensors a plain hook sees at {type(module).__name__}'s {value.locator.io}")
         checked += 1
-    assert checked >= 12, f"{model.family}: only {checked} boundary values"
+    # 12 on a decoder with an MLP; a state-space stack (mamba2: a norm and a mixer per block) has 11
+    assert checked >= 11, f"{model.family}: only {checked} boundary values"
 
 
 @pytest.mark.parametrize("family", FAMILIES)
