@@ -1,4 +1,4 @@
-"""Mamba-2's scan values against the native model: x, B and C against a plain hook on the convolution;
+"""The Mamba-2 mixer's values (the mamba2 family's, and Falcon-H1's parallel one) against the native model: x, B and C against a plain hook on the convolution;
 ``states[:, t]`` against the recurrent state transformers' own forward leaves in its cache for the prompt
 cut after token t; the token route's outputs against the default chunked path; and decode steps under
 ``generate`` + ``tracer.iter`` chaining ``state_input`` to the previous step's ``state_output``."""
@@ -14,22 +14,30 @@ PROMPT = "The cat sat on the mat because it was warm, and the dog slept."
 BLOCK = 1
 
 
-@pytest.fixture(scope="module")
-def model():
+#: family -> the mixer's name on a block
+MIXER = {"mamba2": "mixer", "falcon_h1": "mamba"}
+
+
+@pytest.fixture(scope="module", params=sorted(MIXER))
+def model(request):
     from generator.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("mamba2"))
+    return nncanon.load(checkpoint_dir(request.param))
+
+
+def mixer_of(model):
+    return getattr(model.layers[BLOCK], MIXER[model.family])
 
 
 @pytest.fixture(scope="module")
 def ids(model):
     ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
-    assert ids.shape[1] > 2 * model.text_config.chunk_size, "the prompt must span several chunks"
+    assert ids.shape[1] > 2 * mixer_of(model)._module.chunk_size, "the prompt must span several chunks"
     return ids
 
 
 def test_scan_inputs_are_the_convolution_split(model, ids):
-    mixer = model.layers[BLOCK].mixer
+    mixer = mixer_of(model)
     module = mixer._module
     seen = {}
     handle = module.in_proj.register_forward_hook(lambda mod, args, out: seen.setdefault("proj", out))
@@ -42,7 +50,8 @@ def test_scan_inputs_are_the_convolution_split(model, ids):
         handle.remove()
     # the forward runs the convolution functionally (causal_conv1d_fn): the module's own conv1d on the hooked
     # projection, cut to the causal part, is the same map
-    _, xbc, _ = seen["proj"].split([module.intermediate_size, module.conv_dim, module.num_heads], dim=-1)
+    projected = seen["proj"] * getattr(module, "mup_vector", 1.0)  # Falcon-H1's muP vector (after in_proj)
+    _, xbc, _ = projected.split([module.intermediate_size, module.conv_dim, module.num_heads], dim=-1)
     with torch.no_grad():
         xbc = module.act(module.conv1d(xbc.transpose(1, 2))[..., :ids.shape[1]]).transpose(1, 2)
     size = module.n_groups * module.ssm_state_size
@@ -53,7 +62,7 @@ def test_scan_inputs_are_the_convolution_split(model, ids):
 
 
 def test_states_are_the_native_cache_of_the_cut_prompt(model, ids):
-    mixer = model.layers[BLOCK].mixer
+    mixer = mixer_of(model)
     with torch.no_grad(), model.trace(ids):
         default_out = mixer.attention_head_outputs.save()
     with nncanon.route_kernels(model.family, "torch"), torch.no_grad():
@@ -64,13 +73,14 @@ def test_states_are_the_native_cache_of_the_cut_prompt(model, ids):
     for t in (0, 5, ids.shape[1] - 1):
         with torch.no_grad():  # the plain Hugging Face forward, no nncanon in the way
             out = model._module(ids[:, :t + 1], use_cache=True)
-        native = out.cache_params.get_recurrent_state(BLOCK, state_idx=0)  # [batch, heads, head_dim, state_size]
+        cache = getattr(out, "cache_params", None) or out.past_key_values  # Mamba2 names it cache_params
+        native = cache.get_recurrent_state(BLOCK, state_idx=0)  # [batch, heads, head_dim, state_size]
         torch.testing.assert_close(states[:, t], native.transpose(-1, -2), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("route", ["fla", "torch"])
 def test_decode_steps_chain_states(model, ids, route):
-    mixer = model.layers[BLOCK].mixer
+    mixer = mixer_of(model)
     steps = []
     with nncanon.route_kernels(model.family, route), torch.no_grad():
         with model.generate(ids[:, :12], max_new_tokens=3, min_new_tokens=3, do_sample=False) as tracer:
@@ -82,3 +92,22 @@ def test_decode_steps_chain_states(model, ids, route):
         assert steps[i]["x"].shape[1] == 1
         assert torch.equal(steps[i]["state_input"], steps[i - 1]["state_output"])
         assert not torch.equal(steps[i]["state_input"], steps[i]["state_output"])
+
+
+@pytest.mark.parametrize("route", ["fla", "torch"])
+def test_generation_matches_a_plain_model(model, ids, route):
+    """The tap serves one call shape for both kernels (and gates a decode step's output after it, on Falcon-H1):
+    greedy decoding through it, on either route, gives a separately loaded plain model's tokens and logits."""
+    from transformers import AutoModelForCausalLM
+
+    from generator.checkpoints import checkpoint_dir
+
+    plain = AutoModelForCausalLM.from_pretrained(checkpoint_dir(model.family))
+    kwargs = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False, output_scores=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        expected = plain.generate(ids[:, :12], **kwargs)
+        with nncanon.route_kernels(model.family, route):
+            got = model._module.generate(ids[:, :12], **kwargs)
+    assert torch.equal(got.sequences, expected.sequences)
+    for mine, theirs in zip(got.scores, expected.scores):
+        torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)

@@ -111,14 +111,16 @@ def _tap_update(fn):
             if kw["initial_state"] is not state:
                 state.copy_(kw["initial_state"])
             y = fn(state, x1[:, 0], dt1[:, 0, :, None].expand(-1, -1, head_dim), A1[:, None, None].expand(-1, head_dim, size),
-                   B1[:, 0], C1[:, 0], kw["D"][:, None].expand(-1, head_dim), z=z,
+                   B1[:, 0], C1[:, 0], kw["D"][:, None].expand(-1, head_dim), z=None,
                    dt_bias=kw["dt_bias"][:, None].expand(-1, head_dim), dt_softplus=dt_softplus, **rest)
             return y[:, None], state.clone()  # served apart from the buffer the next step overwrites in place
 
         kw = {"D": D[:, 0], "dt_bias": dt_bias[:, 0], "initial_state": state.clone(), "dt_limit": (0.0, float("inf"))}
         y, final = _run((x[:, None], dt[:, None, :, 0], A[:, 0, 0], B[:, None], C[:, None]), kw, original)
         state.copy_(final)  # the served state, edited or not, is what the cache keeps for the next step
-        return y[:, 0]
+        # a gate handed to the kernel (Falcon-H1 without its gated norm) is applied after the served output, so
+        # attention_head_outputs is the ungated y on a decode step as on a prompt
+        return y[:, 0] if z is None else (y[:, 0] * torch.nn.functional.silu(z.float())).to(y.dtype)
 
     update.__nncanon_tap__ = fn
     return update
@@ -188,18 +190,16 @@ Neurons = layout("Neurons", "batch seq intermediate_size")
 _K = (SSD_KERNEL,)
 
 
-def state_bytes_per_token(config: Any) -> int:
-    """Bytes ``states`` holds per token per block: one float32 [num_heads, head_dim, state_size] state."""
-    if isinstance(config, dict):
-        heads, head_dim, size = config["num_heads"], config["head_dim"], config["state_size"]
-    else:
-        heads, head_dim, size = config.num_heads, config.head_dim, config.state_size
-    return heads * head_dim * size * 4
+def state_bytes_per_token(model: Any) -> int:
+    """Bytes ``states`` holds per token per block: one float32 [heads, key_dim, value_dim] state, its sizes as
+    the family's dim_sizes name them (mamba2's num_heads/state_size/head_dim, Falcon-H1's mamba_* fields)."""
+    sizes = model.dim_sizes()
+    return sizes["heads"] * sizes["key_dim"] * sizes["value_dim"] * 4
 
 
-def states_note(config: Any) -> str:
-    return (f"materialized only when read: {human_bytes(state_bytes_per_token(config))} per token per block "
-            f"(float32, num_heads x state_size x head_dim)")
+def states_note(model: Any) -> str:
+    return (f"materialized only when read: {human_bytes(state_bytes_per_token(model))} per token per block "
+            f"(float32, heads x key_dim x value_dim: the mixer's heads x state size x head size)")
 
 
 SSD = host("SSD", values=[
@@ -225,7 +225,7 @@ SSD = host("SSD", values=[
           "needs route_kernels(family, 'torch')", TOKEN_STATE, view=AS_STATE, conditions=(TOKEN_ROUTE,)),
     Value("states", States, "The recurrent state after every token of this call; needs route_kernels(family, "
           "'torch')", TOKEN_STATES, view=View("read-only", lambda host, x: _flip(x), None),
-          conditions=(TOKEN_ROUTE,), note=lambda model: states_note(model.text_config)),
+          conditions=(TOKEN_ROUTE,), note=states_note),
     Value("gated_norm_output", Neurons, "The gated RMSNorm's output: rms(y · silu(z)) · weight, what out_proj reads",
           child("norm")),
 ], HOST="model.layers[i].mixer", KIND="Mamba-2 mixer")
@@ -259,7 +259,8 @@ def _inputs(host, r):
     x = args[0] if args else kwargs["hidden_states"]
     mask = kwargs.get("attention_mask")
     keep = (lambda t: t) if mask is None else (lambda t: t * mask[:, :, None].to(t.dtype))
-    projected = module.in_proj(keep(x))
+    # Falcon-H1 scales the mixer's input by ssm_in_multiplier and the projection by its muP vector (absent: 1)
+    projected = module.in_proj(keep(x) * getattr(module, "ssm_in_multiplier", 1.0)) * getattr(module, "mup_vector", 1.0)
     gate, xbc, dt = projected.split([module.intermediate_size, module.conv_dim, module.num_heads], dim=-1)
     seq = xbc.shape[1]
     xbc = keep(module.act(module.conv1d(xbc.transpose(1, 2))[..., :seq]).transpose(1, 2))
