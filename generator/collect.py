@@ -159,7 +159,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         family_traits = traits(family_module, tiny, printout_model)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
-            "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines),
+            "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
             "tagline": " ".join(family.tagline.split()), "tags": list(family.tags),
             "docstring": (family_module.__doc__ or "").strip(),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
