@@ -228,7 +228,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 #: generator modules that only render facts: a change to them re-renders, it does not re-collect
 RENDER_ONLY = {"__init__.py", "__main__.py", "build.py", "render.py", "diagrams.py", "escaping.py", "printout.py",
-               "safe_urls.py", "serve.py"}
+               "safe_urls.py", "serve.py", "config_matrix.py", "families_index.py", "mkdocs_run.py"}
 
 
 def fact_sources(family: Family) -> list[Path]:

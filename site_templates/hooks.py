@@ -55,7 +55,7 @@ def on_page_content(content, page, config, files):
         entries = []
         for anchor, path, cells in _ROW.findall(content):
             # the layout, the description without its condition/meaning/edit notes, and where it is read
-            parts = {kind: _text(cell.split('<span class="nc-', 1)[0] if kind == "desc" else cell)
+            parts = {kind: _text(cell.split('<span class="nc-', 1)[0] if kind == "desc" else cell.split("<br>", 1)[0])
                      for kind, cell in _CELL.findall(cells)}
             text = f"{parts.get('layout', '')}. {parts.get('desc', '')} Read at {parts.get('read', '')}."
             entries.append({"location": f"{page.url}#{anchor}", "title": html.unescape(path), "text": text})

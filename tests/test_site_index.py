@@ -155,3 +155,17 @@ def test_the_search_index_has_a_row_per_value_and_no_diagram_or_printout(site, a
     printout_line = next(line for line in all_facts["llama"]["printout"]["text"].splitlines() if "LlamaDecoderLayer" in line)
     assert printout_line.strip() not in text
     assert "what holds on this block" not in text
+
+
+@pytest.mark.browser
+def test_a_page_view_does_not_load_the_search_index_until_search_is_opened(site, browser):
+    _, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    requested = []
+    page.on("request", lambda r: requested.append(r.url))
+    page.goto(f"{base}/families/llama/")
+    page.wait_for_load_state("networkidle")
+    assert not [u for u in requested if "search_index" in u]
+    with page.expect_response(lambda r: "search/search_index.json" in r.url and r.ok):
+        page.focus("input.md-search__input")
+    page.close()
