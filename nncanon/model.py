@@ -130,6 +130,16 @@ class StandardModel(Host, TransformersModel):
         self.dispatched = True
         self._bind()
 
+    def _wrap(self, module: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.nn.Module:
+        if self.tokenizer is None and self.processor is None and self.task == "text-generation":
+            # nncanon.from_config with no tokenizer: the tree, support() and the shapes need none, and
+            # transformers' pipeline() refuses to guess one for a module built from a config
+            from transformers import TextGenerationPipeline
+
+            self.pipeline = TextGenerationPipeline(model=module, tokenizer=None, device=kwargs.get("device"))
+            return self._finalize_pipeline()
+        return super(StandardModel, self)._wrap(module, *args, **kwargs)
+
     def trace(self, *inputs: Any, remote: bool | str = False, **kwargs: Any) -> Any:
         if remote:
             from .remote import ship_by_value
