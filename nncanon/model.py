@@ -145,13 +145,13 @@ class StandardModel(Host, TransformersModel):
             from .remote import ship_by_value
 
             ship_by_value()
-        return super().trace(*inputs, remote=remote, **kwargs)
+        return super(StandardModel, self).trace(*inputs, remote=remote, **kwargs)
 
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self.dispatched and self.__dict__.get("_bound") is not self._module:
             # a tree a remote trace shipped, over a server's modules (imported at the top: no nncanon there)
-            return run_on_server(self, super().interleave, fn, *args, **kwargs)
-        return super().interleave(fn, *args, **kwargs)
+            return run_on_server(self, super(StandardModel, self).interleave, fn, *args, **kwargs)
+        return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
     def _remoteable_class(self) -> type:
         # NDIF deploys nnsight's TransformersModel; the standard tree travels in the request (nncanon.remote)
@@ -161,10 +161,10 @@ class StandardModel(Host, TransformersModel):
         from .remote import check_remote_key
 
         check_remote_key(self)
-        return super()._remoteable_model_key()
+        return super(StandardModel, self)._remoteable_model_key()
 
     def __getstate__(self) -> dict:
-        state = super().__getstate__()
+        state = super(StandardModel, self).__getstate__()
         state.pop("_bound", None)  # the far side binds its own modules
         return state
 
