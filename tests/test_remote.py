@@ -74,10 +74,10 @@ def test_a_remote_trace_reads_and_edits_standard_values_bit_for_bit(ndif, llama_
     assert not model.dispatched
     with model.trace(PROMPT, remote=True):
         model.layers[0].mlp.mlp_output[:] = 0
-        attention = model.layers[1].self_attn.attention_output.save()
-        mid = model.layers[1].layer_mid.save()
         queries = model.layers[1].self_attn.attention_queries.save()
         keys = model.layers[1].self_attn.attention_keys.save()
+        attention = model.layers[1].self_attn.attention_output.save()
+        mid = model.layers[1].layer_mid.save()
         logits = model.logits.save()
     [run] = ndif
     assert run["model_class"] == "TransformersModel" and not run["nncanon_loaded"]
@@ -89,10 +89,10 @@ def test_a_remote_trace_reads_and_edits_standard_values_bit_for_bit(ndif, llama_
     local = nncanon.load(llama_checkpoint)
     with local.trace(PROMPT):
         local.layers[0].mlp.mlp_output[:] = 0
-        want_attention = local.layers[1].self_attn.attention_output.save()
-        want_mid = local.layers[1].layer_mid.save()
         want_queries = local.layers[1].self_attn.attention_queries.save()
         want_keys = local.layers[1].self_attn.attention_keys.save()
+        want_attention = local.layers[1].self_attn.attention_output.save()
+        want_mid = local.layers[1].layer_mid.save()
         want_logits = local.logits.save()
     with local.trace(PROMPT):
         unedited = local.logits.save()
