@@ -195,7 +195,7 @@ def from_config(config: Any, task: str = "text-generation", tokenizer: Any = Non
     family = family_for_config(config.to_dict(), "from_config")
     module = meta_module(family, config, task, **hf_kwargs)
     model = wrap(family, module, task, tokenizer=tokenizer, device="meta")
-    model._source = None
+    model._source, model.dispatched = None, False  # a trace asks for weights it cannot have: load_weights says so
     return model
 
 

@@ -82,12 +82,12 @@ def test_meta_first_then_dispatch_on_the_first_trace(checkpoint, model, prompts)
     assert not lazy.dispatched and all(p.device.type == "meta" for p in lazy._module.parameters())
     assert str(lazy.support()) == str(model.support()) and repr(lazy) == repr(model)
     with lazy.trace(prompts):
-        router = lazy.layers[0].mlp.router_logits.save()
         state = lazy.layers[0].linear_attn.attention_output.save()
+        router = lazy.layers[0].mlp.router_logits.save()
         logits = lazy.logits.save()
     with model.trace(prompts):
-        want_router = model.layers[0].mlp.router_logits.save()
         want_state = model.layers[0].linear_attn.attention_output.save()
+        want_router = model.layers[0].mlp.router_logits.save()
         want_logits = model.logits.save()
     assert lazy.dispatched and not any(p.device.type == "meta" for p in lazy._module.parameters())
     assert torch.equal(router, want_router) and torch.equal(state, want_state) and torch.equal(logits, want_logits)
@@ -111,14 +111,20 @@ def test_a_full_size_config_alone(llama_checkpoint):
         model.dispatch()
 
 
-def test_an_explicit_device_map_and_bfloat16_pass_through(llama_checkpoint):
+def test_an_explicit_device_map_and_bfloat16_pass_through(llama_checkpoint, monkeypatch):
     """device_map and dtype reach from_pretrained unchanged (no GPU here: every module on "cpu")."""
+    from transformers import LlamaForCausalLM
+
     import nncanon
 
     plain = nncanon.load(llama_checkpoint)
     leaves = {name: "cpu" for name, module in plain._module.named_modules() if name and not list(module.children())}
+    asked, original = [], LlamaForCausalLM.from_pretrained.__func__
+    monkeypatch.setattr(LlamaForCausalLM, "from_pretrained",
+                        classmethod(lambda cls, *a, **k: asked.append(k) or original(cls, *a, **k)))
     mapped = nncanon.load(llama_checkpoint, device_map=leaves)
-    assert mapped._module.hf_device_map == leaves
+    assert asked == [{"device_map": leaves}]
+    assert all(p.device.type == "cpu" for p in mapped._module.parameters())
     with mapped.trace(PROMPT):
         got = mapped.layers[1].layer_output.save()
     with plain.trace(PROMPT):
