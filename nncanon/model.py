@@ -8,6 +8,7 @@ nnsight's own) whose tree uses the family's RENAME and host classes.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -121,11 +122,8 @@ class StandardModel(Host, TransformersModel):
         from .loading import load_weights
 
         module = load_weights(self)
-        self._updating = True
-        try:
+        with self._native_tree():
             self._update(module)
-        finally:
-            self._updating = False
         self.pipeline.model = module
         self.dispatched = True
         self._bind()
@@ -152,6 +150,19 @@ class StandardModel(Host, TransformersModel):
             # a tree a remote trace shipped, over a server's modules (imported at the top: no nncanon there)
             return run_on_server(self, super(StandardModel, self).interleave, fn, *args, **kwargs)
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def _native_tree(self):
+        self._native = True
+        try:
+            yield
+        finally:
+            self._native = False
+
+    def _remoteable_persistent_objects(self) -> dict:
+        # every native module by its path, as a server's TransformersModel lists them (remote="local" uses these)
+        with self._native_tree():
+            return super(StandardModel, self)._remoteable_persistent_objects()
 
     def _remoteable_class(self) -> type:
         # NDIF deploys nnsight's TransformersModel; the standard tree travels in the request (nncanon.remote)
@@ -224,8 +235,8 @@ class StandardModel(Host, TransformersModel):
     def _named_children(self) -> list:
         # The backbone (`model`) is shown through its mounts (layers, embed_tokens, ...),
         # as print(model) lists the standard tree, not the native one.
-        if self.__dict__.get("_updating"):
-            return super(StandardModel, self)._named_children()  # dispatch re-points the native tree
+        if self.__dict__.get("_native"):
+            return super(StandardModel, self)._named_children()  # dispatch and remote ids walk the native tree
         mounted = {native.split(".")[0] for native in self._aliases.values() if "." in native}
         return [(name, child) for name, child in super(StandardModel, self)._named_children() if name not in mounted]
 
