@@ -38,6 +38,8 @@ def main(request_path: str, blob_path: str, result_path: str) -> None:
 
     request = RequestModel.model_validate(json.loads(open(request_path).read()))
     model = Remotable.from_model_key(request.model_key, dispatch=True)
+    hooks = lambda: sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model._module.modules())  # noqa: E731
+    hooks_before = hooks()
     blob = open(blob_path, "rb").read()
     tracer = RequestModel.deserialize(blob, model._remoteable_persistent_objects(), request.compress)
     model._remoteable_set_env(request.env)
@@ -49,7 +51,8 @@ def main(request_path: str, blob_path: str, result_path: str) -> None:
     finally:
         dec()
     torch.save({"saves": saves, "model_class": type(model).__name__,
-                "nncanon_loaded": any(name.split(".")[0] == "nncanon" for name in sys.modules)}, result_path)
+                "nncanon_loaded": any(name.split(".")[0] == "nncanon" for name in sys.modules),
+                "hooks_left": hooks() - hooks_before}, result_path)
 
 
 if __name__ == "__main__":

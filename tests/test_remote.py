@@ -19,6 +19,7 @@ import pytest
 import torch
 
 REPO_ID = "nncanon-tiny/llama"
+MOE_ID = "nncanon-tiny/qwen3_5_moe_text"
 PROMPT = "The cat sat on the mat because it was warm."
 SERVER = Path(__file__).with_name("ndif_server.py")
 
@@ -31,11 +32,12 @@ def llama_checkpoint():
 
 
 @pytest.fixture(scope="module")
-def hf_home(tmp_path_factory, llama_checkpoint):
+def hf_home(tmp_path_factory, llama_checkpoint, checkpoint):
     from nncanon.hubcache import lay_out
 
     home = tmp_path_factory.mktemp("hf_home")
     lay_out(llama_checkpoint, REPO_ID, home)
+    lay_out(checkpoint, MOE_ID, home)
     return home
 
 
@@ -80,7 +82,7 @@ def test_a_remote_trace_reads_and_edits_standard_values_bit_for_bit(ndif, llama_
         mid = model.layers[1].layer_mid.save()
         logits = model.logits.save()
     [run] = ndif
-    assert run["model_class"] == "TransformersModel" and not run["nncanon_loaded"]
+    assert run["model_class"] == "TransformersModel" and not run["nncanon_loaded"] and run["hooks_left"] == 0
     assert run["request"].model_key.startswith("nnsight.modeling.transformers.TransformersModel:")
     assert f'"repo_id": "{REPO_ID}"' in run["request"].model_key
     assert not model.dispatched, "a remote-only run never loads the weights here"
@@ -100,6 +102,30 @@ def test_a_remote_trace_reads_and_edits_standard_values_bit_for_bit(ndif, llama_
     assert torch.equal(queries, want_queries) and torch.equal(keys, want_keys)
     assert torch.equal(logits, want_logits)
     assert not torch.equal(logits, unedited), "the edit reached the server's forward"
+
+
+def test_a_hybrid_mixture_remotely(ndif, checkpoint, model, prompts):
+    """Qwen3.5-MoE (a wrapper checkpoint the server loads as Qwen3_5MoeForCausalLM, as nncanon does):
+    DeltaNet values (the family's kernel taps), router logits (unflattened by the token-shape hook) and an
+    edit, over a left-padded batch; the server's modules keep no hook after the run."""
+    import nncanon
+
+    remote = nncanon.load(MOE_ID)
+    with remote.trace(prompts, remote=True):
+        remote.layers[0].linear_attn.attention_output[:] = 0
+        router = remote.layers[0].mlp.router_logits.save()
+        attention = remote.layers[3].self_attn.attention_output.save()
+        logits = remote.logits.save()
+    [run] = ndif
+    assert not run["nncanon_loaded"] and run["hooks_left"] == 0 and not remote.dispatched
+    with model.trace(prompts):
+        model.layers[0].linear_attn.attention_output[:] = 0
+        want_router = model.layers[0].mlp.router_logits.save()
+        want_attention = model.layers[3].self_attn.attention_output.save()
+        want_logits = model.logits.save()
+    assert router.shape[:2] == tuple(want_logits.shape[:2])
+    assert torch.equal(router, want_router) and torch.equal(attention, want_attention)
+    assert torch.equal(logits, want_logits)
 
 
 def test_a_local_directory_cannot_run_remotely(llama_checkpoint):
