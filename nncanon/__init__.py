@@ -11,10 +11,11 @@ from .hosts import HostKind
 from .kernels import route_kernels
 from .loading import from_config, load
 from .model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, wrap
+from .remote import NotRemotable
 from .values import NotOnHost, ReadOnly, Unavailable
 
 __version__ = "0.1.0"
 
 __all__ = ["load", "from_config", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable", "NotOnHost",
-           "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError",
+           "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError", "NotRemotable",
            "UnsupportedModelType", "__version__"]

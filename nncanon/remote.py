@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-class RemoteError(ValueError):
-    """A model NDIF cannot run: the message says why and what to load instead."""
+class NotRemotable(ValueError):
+    """A model NDIF cannot run (built from a local directory or a config): the message says what to load instead."""
 
 
 def ship_by_value() -> None:
@@ -45,7 +45,7 @@ def check_remote_key(model: Any) -> None:
     source = model.__dict__.get("_source")
     if source is None or source[1] is None and not isinstance(source[0], str):
         where = "a config alone" if source is None else f"the local directory {source[0]}"
-        raise RemoteError(f"remote=True runs the model NDIF serves under a hub id; this one was built from {where}: "
+        raise NotRemotable(f"remote=True runs the model NDIF serves under a hub id; this one was built from {where}: "
                           "load it by its id, nncanon.load('org/name')")
     if constants.HF_HUB_OFFLINE:
         huggingface._ID_CACHE.setdefault(model.repo_id, model.repo_id)
@@ -70,4 +70,4 @@ def run_on_server(model: Any, interleave: Callable, fn: Any, *args: Any, **kwarg
         model.__dict__.pop("_bound", None)
 
 
-__all__ = ["ship_by_value", "check_remote_key", "run_on_server", "RemoteError"]
+__all__ = ["ship_by_value", "check_remote_key", "run_on_server", "NotRemotable"]

@@ -143,3 +143,11 @@ def test_an_explicit_device_map_and_bfloat16_pass_through(llama_checkpoint, monk
     out = seen[0][0] if isinstance(seen[0], tuple) else seen[0]
     assert value.dtype == torch.bfloat16 and logits.dtype == torch.bfloat16
     assert torch.equal(value, out)
+
+
+def test_a_revision_of_a_local_directory_is_refused(llama_checkpoint):
+    import nncanon
+
+    with pytest.raises(nncanon.CheckpointError, match="names a version of a hub model") as raised:
+        nncanon.load(llama_checkpoint, revision="main")
+    assert "\n" not in str(raised.value)

@@ -130,10 +130,10 @@ def test_a_hybrid_mixture_remotely(ndif, checkpoint, model, prompts):
 
 def test_a_local_directory_cannot_run_remotely(llama_checkpoint):
     import nncanon
-    from nncanon.remote import RemoteError
+    from nncanon.remote import NotRemotable
 
     local = nncanon.load(llama_checkpoint)
-    with pytest.raises(RemoteError, match="load it by its id") as raised:
+    with pytest.raises(NotRemotable, match="load it by its id") as raised:
         with local.trace(PROMPT, remote=True):
             local.logits.save()
     assert "\n" not in str(raised.value)
