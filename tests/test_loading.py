@@ -151,3 +151,27 @@ def test_a_revision_of_a_local_directory_is_refused(llama_checkpoint):
     with pytest.raises(nncanon.CheckpointError, match="names a version of a hub model") as raised:
         nncanon.load(llama_checkpoint, revision="main")
     assert "\n" not in str(raised.value)
+
+
+def test_meta_first_vision_wrapper_with_images():
+    """Qwen3-VL's wrapper, meta-first with its processor: after the first trace the vision values, DeepStack's
+    additions (hooks the family installs on the loaded modules) and the logits equal the ordinary load's."""
+    from PIL import Image
+
+    import nncanon
+    from generator.checkpoints import checkpoint_dir
+
+    pad = "<|vision_start|><|image_pad|><|vision_end|>"
+    prompt = f"Compare {pad} with {pad}. Which one is red?"
+    images = [Image.new("RGB", (64, 64), (255, 0, 0)), Image.new("RGB", (128, 64), (0, 0, 255))]
+    directory = checkpoint_dir("qwen3_vl")
+    got = {}
+    for name, dispatch in (("lazy", False), ("loaded", True)):
+        model = nncanon.load(directory, task="image-text-to-text", dispatch=dispatch)
+        assert model.dispatched is dispatch
+        with model.trace(prompt, images=images):
+            patches = model.vision.layers[1].layer_output.save()
+            deepstack = model.layers[0].deepstack_output.save()
+            logits = model.logits.save()
+        got[name] = (patches, deepstack, logits)
+    assert all(torch.equal(a, b) for a, b in zip(got["lazy"], got["loaded"]))
