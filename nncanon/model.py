@@ -18,7 +18,7 @@ from nnsight.modeling.transformers import TransformersModel
 
 from .hosts import Host, HostKind, Stack, index, pattern, span
 from .locators import FamilyMismatch, MissingOp, check_ops
-from .remote import run_on_server
+from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
 
 
@@ -140,10 +140,13 @@ class StandardModel(Host, TransformersModel):
 
     def trace(self, *inputs: Any, remote: bool | str = False, **kwargs: Any) -> Any:
         if remote:
-            from .remote import ship_by_value
-
             ship_by_value()
         return super(StandardModel, self).trace(*inputs, remote=remote, **kwargs)
+
+    def session(self, *args: Any, remote: bool | str = False, **kwargs: Any) -> Any:
+        if remote:
+            ship_by_value()
+        return super(StandardModel, self).session(*args, remote=remote, **kwargs)
 
     def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self.dispatched and self.__dict__.get("_bound") is not self._module:

@@ -47,7 +47,9 @@ def ndif(monkeypatch, hf_home, tmp_path):
     from huggingface_hub import constants
     from nnsight.intervention.backends.remote import RemoteBackend
 
+    # huggingface_hub reads HF_HOME and HF_HUB_OFFLINE at import; the client resolves through these at call time
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(Path(hf_home) / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     runs = []
 
     def request(self, request, tracer):
