@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -28,6 +28,16 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*$")
 CONFIG_FILES = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 #: from_pretrained keywords that shape the module tree (the rest place or load weights)
 ARCH_KWARGS = ("attn_implementation", "experts_implementation", "dtype")
+
+
+class Source(NamedTuple):
+    """Where a model's weights come from, kept on the model for `StandardModel.dispatch` and the remote key."""
+
+    checkpoint: str | Path  #: the hub id, or the local directory
+    revision: str | None
+    task: str
+    hf_kwargs: dict
+    hub: bool
 
 
 def is_hub_id(checkpoint: Any) -> bool:
@@ -135,43 +145,40 @@ def load(checkpoint: str | Path, task: str = "text-generation", *, revision: str
     directory = snapshot(checkpoint, revision, weights=dispatch) if hub else Path(checkpoint)
     family = family_for(directory)
     if dispatch:
-        try:
-            module, preprocessors = family.build(directory, task, **hf_kwargs)
-        except ValueError as error:
-            unsupported = _implementation_error(family, error, hf_kwargs)
-            if unsupported is None:
-                raise
-            raise unsupported from None
+        module, preprocessors = _build(family, directory, task, hf_kwargs)
         model = wrap(family, module, task, **preprocessors)
     else:
         config = AutoConfig.from_pretrained(directory)
         model = wrap(family, meta_module(family, config, task, **hf_kwargs), task,
                      **_preprocessors(family, directory, task), device="meta")
         model.dispatched = False
-    model._source = (str(checkpoint), revision, task, hf_kwargs) if hub else (directory, None, task, hf_kwargs)
+    model._source = Source(checkpoint if hub else directory, revision, task, hf_kwargs, hub)
     if hub:
         model.repo_id, model.revision = checkpoint, revision
     return model
+
+
+def _build(family: ModuleType, directory: Path, task: str, hf_kwargs: dict) -> tuple[torch.nn.Module, dict]:
+    """``family.build``, with transformers' refusal of an implementation as one `ImplementationError` line."""
+    try:
+        return family.build(directory, task, **hf_kwargs)
+    except ValueError as error:
+        unsupported = _implementation_error(family, error, hf_kwargs)
+        if unsupported is None:
+            raise
+        raise unsupported from None
 
 
 def load_weights(model: StandardModel) -> torch.nn.Module:
     """The loaded module of a meta-first ``model``, as `load` would have built it (`StandardModel.dispatch`)."""
     from .families import family_for
 
-    if model.__dict__.get("_source") is None:
+    source = model.__dict__.get("_source")
+    if source is None:
         raise CheckpointError("this model was built from a config alone (nncanon.from_config): it has no weights "
                               "to load; nncanon.load the checkpoint to run it")
-    checkpoint, revision, task, hf_kwargs = model._source
-    directory = snapshot(checkpoint, revision, weights=True) if revision is not None or is_hub_id(checkpoint) \
-        else Path(checkpoint)
-    family = family_for(directory)
-    try:
-        module, _ = family.build(directory, task, **hf_kwargs)
-    except ValueError as error:
-        unsupported = _implementation_error(family, error, hf_kwargs)
-        if unsupported is None:
-            raise
-        raise unsupported from None
+    directory = snapshot(source.checkpoint, source.revision, weights=True) if source.hub else Path(source.checkpoint)
+    module, _ = _build(family_for(directory), directory, source.task, source.hf_kwargs)
     return module.eval()
 
 
@@ -199,4 +206,4 @@ def from_config(config: Any, task: str = "text-generation", tokenizer: Any = Non
     return model
 
 
-__all__ = ["load", "from_config", "load_weights", "snapshot", "meta_module", "is_hub_id", "HUB_ID"]
+__all__ = ["load", "from_config", "load_weights", "Source", "snapshot", "meta_module", "is_hub_id", "HUB_ID"]

@@ -43,8 +43,8 @@ def check_remote_key(model: Any) -> None:
     from nnsight.modeling import huggingface
 
     source = model.__dict__.get("_source")
-    if source is None or source[1] is None and not isinstance(source[0], str):
-        where = "a config alone" if source is None else f"the local directory {source[0]}"
+    if source is None or not source.hub:
+        where = "a config alone" if source is None else f"the local directory {source.checkpoint}"
         raise NotRemotable(f"remote=True runs the model NDIF serves under a hub id; this one was built from {where}: "
                           "load it by its id, nncanon.load('org/name')")
     if constants.HF_HUB_OFFLINE:
