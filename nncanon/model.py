@@ -1,9 +1,9 @@
 """StandardModel: a Hugging Face model under nnsight, with standard names and values.
 
-`load` reads a checkpoint's config, picks the family from its text config's model_type,
-builds the model for the task, and wraps it in the family's root class: an nnsight
-`TransformersModel` (so ``trace``, ``generate``, ``.save()`` and ``tracer.iter`` are
-nnsight's own) whose tree uses the family's RENAME and host classes.
+`wrap` puts a built Hugging Face module (loaded, or on the meta device) under the family's root class: an
+nnsight `TransformersModel` (so ``trace``, ``generate``, ``.save()`` and ``tracer.iter`` are nnsight's
+own) whose tree uses the family's RENAME and host classes. `nncanon.loading` builds the module (`load`,
+`from_config`); a meta-first model loads its weights in `StandardModel.dispatch`.
 """
 
 from __future__ import annotations
