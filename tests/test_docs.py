@@ -1,5 +1,7 @@
 """The hand-written pages' code runs: every ```python block of the home page and of getting started,
-in order, on the qwen3_5_moe_text tiny checkpoint (standing in for the path the page names)."""
+in order, on the qwen3_5_moe_text tiny checkpoint (standing in for the path the page names); and every
+```python block of the pages that set up their own environment (Large models: a hub cache in HF_HOME),
+in order, in a fresh process."""
 
 from __future__ import annotations
 
