@@ -10,10 +10,12 @@ from generator.family import Family, FamilyYamlError
 
 
 def full_size(family: Family, family_module: Any, checkpoint_id: str, task: str, causal_lm: type) -> Any:
-    """The StandardModel of a full-size checkpoint on the meta device (no weights); ``causal_lm`` is
-    the text-only class the family builds for text-generation."""
+    """The StandardModel of a full-size checkpoint on the meta device (no weights), built as a meta-first
+    ``nncanon.load`` builds it (`nncanon.loading.meta_module`); ``causal_lm`` is the class the tiny load built,
+    which the meta build must match."""
     import nncanon
     from generator.checkpoints import checkpoint_dir, meta_model
+    from nncanon.loading import meta_module
     from nncanon.processing import load_processor
 
     module = meta_model(family, checkpoint_id)
@@ -21,7 +23,10 @@ def full_size(family: Family, family_module: Any, checkpoint_id: str, task: str,
     if task == "text-generation":
         from nncanon.families import _loading
 
-        module = _loading.meta(causal_lm, module.config.get_text_config())
+        module = meta_module(family_module, module.config, task)
+        if type(module) is not causal_lm:
+            raise nncanon.FamilyMismatch(f"{family.family}: a meta-first load builds {type(module).__name__}, the "
+                                         f"tiny checkpoint loads {causal_lm.__name__}; set build.causal_lm")
         return nncanon.wrap(family_module, module, task, tokenizer=_loading.tokenizer(directory), device="meta")
     processor = load_processor(directory)
     return nncanon.wrap(family_module, module, task, tokenizer=processor.tokenizer, processor=processor,

@@ -326,6 +326,7 @@ def test_site_builds_strictly_without_torch(tmp_path):
         "index.html",
         "getting-started/index.html",
         "concepts/index.html",
+        "large-models/index.html",
         "contributing/index.html",
         "families/index.html",
         f"families/{FAMILY}/index.html",
