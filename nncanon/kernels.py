@@ -343,6 +343,12 @@ def tap(modeling: ModuleType, names: tuple[str, ...]) -> None:
         fn = getattr(modeling, name)
         if not hasattr(fn, "__nncanon_tap__"):
             setattr(modeling, name, _served(fn, norm))
+    tapped(modeling, names)
+
+
+def tapped(modeling: ModuleType, names: tuple[str, ...]) -> None:
+    """Record that ``names`` of ``modeling`` are tapped (by `tap`, or a mixer's own tap: Mamba-2's), so
+    `fla_bound` asks whether a fused kernel is bound behind them."""
     _tapped[modeling] = tuple(dict.fromkeys((*_tapped.get(modeling, ()), *names)))
     _FUSED.clear()
 

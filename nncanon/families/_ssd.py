@@ -151,8 +151,7 @@ def tap(modeling) -> None:
         fn = getattr(modeling, name)
         if not hasattr(fn, "__nncanon_tap__"):
             setattr(modeling, name, wrap(fn))
-    kernels._tapped[modeling] = KERNELS
-    kernels._fused.cache_clear()
+    kernels.tapped(modeling, KERNELS)
 
 
 def prepare(model: Any, modeling: Any) -> None:
