@@ -41,6 +41,8 @@ class Row:
     condition: str | None
     #: the blocks whose module at ``host`` is a ``host_class`` (None: a host with no index)
     blocks: tuple[int, ...] | None = None
+    #: None when ``.grad`` of the value exists inside ``with loss.backward():``, else why it cannot
+    gradient: str | None = None
 
     @property
     def covers(self) -> str:
@@ -274,7 +276,7 @@ class StandardModel(Host, TransformersModel):
                     condition = note if not failing else f"{condition}; {note}"
                 rows.append(Row(kind.host, kind.native, value.name, str(value.layout), value.layout.dims,
                                 value.description, value.read_at(), bool(value.conditions),
-                                not failing, condition, kind.blocks))
+                                not failing, condition, kind.blocks, value.gradient))
         return rows
 
     def _explain_missing(self, envoy: Host, name: str) -> str | None:

@@ -62,7 +62,7 @@ def heads(dim: str = "head_dim") -> View:
 
 def derived(name: str, fn) -> View:
     """A read-only value computed from the served one (``next_token_probs``)."""
-    return View(name, lambda host, x: fn(x), None)
+    return View(name, lambda host, x: fn(x), None, derived=True)
 
 
 #: a value that can be read but not assigned (the mask, the ids, the size of the call)
