@@ -6,7 +6,9 @@
         logits = model.layers[1].mlp.router_logits.save()
 """
 
+from .errors import ReadOrderError, ShapeMismatch
 from .families import CheckpointError, UnsupportedModelType
+from .grads import NoGradient
 from .hosts import HostKind
 from .kernels import route_kernels
 from .model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, load, wrap
@@ -16,4 +18,4 @@ __version__ = "0.1.0"
 
 __all__ = ["load", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable", "NotOnHost",
            "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError",
-           "UnsupportedModelType", "__version__"]
+           "UnsupportedModelType", "ReadOrderError", "ShapeMismatch", "NoGradient", "__version__"]

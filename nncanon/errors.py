@@ -79,3 +79,17 @@ def grad_out_of_order(error: OutOfOrderError, name: str) -> ReadOrderError:
     return ReadOrderError(f"{name}.grad was requested{later}; if the order is right, the loss does not depend on "
                           f"{name} (a later block's value, or one the forward never uses), so no gradient reaches it")
 
+
+
+class ShapeMismatch(ValueError):
+    """A value assigned a tensor of another shape than the one the model holds there."""
+
+
+def check_shape(name: str, layout, new, current) -> None:
+    """Refuse assigning ``new`` to ``name`` unless it has the shape of the tensor the model holds there."""
+    shape = getattr(new, "shape", None)
+    held = getattr(current, "shape", None)
+    if shape is None or held is None or tuple(shape) == tuple(held):
+        return
+    raise ShapeMismatch(f"{name} is {layout}, here {list(held)}; the assigned tensor is {list(shape)}: "
+                        f"assign a tensor of the value's own shape (edit a slice in place to change part of it)")

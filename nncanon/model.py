@@ -262,10 +262,16 @@ class StandardModel(Host, TransformersModel):
         return found
 
     def support(self) -> Support:
-        """Every value by host kind, with its layout, where it is read, and whether this load serves it."""
+        """Every value by host kind, with its layout, where it is read, and whether this load serves it;
+        each host's values in the order this load's forward produces them (`nncanon.order`, measured)."""
+        from .order import arrange, forward_order
+
         rows = Support()
+        measured = forward_order(self) or {}
         for kind in self.host_kinds():
-            for value in kind.cls.values():
+            declared = {value.name: value for value in kind.cls.values()}
+            names = arrange(list(declared), measured.get((kind.host, kind.cls.__name__)))
+            for value in (declared[name] for name in names):
                 failing = [c for c in value.conditions if not c.holds(self)]
                 condition = None
                 if value.conditions:

@@ -21,7 +21,7 @@ from nnsight.intervention.eproperty import eproperty
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
 from . import grads
-from .errors import read_out_of_order, remember_read
+from .errors import check_shape, read_out_of_order, remember_read
 from .layouts import Layout
 from .locators import FamilyMismatch, Locator, MissingOp
 
@@ -194,8 +194,14 @@ class ValueProperty(eproperty):
             raise ReadOnly(f"{host._standard_path()}.{value.name} is read-only: {value.description}")
         host._require(value)
         location = self._location(host)
-        raw = Mediator.value(location)
-        written = value.view.write(host, new, value.locator.select(raw))
+        where = f"{host._standard_path()}.{value.name}"
+        try:
+            raw = Mediator.value(location)
+        except OutOfOrderError as error:
+            raise read_out_of_order(error, where) from None
+        current = value.locator.select(raw)
+        check_shape(where, value.layout, new, value.view.read(host, current))
+        written = value.view.write(host, new, current)
         if value.assign_in_place:
             value.locator.select(raw).copy_(written)
         else:
