@@ -116,7 +116,7 @@ def _value_entry(row: Any, cls: type) -> dict:
     return {"name": row.name, "layout": value.layout.name, "dims": list(value.layout.dims),
             "description": row.description, "read_at": row.read_at, "conditions": conditions,
             "note": value.note if isinstance(value.note, str) else None, "availability": {}, "measured": None,
-            "writable": value.writable}
+            "writable": value.writable, "gradient": value.gradient}
 
 
 def full_size_notes(hosts: list[dict], full: Any, checkpoint_id: str) -> None:

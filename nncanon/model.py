@@ -285,6 +285,15 @@ class StandardModel(Host, TransformersModel):
                                 not failing, condition, kind.blocks, value.gradient))
         return rows
 
+    def cache(self, names: list[str] | str, *inputs: Any, blocks: Any = None, **kwargs: Any) -> Any:
+        """Many values in one forward, keyed by standard path (``layers.3.mlp.router_logits``): with
+        ``inputs``, one read-only forward on them; without, inside a trace (`nncanon.cache`)."""
+        from . import cache
+
+        if inputs or kwargs:
+            return cache.run(self, names, inputs, kwargs, blocks)
+        return cache.read(self, names, blocks)
+
     def _explain_missing(self, envoy: Host, name: str) -> str | None:
         """Why ``envoy`` has no ``name``, when ``name`` is a standard name somewhere else."""
         explain = getattr(self.family_module, "explain_missing", None)

@@ -46,21 +46,40 @@ def forward_order(model: Any) -> dict[tuple[str, str], list[str]] | None:
     return cache[key]
 
 
+def _signature(model: Any) -> dict[int, tuple]:
+    """Block -> the host kinds under it (a DeltaNet block's differ from an attention block's)."""
+    from .hosts import index
+
+    kinds: dict[int, list] = {}
+    for kind in model.host_kinds():
+        for path in kind.paths if kind.blocks is not None else ():
+            kinds.setdefault(index(path), []).append((kind.host, kind.cls.__name__))
+    return {block: tuple(sorted(found)) for block, found in kinds.items()}
+
+
 def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
+    """One forward, one worker per value: on the root and on the first block of each kind of block."""
     from nnsight.intervention.interleaver import OutOfOrderError
 
+    from .hosts import index
     from .values import Unavailable
 
+    signatures = _signature(model)
+    representative: dict[tuple, int] = {}
+    for block, signature in sorted(signatures.items()):
+        representative.setdefault(signature, block)
+    measured_blocks = set(representative.values())
     targets = []
     for kind in model.host_kinds():
         if kind.host.startswith(("model.vision", "model.projector")):
             continue  # a text prompt never runs the vision encoder
-        path = kind.paths[0]
-        relative = "" if path == "model" else path[len("model."):].replace("[", ".").replace("]", "")
-        for value in kind.cls.values():
-            if all(condition.holds(model) for condition in value.conditions):
-                targets.append(((kind.host, kind.cls.__name__), relative, value.name))
-    produced: list[tuple[tuple[str, str], str]] = []
+        paths = [p for p in kind.paths if index(p) in measured_blocks] if kind.blocks is not None else kind.paths[:1]
+        for path in paths:
+            relative = "" if path == "model" else path[len("model."):].replace("[", ".").replace("]", "")
+            for value in kind.cls.values():
+                if all(condition.holds(model) for condition in value.conditions):
+                    targets.append(((kind.host, kind.cls.__name__), relative, value.name, index(path)))
+    produced: list[tuple] = []
     try:
         with torch.no_grad(), model.trace() as tracer:
             with tracer.invoke(PROMPT):
@@ -69,15 +88,30 @@ def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
                 with tracer.invoke():
                     host = model.get(target[1]) if target[1] else model
                     getattr(host, target[2])
-                    produced.append((target[0], target[2]))
+                    produced.append((target[0], target[2], target[3]))
     except (OutOfOrderError, Unavailable):
         pass  # a value this prompt never reaches: the ones it reached are recorded
+    key = _load_key(model)
+    model.__dict__.setdefault("_forward_sequences", {})[key] = (
+        [(k[0], n, b) for k, n, b in produced], {b: representative[s] for b, s in signatures.items()})
     order: dict[tuple[str, str], list[str]] = {}
-    for kind, name in produced:
+    for kind, name, _ in produced:
         names = order.setdefault(kind, [])
         if name not in names:
             names.append(name)
     return order
+
+
+def position(model: Any, host: str, name: str, block: int | None) -> float:
+    """Where the forward produces ``name`` of ``host`` (a pattern) on ``block`` among its block's values and the
+    root's: comparable within one block and with the root's; infinite when not measured."""
+    forward_order(model)
+    sequence, representative = model.__dict__.get("_forward_sequences", {}).get(_load_key(model), ([], {}))
+    want = representative.get(block) if block is not None else None
+    for i, (h, n, b) in enumerate(sequence):
+        if h == host and n == name and b == want:
+            return float(i)
+    return float("inf")
 
 
 def arrange(declared: list[str], measured: list[str] | None) -> list[str]:
