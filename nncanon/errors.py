@@ -30,11 +30,12 @@ def _mediator() -> Mediator | None:
         return None
 
 
-def remember_read(name: str) -> None:
-    """Record ``name`` as the last value this worker was served."""
+def remember_read(name: str) -> Mediator | None:
+    """Record ``name`` as the last value this worker was served; returns the worker's mediator."""
     mediator = _mediator()
     if mediator is not None:
         setattr(mediator, _LAST, name)
+    return mediator
 
 
 def _last() -> str | None:

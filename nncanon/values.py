@@ -20,7 +20,7 @@ from typing import Any
 from nnsight.intervention.eproperty import eproperty
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
-from . import grads
+from . import grads, stale
 from .errors import check_shape, read_out_of_order, remember_read
 from .layouts import Layout
 from .locators import FamilyMismatch, Locator, MissingOp
@@ -168,7 +168,10 @@ class ValueProperty(eproperty):
             raise read_out_of_order(error, where) from None
         selected = value.locator.select(raw)
         served = value.view.read(host, selected)
-        remember_read(where)
+        mediator = remember_read(where)
+        run = stale.current_run(mediator)
+        stale.stamp(served, run)
+        stale.check(mediator, run)
         return grads.mark(served, selected, where, value.gradient)
 
     def _location(self, host: Any) -> str:

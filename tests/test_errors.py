@@ -110,3 +110,38 @@ def test_the_token_route_serves_states_before_the_head_outputs(model):
         states = model.layers[0].linear_attn.states.save()
         heads = model.layers[0].linear_attn.attention_head_outputs.save()
     assert states.shape[1] == heads.shape[1]
+
+
+def _patch_in_a_loop(model, safe: bool) -> list[float]:
+    """Patch block l's last position from a clean invoke into a corrupt one, l = 0, 1, 2; how far the tensor the
+    corrupt invoke used is from the clean value of block l."""
+    import warnings
+
+    from nncanon.stale import StaleValueWarning
+
+    errors = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", StaleValueWarning)
+        for layer in range(3):
+            if safe and layer:
+                del clean  # noqa: F821  (bound by the trace below, pushed back into this frame)
+            with torch.no_grad(), model.trace() as tracer:
+                with tracer.invoke(PROMPTS[0]):
+                    clean = model.layers[layer].layer_output.save()
+                with tracer.invoke(PROMPTS[1]):
+                    out = model.layers[layer].layer_output
+                    used = clean[:, -1].clone().save()
+                    out[:, -1] = used
+            with torch.no_grad(), model.trace(PROMPTS[0]):
+                truth = model.layers[layer].layer_output.save()
+            errors.append(float((used - truth[:, -1]).abs().max()))
+    return errors, [w for w in caught if issubclass(w.category, StaleValueWarning)]
+
+
+def test_a_stale_name_from_the_previous_trace_is_warned(model):
+    errors, warned = _patch_in_a_loop(model, safe=False)
+    # the batch is padded, the truth's run is not: equal to float noise when right, far off when stale
+    assert errors[0] < 1e-5 and errors[1] > 0.1 and errors[2] > 0.1, errors  # nnsight 0.8.1 reads the old tensor
+    assert len(warned) == 2 and "'clean' in this invoke is the tensor an earlier trace left" in str(warned[0].message)
+    errors, warned = _patch_in_a_loop(model, safe=True)
+    assert max(errors) < 1e-5 and not warned, errors
