@@ -53,8 +53,12 @@ def _reached(error: OutOfOrderError) -> bool | None:
     return interleaver.counts.get(pending.provider, 0) > 0
 
 
-def read_out_of_order(error: OutOfOrderError, name: str) -> ReadOrderError:
-    """The error for reading ``name`` after the model ran past it."""
+def read_out_of_order(error: OutOfOrderError, name: str) -> ReadOrderError | None:
+    """The error for reading ``name`` after the model ran past it; None inside a ``tracer.iter`` loop, where
+    nnsight ends a loop that outran the run with this error and warns instead (it must see its own)."""
+    mediator = _mediator()
+    if mediator is not None and getattr(mediator, "iteration", 0) != 0:
+        return None
     before = _last()
     reached = _reached(error)
     if before is None:

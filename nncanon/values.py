@@ -165,7 +165,10 @@ class ValueProperty(eproperty):
         try:
             raw = Mediator.value(location)
         except OutOfOrderError as error:
-            raise read_out_of_order(error, where) from None
+            named = read_out_of_order(error, where)
+            if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
+                raise
+            raise named from None
         selected = value.locator.select(raw)
         served = value.view.read(host, selected)
         mediator = remember_read(where)
@@ -201,7 +204,10 @@ class ValueProperty(eproperty):
         try:
             raw = Mediator.value(location)
         except OutOfOrderError as error:
-            raise read_out_of_order(error, where) from None
+            named = read_out_of_order(error, where)
+            if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
+                raise
+            raise named from None
         current = value.locator.select(raw)
         check_shape(where, value.layout, new, value.view.read(host, current))
         written = value.view.write(host, new, current)
