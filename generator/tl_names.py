@@ -91,7 +91,8 @@ def _measure(family: str) -> dict[str, dict]:
         bridge = TransformerBridge.boot_transformers(str(directory), tokenizer=model.tokenizer, device="cpu")
     except Exception as error:  # noqa: BLE001 - any refusal: the family is not bridged
         why = f"TransformerLens does not bridge {family}: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
-        return {_key(*key): {"hook": hook, "agreed": None, "why": why} for key, (hook, _) in mapped.items()}
+        return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": why}
+                for key, (hook, _) in mapped.items()}
     with torch.no_grad():
         logits, theirs = bridge.run_with_cache(ids)
     found = {}
@@ -118,7 +119,7 @@ def check(family: str) -> dict[str, dict]:
     """``"host::value"`` -> ``{"hook", "agreed", "error"}`` for every mapped value the family serves; agreed None
     (with ``why``) where TransformerLens is not installed or does not bridge the family."""
     if not installed():
-        return {_key(*key): {"hook": hook, "agreed": None, "why": "TransformerLens is not installed"}
+        return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": "TransformerLens is not installed"}
                 for key, (hook, _) in NAMES.items()}
     run = subprocess.run([sys.executable, "-m", "generator.tl_names", family], capture_output=True,
                          text=True, timeout=600)
