@@ -122,13 +122,13 @@ def resolve(model: Any, names: list[str] | str, blocks: Any = None) -> list[Entr
 
 def _in_forward_order(model: Any, entries: list[Entry]) -> list[Entry]:
     from .hosts import pattern
-    from .order import position
+    from .order import positions
 
-    first_block = min((position(model, "model.layers[i]", "layer_input", b) for b in range(model.num_layers)),
-                      default=0.0)
+    position = positions(model)
+    first_block = min((position("model.layers[i]", "layer_input", b) for b in range(model.num_layers)), default=0.0)
 
     def key(entry: Entry) -> tuple:
-        where = position(model, pattern(entry.host._standard_path()), entry.value.name, entry.block)
+        where = position(pattern(entry.host._standard_path()), entry.value.name, entry.block)
         if entry.block is not None:
             return (entry.block, where)
         return (-1 if where < first_block else math.inf, where)

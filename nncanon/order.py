@@ -102,16 +102,21 @@ def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
     return order
 
 
-def position(model: Any, host: str, name: str, block: int | None) -> float:
-    """Where the forward produces ``name`` of ``host`` (a pattern) on ``block`` among its block's values and the
-    root's: comparable within one block and with the root's; infinite when not measured."""
+def positions(model: Any) -> Any:
+    """``position(host, name, block)``: where the forward produces ``name`` of ``host`` (a pattern) on ``block``
+    among its block's values and the root's; comparable within one block and with the root's; infinite when
+    not measured. One lookup table per call, so ordering many values costs one measurement's lookups."""
     forward_order(model)
     sequence, representative = model.__dict__.get("_forward_sequences", {}).get(_load_key(model), ([], {}))
-    want = representative.get(block) if block is not None else None
-    for i, (h, n, b) in enumerate(sequence):
-        if h == host and n == name and b == want:
-            return float(i)
-    return float("inf")
+    index: dict[tuple, float] = {}
+    for i, item in enumerate(sequence):
+        index.setdefault(item, float(i))
+
+    def position(host: str, name: str, block: int | None) -> float:
+        want = representative.get(block) if block is not None else None
+        return index.get((host, name, want), float("inf"))
+
+    return position
 
 
 def arrange(declared: list[str], measured: list[str] | None) -> list[str]:
