@@ -11,11 +11,13 @@ from .families import CheckpointError, UnsupportedModelType
 from .grads import NoGradient
 from .hosts import HostKind
 from .kernels import route_kernels
-from .model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, load, wrap
+from .loading import from_config, load
+from .model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, wrap
+from .remote import NotRemotable
 from .values import NotOnHost, ReadOnly, Unavailable
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable", "NotOnHost",
-           "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError",
-           "UnsupportedModelType", "ReadOrderError", "ShapeMismatch", "NoGradient", "__version__"]
+__all__ = ["load", "from_config", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable",
+           "NotOnHost", "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError",
+           "NotRemotable", "UnsupportedModelType", "ReadOrderError", "ShapeMismatch", "NoGradient", "__version__"]

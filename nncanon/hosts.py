@@ -56,7 +56,7 @@ class Host(Envoy):
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return super().__getattr__(name)
+            return super(Host, self).__getattr__(name)
         except AttributeError:
             model = self.__dict__.get("_std_model")
             explain = getattr(model, "_explain_missing", None)
@@ -125,7 +125,7 @@ class Stack(Envoy):
             noun = "blocks" if children and isinstance(children[0], Host) else "entries"
             raise IndexError(f"{self._std_path or self.path}[{key}] is out of range: "
                              f"{self._std_path or self.path} has {size} {noun} (0 to {size - 1})")
-        return super().__getitem__(key)
+        return super(Stack, self).__getitem__(key)
 
 
 def host(name: str, *bases: type[Host], values: list[Value] | tuple[Value, ...] = (), **attrs: Any) -> type[Host]:

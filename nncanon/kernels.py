@@ -154,10 +154,16 @@ def assume_fla(family: str, installed: bool = True) -> Iterator[None]:
             _assumed[family] = previous
 
 
-@functools.cache
+#: modeling module -> whether a fused kernel is bound there; a dict, not functools.cache: an lru_cache
+#: pickles by reference, and a remote trace ships this module by value to a server without nncanon
+_FUSED: dict[ModuleType, bool] = {}
+
+
 def _fused(modeling: ModuleType) -> bool:
-    return any(bound(getattr(modeling, name)) is not reference(getattr(modeling, name))
-               for name in _tapped.get(modeling, ()))
+    if modeling not in _FUSED:
+        _FUSED[modeling] = any(bound(getattr(modeling, name)) is not reference(getattr(modeling, name))
+                               for name in _tapped.get(modeling, ()))
+    return _FUSED[modeling]
 
 
 def torch_kernels_run(family: str) -> bool:
@@ -337,7 +343,7 @@ def tap(modeling: ModuleType, names: tuple[str, ...]) -> None:
         if not hasattr(fn, "__nncanon_tap__"):
             setattr(modeling, name, _served(fn, norm))
     _tapped[modeling] = tuple(dict.fromkeys((*_tapped.get(modeling, ()), *names)))
-    _fused.cache_clear()
+    _FUSED.clear()
 
 
 def track(envoy: Any) -> None:

@@ -36,7 +36,7 @@ class MissingOp(FamilyMismatch):
         if value is not None:
             message = (f"{value} reads the op {op}, but {message}; the family calls something else there: "
                        f"fix the value's locator, or serve it from another host class")
-        super().__init__(message)
+        super(MissingOp, self).__init__(message)
 
     def describe(self) -> str:
         if self.reason:
@@ -320,7 +320,7 @@ def _body(function: Any) -> _Body | None:
 
         class Labels(Instrument):
             def wrap(self, name, fn, args, keywords, node):
-                wrapped = super().wrap(name, fn, args, keywords, node)
+                wrapped = super(Labels, self).wrap(name, fn, args, keywords, node)
                 called[self.names[-1]] = fn
                 return wrapped
 

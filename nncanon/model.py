@@ -1,15 +1,15 @@
 """StandardModel: a Hugging Face model under nnsight, with standard names and values.
 
-`load` reads a checkpoint's config, picks the family from its text config's model_type,
-builds the model for the task, and wraps it in the family's root class: an nnsight
-`TransformersModel` (so ``trace``, ``generate``, ``.save()`` and ``tracer.iter`` are
-nnsight's own) whose tree uses the family's RENAME and host classes.
+`wrap` puts a built Hugging Face module (loaded, or on the meta device) under the family's root class: an
+nnsight `TransformersModel` (so ``trace``, ``generate``, ``.save()`` and ``tracer.iter`` are nnsight's
+own) whose tree uses the family's RENAME and host classes. `nncanon.loading` builds the module (`load`,
+`from_config`); a meta-first model loads its weights in `StandardModel.dispatch`.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -18,6 +18,7 @@ from nnsight.modeling.transformers import TransformersModel
 
 from .hosts import Host, HostKind, Stack, index, pattern, span
 from .locators import FamilyMismatch, MissingOp, check_ops
+from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
 
 
@@ -98,11 +99,90 @@ class StandardModel(Host, TransformersModel):
                 raise FamilyMismatch(
                     f"{family.__name__}: the standard path model.{required} does not resolve on "
                     f"{type(self._module).__name__}; check RENAME in {family.__file__}") from None
+        self._bind()
+
+    def _bind(self) -> None:
+        """What reads need on the modules under the tree: the token-shape hooks, the family's taps and the
+        ``.source`` ops. Once per module tree: at load, after `dispatch` swaps the meta modules for loaded
+        ones, and on an NDIF server over its own modules (`nncanon.remote`)."""
+        if self.__dict__.get("_bound") is self._module:
+            return
         for envoy in self._hosts:
             if getattr(type(envoy), "TRACKS_TOKENS", False):
                 envoy._module.register_forward_pre_hook(self._record_tokens, with_kwargs=True)
-        family.prepare(self)
+        self.family_module.prepare(self)
         self._install_sources()
+        self._bound = self._module
+
+    # -- weights, devices and remote runs -------------------------------------------
+
+    def dispatch(self) -> None:
+        """Load the weights of a meta-first model (``nncanon.load(..., dispatch=False)``) into its tree, with the
+        ``dtype``, ``device_map``, ... it was loaded with; the first trace does it too. A no-op once loaded."""
+        if self.dispatched:
+            return
+        from .loading import load_weights
+
+        module = load_weights(self)
+        with self._native_tree():
+            self._update(module)
+        self.pipeline.model = module
+        self.dispatched = True
+        self._bind()
+
+    def _wrap(self, module: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.nn.Module:
+        if self.tokenizer is None and self.processor is None and self.task == "text-generation":
+            # nncanon.from_config with no tokenizer: the tree, support() and the shapes need none, and
+            # transformers' pipeline() refuses to guess one for a module built from a config
+            from transformers import TextGenerationPipeline
+
+            self.pipeline = TextGenerationPipeline(model=module, tokenizer=None, device=kwargs.get("device"))
+            return self._finalize_pipeline()
+        return super(StandardModel, self)._wrap(module, *args, **kwargs)
+
+    def trace(self, *inputs: Any, remote: bool | str = False, **kwargs: Any) -> Any:
+        if remote:
+            ship_by_value()
+        return super(StandardModel, self).trace(*inputs, remote=remote, **kwargs)
+
+    def session(self, *args: Any, remote: bool | str = False, **kwargs: Any) -> Any:
+        if remote:
+            ship_by_value()
+        return super(StandardModel, self).session(*args, remote=remote, **kwargs)
+
+    def interleave(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.dispatched and self.__dict__.get("_bound") is not self._module:
+            # a tree a remote trace shipped, over a server's modules (imported at the top: no nncanon there)
+            return run_on_server(self, super(StandardModel, self).interleave, fn, *args, **kwargs)
+        return super(StandardModel, self).interleave(fn, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def _native_tree(self):
+        self._native = True
+        try:
+            yield
+        finally:
+            self._native = False
+
+    def _remoteable_persistent_objects(self) -> dict:
+        # every native module by its path, as a server's TransformersModel lists them (remote="local" uses these)
+        with self._native_tree():
+            return super(StandardModel, self)._remoteable_persistent_objects()
+
+    def _remoteable_class(self) -> type:
+        # NDIF deploys nnsight's TransformersModel; the standard tree travels in the request (nncanon.remote)
+        return TransformersModel
+
+    def _remoteable_model_key(self) -> str:
+        from .remote import check_remote_key
+
+        check_remote_key(self)
+        return super(StandardModel, self)._remoteable_model_key()
+
+    def __getstate__(self) -> dict:
+        state = super(StandardModel, self).__getstate__()
+        state.pop("_bound", None)  # the far side binds its own modules
+        return state
 
     def _install_sources(self) -> None:
         """Install the ``.source`` of every module a value reads an op in, and check the ops exist.
@@ -160,8 +240,10 @@ class StandardModel(Host, TransformersModel):
     def _named_children(self) -> list:
         # The backbone (`model`) is shown through its mounts (layers, embed_tokens, ...),
         # as print(model) lists the standard tree, not the native one.
+        if self.__dict__.get("_native"):
+            return super(StandardModel, self)._named_children()  # dispatch and remote ids walk the native tree
         mounted = {native.split(".")[0] for native in self._aliases.values() if "." in native}
-        return [(name, child) for name, child in super()._named_children() if name not in mounted]
+        return [(name, child) for name, child in super(StandardModel, self)._named_children() if name not in mounted]
 
     # -- what the family says ---------------------------------------------------
 
@@ -342,27 +424,6 @@ def _kinds_serving(name: str) -> list[type[Host]]:
     return _SERVING.get(name, [])
 
 
-def load(checkpoint: str | Path, task: str = "text-generation", **hf_kwargs: Any) -> StandardModel:
-    """Load ``checkpoint`` (a local directory) as a `StandardModel`.
-
-    ``task`` is ``"text-generation"`` (the text model alone) or ``"image-text-to-text"``
-    (the multimodal wrapper with its processor). ``hf_kwargs`` go to ``from_pretrained``
-    (``attn_implementation``, ``experts_implementation``, ``dtype``, ...).
-    """
-    from .families import family_for
-
-    checkpoint = Path(checkpoint)
-    family = family_for(checkpoint)
-    try:
-        module, preprocessors = family.build(checkpoint, task, **hf_kwargs)
-    except ValueError as error:
-        unsupported = _implementation_error(family, error, hf_kwargs)
-        if unsupported is None:
-            raise
-        raise unsupported from None
-    return wrap(family, module, task, **preprocessors)
-
-
 def _implementation_error(family: ModuleType, error: ValueError, hf_kwargs: dict) -> ImplementationError | None:
     """transformers' refusal of an attention or experts implementation, as one line naming the family and
     the implementations its model supports; None for any other error."""
@@ -404,5 +465,5 @@ def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors
     return model
 
 
-__all__ = ["StandardModel", "load", "wrap", "Support", "Row", "HostKind", "Unavailable", "NotOnHost", "FamilyMismatch",
+__all__ = ["StandardModel", "wrap", "Support", "Row", "HostKind", "Unavailable", "NotOnHost", "FamilyMismatch",
            "MissingOp", "ImplementationError"]

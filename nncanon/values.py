@@ -147,13 +147,18 @@ class ValueProperty(eproperty):
     """
 
     def __init__(self, value: Value) -> None:
-        super().__init__(key=value.name, description=value.description)
+        super(ValueProperty, self).__init__(key=value.name, description=value.description)
         self.name = value.name
         self.value = value
         self.__doc__ = f"{value.layout}: {value.description}"
 
     def __str__(self) -> str:
         return self.value.line()
+
+    def __reduce__(self) -> tuple:
+        # A property does not pickle; a host class shipped by value to NDIF (nncanon.remote) carries its
+        # values as their data and rebuilds the descriptor from it.
+        return type(self), (self.value,)
 
     def __get__(self, host: Any, owner: Any = None) -> Any:
         if host is None:

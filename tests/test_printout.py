@@ -20,17 +20,11 @@ def text_part(lines: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def meta_text_model(checkpoint):
-    from transformers import AutoTokenizer
-
     import nncanon
-    from generator.checkpoints import meta_model
-    from nncanon.families import _loading
-    from nncanon.families import qwen3_5_moe_text as family
+    from generator.family import get_family
 
-    config = meta_model(family.FAMILY, "Qwen/Qwen3.5-35B-A3B-Base").config.get_text_config()
-    module = _loading.meta(family.hf.Qwen3_5MoeForCausalLM, config)
-    return nncanon.wrap(family, module, "text-generation", tokenizer=AutoTokenizer.from_pretrained(checkpoint),
-                        device="meta")
+    # the full-size config alone, as a meta-first load builds it (nncanon.from_config)
+    return nncanon.from_config(get_family("qwen3_5_moe_text").checkpoint_config("Qwen/Qwen3.5-35B-A3B-Base"))
 
 
 def test_text_printout_matches_the_spec(meta_text_model):

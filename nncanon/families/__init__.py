@@ -64,7 +64,7 @@ def text_model_type(config: dict) -> str:
 def read_config(checkpoint: Path) -> dict:
     """``checkpoint``'s config.json as a dict, or a `CheckpointError` saying what is wrong and how to fix it."""
     checkpoint = Path(checkpoint)
-    local = "nncanon.load takes a local checkpoint directory (download one first, e.g. huggingface_hub.snapshot_download)"
+    local = "nncanon.load takes a local checkpoint directory or a Hugging Face hub id ('org/name')"
     if not checkpoint.exists():
         raise CheckpointError(f"{checkpoint}: no such file or directory; {local}")
     if not checkpoint.is_dir():
@@ -105,7 +105,11 @@ def known_model_types() -> list[str]:
 
 
 def family_for(checkpoint: Path) -> ModuleType:
-    config = read_config(checkpoint)
+    return family_for_config(read_config(checkpoint), Path(checkpoint) / "config.json")
+
+
+def family_for_config(config: dict, where: Path | str) -> ModuleType:
+    """The family module serving ``config`` (a config.json's dict); ``where`` names it in the error."""
     model_type = text_model_type(config)
     if model_type in REGISTERED:
         return REGISTERED[model_type]
@@ -114,6 +118,6 @@ def family_for(checkpoint: Path) -> ModuleType:
         if model_type in module.MODEL_TYPES:
             return module
     raise UnsupportedModelType(
-        f"{Path(checkpoint) / 'config.json'}: model_type {model_type!r} has no nncanon family; nncanon serves "
+        f"{where}: model_type {model_type!r} has no nncanon family; nncanon serves "
         f"{', '.join(known_model_types())} (write a family module for it and add it with "
         "nncanon.families.register)")

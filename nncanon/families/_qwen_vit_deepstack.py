@@ -60,7 +60,7 @@ class _DeepStackOnly:
     """deepstack_output exists on the first `deepstack_blocks` blocks only: say so on the others."""
 
     def _require(self, value: Value) -> None:
-        super()._require(value)
+        super(_DeepStackOnly, self)._require(value)
         index = int(self.path.rsplit(".", 1)[-1])
         count = deepstack_blocks(self._std_model)
         if value.name == "deepstack_output" and index >= count:

@@ -38,7 +38,7 @@ class Worded(Locator):
     words: str = ""
 
     def read_at(self) -> str:
-        return self.words or super().read_at()
+        return self.words or super(Worded, self).read_at()
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class AtRoot(Worded):
     """
 
     def target(self, host: Any) -> Any:
-        return super().target(host._std_model)
+        return super(AtRoot, self).target(host._std_model)
 
     def sourced_modules(self) -> tuple[str | None, ...]:
         return ()

@@ -32,6 +32,7 @@ def wrapper_build(wrapper: type):
         processor = load_processor(checkpoint)
         return module, {"tokenizer": processor.tokenizer, "processor": processor}
 
+    build.wrapper = wrapper  # what nncanon.loading.meta_module builds on meta
     return build
 
 

@@ -84,6 +84,10 @@ def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
     return module, {"tokenizer": processor.tokenizer, "processor": processor}
 
 
+# what nncanon.loading.meta_module builds on meta for each task
+build.causal_lm, build.wrapper = hf.Qwen3_5MoeForCausalLM, hf.Qwen3_5MoeForConditionalGeneration
+
+
 def required_paths(model: StandardModel) -> list[str]:
     paths = [*_deltanet.HYBRID_PATHS, "layers.0.mlp.router", "layers.0.mlp.experts", "layers.0.mlp.shared_experts"]
     if model.task == "image-text-to-text":
