@@ -7,7 +7,9 @@ forward with one nnsight worker per value (on the first module of each host kind
 recording when it is served: the record is the order the model produced them in.
 
 Measured once per load (attention, experts, kernel route), lazily, on a model whose weights
-are real; a model on the meta device, or one asked inside a trace, keeps the declared order.
+are real; a model on the meta device (a meta-first hub load before its first trace, `from_config`),
+or one asked inside a trace, keeps the declared order: measuring needs a forward, which would
+dispatch the weights.
 A value this load does not serve, or the prompt does not reach (the vision encoder on a
 text prompt), keeps its place after the declared value before it.
 """
