@@ -27,6 +27,7 @@ bench: $(PY)
 	$(PY) bench/bench_page.py
 	$(PY) bench/bench_build.py
 	$(PY) bench/bench_load.py
+	$(PY) bench/bench_cache.py
 
 serve: $(PY)
 	$(PY) -m generator serve

@@ -199,6 +199,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from generator.build import BuildBusy
     from generator.checkpoints import PinMismatch
     from generator.collect import ClaimError
+    from generator.docs_run import DocsError
     from generator.examples import NoteError
     from generator.family import FamilyYamlError
     from generator.render import FactsError, MkdocsBuildError
@@ -209,6 +210,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
         PinMismatch,
         ClaimError,
         NoteError,
+        DocsError,
         FactsError,
         MkdocsBuildError,
         UnsafeUrlError,

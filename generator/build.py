@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from generator.collect import build_dir, cached_facts, facts_dir
+from generator.docs_run import run_pages
 from generator.family import REPO_ROOT, all_families
 
 SITE = REPO_ROOT / "site"
@@ -124,6 +125,7 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         recover(site, progress)
         names = [family.family for family in all_families()]
         collected = collect_all(names, progress=progress, force=force)
+        run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         docs, staged = build_dir() / "docs", _beside(site, "new")
         progress("render: pages from facts")
         render_site(facts_dir(), docs, families=names)

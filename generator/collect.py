@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from generator import tl_names
 from generator.claim_error import ClaimError
 from generator.claims import block_of_kind, check_identities, check_value_claims
 from generator.configs import config_tables, full_size
@@ -158,6 +159,8 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
                                                 built={family.printout_checkpoint: printout_model})
         family_traits = traits(family_module, tiny, printout_model)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
+        progress(f"{family.family}: TransformerLens names")
+        tl_names.annotate(hosts, tl_names.check(family.family))
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
             "tagline": " ".join(family.tagline.split()), "tags": list(family.tags),
@@ -258,6 +261,8 @@ def cache_key(name: str | Family) -> str:
             digest.update(path.read_bytes())
     for package in ("torch", "transformers", "nnsight"):
         digest.update(f"{package}=={version(package)}".encode())
+    if tl_names.installed():  # the facts say whether each TransformerLens hook agreed
+        digest.update(f"transformer-lens=={version('transformer-lens')}".encode())
     return digest.hexdigest()[:20]
 
 

@@ -77,6 +77,8 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
     """One entry per host kind (standard path, module class) with the blocks it covers and every value:
     layout, read at, conditions, availability per load, measured shape."""
     by_kind: dict[tuple[str, str], dict] = {}
+    #: per host kind, (how many values a load serves, the order its forward produces them in), best load first
+    orders: dict[tuple[str, str], list[tuple[int, list[str]]]] = {}
     for load in models.all:
         model = models.get(load.label)
         with load.within(model):
@@ -91,6 +93,8 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
                 entry["class"] = kind.native
             if kind.blocks is not None:
                 entry["blocks"] = sorted(set(entry["blocks"] or []) | set(kind.blocks))
+            mine = [row for row in rows if (row.host, row.host_class) == (kind.host, kind.native)]
+            orders.setdefault(key, []).append((sum(row.available for row in mine), [row.name for row in mine]))
             for row in rows:
                 if (row.host, row.host_class) != (kind.host, kind.native):
                     continue
@@ -100,8 +104,12 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
                     with load.within(model):
                         value["measured"] = _measure_value(model, family, family_module, kind, row, prompts)
     hosts = []
-    for entry in by_kind.values():
-        entry["values"] = list(entry["values"].values())
+    for key, entry in by_kind.items():
+        # in the forward order of the load that serves the most of them (support() measures it per load:
+        # the token-by-token DeltaNet route serves states before attention_head_outputs)
+        best = max(orders[key], key=lambda order: order[0])[1]
+        rank = {name: i for i, name in enumerate(best)}
+        entry["values"] = sorted(entry["values"].values(), key=lambda v: rank.get(v["name"], len(rank)))
         hosts.append(entry)
     return hosts
 
@@ -116,7 +124,7 @@ def _value_entry(row: Any, cls: type) -> dict:
     return {"name": row.name, "layout": value.layout.name, "dims": list(value.layout.dims),
             "description": row.description, "read_at": row.read_at, "conditions": conditions,
             "note": value.note if isinstance(value.note, str) else None, "availability": {}, "measured": None,
-            "writable": value.writable}
+            "writable": value.writable, "gradient": value.gradient}
 
 
 def full_size_notes(hosts: list[dict], full: Any, checkpoint_id: str) -> None:

@@ -6,7 +6,9 @@
         logits = model.layers[1].mlp.router_logits.save()
 """
 
+from .errors import ReadOrderError, ShapeMismatch
 from .families import CheckpointError, UnsupportedModelType
+from .grads import NoGradient
 from .hosts import HostKind
 from .kernels import route_kernels
 from .loading import from_config, load
@@ -16,6 +18,6 @@ from .values import NotOnHost, ReadOnly, Unavailable
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "from_config", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable", "NotOnHost",
-           "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError", "NotRemotable",
-           "UnsupportedModelType", "__version__"]
+__all__ = ["load", "from_config", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable",
+           "NotOnHost", "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError",
+           "NotRemotable", "UnsupportedModelType", "ReadOrderError", "ShapeMismatch", "NoGradient", "__version__"]

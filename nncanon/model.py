@@ -42,6 +42,8 @@ class Row:
     condition: str | None
     #: the blocks whose module at ``host`` is a ``host_class`` (None: a host with no index)
     blocks: tuple[int, ...] | None = None
+    #: None when ``.grad`` of the value exists inside ``with loss.backward():``, else why it cannot
+    gradient: str | None = None
 
     @property
     def covers(self) -> str:
@@ -343,10 +345,16 @@ class StandardModel(Host, TransformersModel):
         return found
 
     def support(self) -> Support:
-        """Every value by host kind, with its layout, where it is read, and whether this load serves it."""
+        """Every value by host kind, with its layout, where it is read, and whether this load serves it;
+        each host's values in the order this load's forward produces them (`nncanon.order`, measured)."""
+        from .order import arrange, forward_order
+
         rows = Support()
+        measured = forward_order(self) or {}
         for kind in self.host_kinds():
-            for value in kind.cls.values():
+            declared = {value.name: value for value in kind.cls.values()}
+            names = arrange(list(declared), measured.get((kind.host, kind.cls.__name__)))
+            for value in (declared[name] for name in names):
                 failing = [c for c in value.conditions if not c.holds(self)]
                 condition = None
                 if value.conditions:
@@ -357,8 +365,17 @@ class StandardModel(Host, TransformersModel):
                     condition = note if not failing else f"{condition}; {note}"
                 rows.append(Row(kind.host, kind.native, value.name, str(value.layout), value.layout.dims,
                                 value.description, value.read_at(), bool(value.conditions),
-                                not failing, condition, kind.blocks))
+                                not failing, condition, kind.blocks, value.gradient))
         return rows
+
+    def cache(self, names: list[str] | str, *inputs: Any, blocks: Any = None, **kwargs: Any) -> Any:
+        """Many values in one forward, keyed by standard path (``layers.3.mlp.router_logits``): with
+        ``inputs``, one read-only forward on them; without, inside a trace (`nncanon.cache`)."""
+        from . import cache
+
+        if inputs or kwargs:
+            return cache.run(self, names, inputs, kwargs, blocks)
+        return cache.read(self, names, blocks)
 
     def _explain_missing(self, envoy: Host, name: str) -> str | None:
         """Why ``envoy`` has no ``name``, when ``name`` is a standard name somewhere else."""

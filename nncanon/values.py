@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nnsight.intervention.eproperty import eproperty
-from nnsight.intervention.interleaver import Mediator
+from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
+from . import grads, stale
+from .errors import check_shape, read_out_of_order, remember_read
 from .layouts import Layout
 from .locators import FamilyMismatch, Locator, MissingOp
 
@@ -77,7 +79,12 @@ class View:
     name: str
     read: Callable[[Any, Any], Any]
     write: Callable[[Any, Any], Any] | None
+    #: ``read`` computes a new tensor (a softmax, a shape) instead of viewing the model's
+    derived: bool = False
 
+
+#: layouts whose values are integers: ids, masks, indices, sizes
+_INTEGER_LAYOUTS = ("Tokens", "ExpertIndices", "scalar", "ImageTokenMask")
 
 IDENTITY = View("identity", lambda host, x: x, lambda host, x, current: x)
 
@@ -100,7 +107,23 @@ class Value:
     #: where an edit of this value shows: "this call" (its logits), or "the next call" for a value the
     #: forward only hands on (a state written to the cache), whose edit reaches the next decode step
     reaches: str = "this call"
+    #: why ``.grad`` of this value cannot exist, where its layout, view and reach do not say it already
+    #: (a stack made only for the reader); see `gradient`
+    no_grad: str | None = None
     extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def gradient(self) -> str | None:
+        """None when the value has a gradient inside ``with loss.backward():``, else why it cannot."""
+        if self.no_grad is not None:
+            return self.no_grad
+        if self.layout.name in _INTEGER_LAYOUTS:
+            return f"it holds integers ({self.layout.name}), which autograd does not differentiate"
+        if self.view.derived:
+            return "it is derived for the reader (a copy the forward never uses), so no gradient reaches it"
+        if self.reaches != "this call":
+            return "the forward only hands it to the cache for the next call: this call's outputs do not depend on it"
+        return None
 
     @property
     def writable(self) -> bool:
@@ -142,8 +165,22 @@ class ValueProperty(eproperty):
             return self
         value = self.value
         host._require(value)
-        raw = Mediator.value(self._location(host))
-        return value.view.read(host, value.locator.select(raw))
+        location = self._location(host)
+        where = f"{host._standard_path()}.{value.name}"
+        try:
+            raw = Mediator.value(location)
+        except OutOfOrderError as error:
+            named = read_out_of_order(error, where)
+            if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
+                raise
+            raise named from None
+        selected = value.locator.select(raw)
+        served = value.view.read(host, selected)
+        mediator = remember_read(where)
+        run = stale.current_run(mediator)
+        stale.stamp(served, run)
+        stale.check(mediator, run)
+        return grads.mark(served, selected, where, value.gradient)
 
     def _location(self, host: Any) -> str:
         """The value's location on ``host``; an op the forward lacks is a `MissingOp` naming the value.
@@ -168,8 +205,17 @@ class ValueProperty(eproperty):
             raise ReadOnly(f"{host._standard_path()}.{value.name} is read-only: {value.description}")
         host._require(value)
         location = self._location(host)
-        raw = Mediator.value(location)
-        written = value.view.write(host, new, value.locator.select(raw))
+        where = f"{host._standard_path()}.{value.name}"
+        try:
+            raw = Mediator.value(location)
+        except OutOfOrderError as error:
+            named = read_out_of_order(error, where)
+            if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
+                raise
+            raise named from None
+        current = value.locator.select(raw)
+        check_shape(where, value.layout, new, value.view.read(host, current))
+        written = value.view.write(host, new, current)
         if value.assign_in_place:
             value.locator.select(raw).copy_(written)
         else:

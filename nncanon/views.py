@@ -18,7 +18,10 @@ def _invoke_rows() -> tuple[int, int] | None:
     nnsight narrows a value to an invoke's rows only when its leading dim is the batch; the
     mixture's rows are tokens, so the tokens view narrows them itself.
     """
-    mediator = Mediator.current("a token-flattened value")
+    try:
+        mediator = Mediator.current("a token-flattened value")
+    except ValueError:  # a plain forward (the standard cache's hooks): the whole batch
+        return None
     batcher = mediator.interleaver.batcher if mediator.interleaver is not None else None
     if batcher is None or not batcher.batching or mediator.batch_group is None:
         return None
@@ -62,7 +65,7 @@ def heads(dim: str = "head_dim") -> View:
 
 def derived(name: str, fn) -> View:
     """A read-only value computed from the served one (``next_token_probs``)."""
-    return View(name, lambda host, x: fn(x), None)
+    return View(name, lambda host, x: fn(x), None, derived=True)
 
 
 #: a value that can be read but not assigned (the mask, the ids, the size of the call)

@@ -57,7 +57,18 @@ def ws(tmp_path, monkeypatch) -> Path:
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     monkeypatch.delenv("NNCANON_TEST_PAUSE_SWAP", raising=False)
     put_facts(tmp_path, FAMILY, json.loads((FIXTURE / f"{FAMILY}.json").read_text()))
+    put_docs_run(tmp_path)
     return tmp_path
+
+
+def put_docs_run(ws: Path) -> None:
+    """The hand-written pages' code as having run (tests/test_docs.py runs it), as the facts are cached."""
+    from generator.docs_run import PAGES, page_key
+
+    directory = ws / "build" / "docs_run"
+    directory.mkdir(parents=True, exist_ok=True)
+    for page in PAGES:
+        (directory / f"{page}.key").write_text(page_key(page) + "\n")
 
 
 def put_facts(ws: Path, name: str, facts: dict) -> None:
@@ -280,6 +291,7 @@ def _errors() -> dict[str, BaseException]:
     from generator.build import BuildBusy
     from generator.checkpoints import PinMismatch
     from generator.collect import ClaimError
+    from generator.docs_run import DocsError
     from generator.examples import NoteError
     from generator.family import FamilyYamlError
     from generator.render import FactsError, MkdocsBuildError
@@ -291,6 +303,7 @@ def _errors() -> dict[str, BaseException]:
         "PinMismatch": _made(PinMismatch, "families/x.yaml: tiny.sha256 is abc, the built checkpoint's is def"),
         "ClaimError": _made(ClaimError, "x: claim identity 'a + b == c': off by 3.0"),
         "NoteError": _made(NoteError, "x: note 'The mixture' (families/x.notes.md:12): no\n    a == b"),
+        "DocsError": DocsError("docs_src/recipes.md, python block 3 (line 57): an assert fails: assert x"),
         "FactsError": FactsError("build/facts/x.json: field 'hosts' is missing"),
         "MkdocsBuildError": MkdocsBuildError("mkdocs build --strict of build/docs failed:\n  WARNING: a\n  WARNING: b"),
         "UnsafeUrlError": UnsafeUrlError("1 unsafe URL(s):\n  families/x/index.html:3: <a href='javascript:x'>"),
@@ -307,6 +320,7 @@ ERRORS = [
     "PinMismatch",
     "ClaimError",
     "NoteError",
+    "DocsError",
     "FactsError",
     "MkdocsBuildError",
     "UnsafeUrlError",

@@ -1,34 +1,47 @@
-"""The hand-written pages' code runs: every ```python block of the home page and of getting started,
-in order, on the qwen3_5_moe_text tiny checkpoint (standing in for the path the page names); and every
-```python block of the pages that set up their own environment (Large models: a hub cache in HF_HOME),
-in order, in a fresh process."""
+"""The hand-written pages' code runs: every ```python block of each page the build runs
+(generator/docs_run.PAGES: the home page, getting started, the recipes), in order, on the tiny
+checkpoints standing in for the paths the pages name; a failing block fails with one line naming the
+page, the block and its line; and every ```python block of the pages that set up their own environment
+(Large models: a hub cache in HF_HOME), in order, in a fresh process."""
 
 from __future__ import annotations
 
-import linecache
 import re
 from pathlib import Path
 
 import pytest
 
+from generator.docs_run import PAGES, DocsError, run_page, run_pages
+
 DOCS = Path(__file__).resolve().parent.parent / "docs_src"
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
-LOAD = re.compile(r'nncanon\.load\("path/to/[^"]*"')
 
 
-@pytest.mark.parametrize("page", ["index.md", "getting-started.md"])
-def test_the_pages_code_runs(page, checkpoint):
-    blocks = BLOCK.findall((DOCS / page).read_text())
-    assert blocks, f"{page} has no python block"
-    namespace: dict = {}
-    for n, block in enumerate(blocks):
-        code = LOAD.sub(f"nncanon.load({str(checkpoint)!r}", block)
-        name = f"<docs_src/{page} block {n + 1}>"
-        linecache.cache[name] = (len(code), None, code.splitlines(True), name)  # nnsight reads trace bodies back
-        try:
-            exec(compile(code, name, "exec"), namespace)
-        except Exception as error:  # name the page and block, as the build does for notes
-            pytest.fail(f"docs_src/{page}, python block {n + 1} fails: {type(error).__name__}: {error}")
+@pytest.mark.parametrize("page", PAGES)
+def test_the_pages_code_runs(page):
+    run_page(page)
+
+
+def test_a_failing_block_names_the_page_and_the_block(tmp_path):
+    page = tmp_path / "broken.md"
+    page.write_text("# Broken\n\n```python\nx = 1\n```\n\ntext\n\n```python display\nnot run at all(\n```\n\n"
+                    "```python\nassert x == 2, 'x is one'\n```\n")
+    with pytest.raises(DocsError) as caught:
+        run_page(page)
+    message = str(caught.value)
+    assert message == f"{page}, python block 3 (line 14): an assert fails: assert x == 2, 'x is one': " \
+                      f"AssertionError: x is one", message
+    assert "\n" not in message
+
+
+def test_pages_run_once_until_they_change(tmp_path, monkeypatch):
+    import generator.docs_run as docs_run
+
+    monkeypatch.setattr(docs_run, "run_page", lambda page: None)
+    assert run_pages(tmp_path, progress=lambda line: None, pages=("index.md",)) == ["index.md"]
+    assert run_pages(tmp_path, progress=lambda line: None, pages=("index.md",)) == []
+    monkeypatch.setattr(docs_run, "page_key", lambda page: "changed")
+    assert run_pages(tmp_path, progress=lambda line: None, pages=("index.md",)) == ["index.md"]
 
 
 #: pages whose code sets up its own environment first (HF_HOME before huggingface_hub is imported), so they

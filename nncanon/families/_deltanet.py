@@ -103,6 +103,8 @@ LinearAttentionBase = host("LinearAttentionBase", values=[
     Value("states", States,
           "The recurrent state after every token of this call; needs route_kernels(family, 'torch')",
           TOKEN_STATES, view=READ_ONLY, conditions=(TOKEN_ROUTE,), note=lambda model: states_note(model.text_config),
+          no_grad="a stack of every token's state made for the reader; the forward computes with each token's "
+                  "state (read state under tracer.iter for its gradient)",
           extra={"bytes_per_token": state_bytes_per_token, "note": states_note}),
 ], HOST="model.layers[i].linear_attn")
 
@@ -116,7 +118,9 @@ DeltaNet = host("DeltaNet", LinearAttentionBase, values=[
     Value("betas", Gates, "The per-token write strength into the state", kernel_arg("beta"), conditions=_K),
     Value("state_input", MaybeState,
           "The recurrent state entering the layer, or None at the start of a prompt (a copy of the cache's buffer)",
-          kernel_arg("initial_state"), conditions=_K),
+          kernel_arg("initial_state"), conditions=_K,
+          no_grad="None on a prompt; on a decode step a copy of the cache's buffer, and generate runs without "
+                  "gradients"),
     Value("attention_head_outputs", LinearV,
           "The per-head outputs before the gated norm and the output projection", kernel_out(0), conditions=_K),
     Value("state_output", State, "The recurrent state leaving the layer", kernel_out(1), conditions=_K,

@@ -1,0 +1,43 @@
+"""TransformerLens names, checked: for every family, each value nncanon maps to a TransformerLens 4.3 hook
+(generator/tl_names.py) equals what TransformerBridge's run_with_cache holds there, on the tiny checkpoint.
+
+An optional extra (``pip install nncanon[transformer-lens]``, installed by CI): skipped without it. A family
+TransformerLens does not bridge (its adapter refuses the model) is reported as such; the families the issue
+names (llama, qwen3, qwen3_moe) must be bridged and agree everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from generator.family import all_families
+from generator.tl_names import check, installed
+
+pytestmark = pytest.mark.skipif(not installed(), reason="needs the transformer-lens extra (pip install "
+                                                        "nncanon[transformer-lens])")
+#: the families the issue checked by hand: every mapped value agrees
+EVERY_VALUE = {"llama", "qwen3", "qwen3_moe", "gpt2"}
+#: on every family TransformerLens bridges: the residual stream, the pattern and the logits agree. A hook that
+#: means something else on a family (gemma2's hook_mlp_out is after its post-feedforward norm) disagrees, and the
+#: facts say so on that row
+CORE = {"layer_input", "layer_mid", "layer_output", "attention_probabilities", "logits"}
+
+
+@pytest.mark.parametrize("family", sorted(f.family for f in all_families()))
+def test_transformer_lens_hooks_hold_the_same_tensors(family):
+    found = check(family)
+    assert found, f"{family}: no value is mapped to a TransformerLens hook"
+    unbridged = {key: entry for key, entry in found.items() if entry["agreed"] is None}
+    for key, entry in unbridged.items():
+        assert entry["why"].startswith(f"TransformerLens does not bridge {family}"), (key, entry)
+    if family in EVERY_VALUE:
+        assert not unbridged, unbridged
+    if unbridged:
+        assert len(unbridged) == len(found), "a family is bridged or not, not value by value"
+        return
+    must = {key: entry for key, entry in found.items()
+            if family in EVERY_VALUE or key.split("::")[1] in CORE}
+    assert must, found
+    wrong = {key: entry for key, entry in must.items() if not entry["agreed"]}
+    assert not wrong, f"{family}: {wrong}"
+    hooks = {key.split("::")[1]: entry["hook"] for key, entry in found.items()}
+    assert hooks["layer_input"] == "blocks.{i}.hook_resid_pre" and hooks["logits"] == "logits"
