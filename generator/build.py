@@ -127,8 +127,11 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         collected = collect_all(names, progress=progress, force=force)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         docs, staged = build_dir() / "docs", _beside(site, "new")
+        from generator.tl_names import annotations
+
+        transformer_lens = annotations(names, build_dir() / "transformer_lens", progress)
         progress("render: pages from facts")
-        render_site(facts_dir(), docs, families=names)
+        render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens)
         progress("mkdocs: build --strict")
         mkdocs_build(docs, staged)
         _swap(staged, site, progress)

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from generator import tl_names
 from generator.claim_error import ClaimError
 from generator.claims import block_of_kind, check_identities, check_value_claims
 from generator.configs import config_tables, full_size
@@ -159,8 +158,6 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
                                                 built={family.printout_checkpoint: printout_model})
         family_traits = traits(family_module, tiny, printout_model)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
-        progress(f"{family.family}: TransformerLens names")
-        tl_names.annotate(hosts, tl_names.check(family.family))
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
             "tagline": " ".join(family.tagline.split()), "tags": list(family.tags),
@@ -231,7 +228,8 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 #: generator modules that only render facts: a change to them re-renders, it does not re-collect
 RENDER_ONLY = {"__init__.py", "__main__.py", "build.py", "render.py", "diagrams.py", "escaping.py", "printout.py",
-               "safe_urls.py", "serve.py", "config_matrix.py", "families_index.py", "mkdocs_run.py"}
+               "safe_urls.py", "serve.py", "config_matrix.py", "families_index.py", "mkdocs_run.py",
+               "tl_names.py"}
 
 
 def fact_sources(family: Family) -> list[Path]:
@@ -261,8 +259,6 @@ def cache_key(name: str | Family) -> str:
             digest.update(path.read_bytes())
     for package in ("torch", "transformers", "nnsight"):
         digest.update(f"{package}=={version(package)}".encode())
-    if tl_names.installed():  # the facts say whether each TransformerLens hook agreed
-        digest.update(f"transformer-lens=={version('transformer-lens')}".encode())
     return digest.hexdigest()[:20]
 
 

@@ -33,6 +33,7 @@ from generator.escaping import escape_markdown, escape_markdown_inline, slug
 from generator.families_index import facet_terms, index_entry
 from generator.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.printout import printout_lines
+from generator.tl_names import annotate
 
 __all__ = [  # what tests and callers import from here (some live in generator.escaping, .printout)
     "FactsError",
@@ -359,7 +360,8 @@ def replace_dir(new: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = None) -> None:
+def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = None,
+                transformer_lens: dict[str, dict] | None = None) -> None:
     """Write the whole docs tree into out_dir (replacing it): deterministic, byte for byte.
 
     Only ``families`` are rendered (default: every facts file in facts_dir). The tree is written
@@ -368,6 +370,9 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     """
     facts_dir, out_dir = Path(facts_dir), Path(out_dir)
     loaded = load_facts(facts_dir, families)
+    for facts in loaded:  # each value's TransformerLens hook and whether it agreed, where the build checked it
+        if transformer_lens and facts["family"] in transformer_lens:
+            annotate(facts["hosts"], transformer_lens[facts["family"]])
     _check_out_dir(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))

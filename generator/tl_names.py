@@ -8,9 +8,11 @@ attention (the bridge forces it). Each mapped value gets ``{"hook", "agreed", "e
 ``agreed`` is None where TransformerLens is not installed (an optional extra:
 ``pip install nncanon[transformer-lens]``) or does not bridge the family.
 
-The check runs in a subprocess (``python -m generator.tl_names <family>``): booting a
-bridge patches transformers' attention functions for the whole process, so nncanon's reads in the
-same process after it would read another forward.
+The check runs in one subprocess for every family (``python -m generator.tl_names <family>...``),
+nncanon's reads of every family first, then every bridge: booting a bridge patches transformers'
+attention functions for the whole process, so nncanon's reads after it would read another forward. The
+build caches each family's result (:func:`annotations`) and the page shows it on the value's row; the facts
+(collected under any CPU capability) do not carry it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 #: (host pattern, value) -> (TransformerLens hook, ``{i}`` the block, ``a|b``: the first the bridge has; how its
@@ -55,18 +58,12 @@ def installed() -> bool:
     return importlib.util.find_spec("transformer_lens") is not None
 
 
-def _blocks(model: Any, host: str) -> tuple[int, ...]:
-    return next((kind.blocks for kind in model.host_kinds() if kind.host == host), ())
-
-
 def _key(host: str, name: str) -> str:
     return f"{host}::{name}"
 
 
-def _measure(family: str) -> dict[str, dict]:
-    """In this process: nncanon's reads first, then the bridge's (see the module docstring)."""
-    import torch
-
+def _ours(family: str) -> dict:
+    """nncanon's reads of the mapped values on the tiny checkpoint, and what the bridge needs to read its own."""
     import nncanon
     from generator.checkpoints import checkpoint_dir
 
@@ -76,19 +73,34 @@ def _measure(family: str) -> dict[str, dict]:
     mapped = {key: hook for key, hook in NAMES.items() if key in served}
     names = [name if host == "model" else f"{host[len('model.layers[i]'):].lstrip('.')}.{name}".lstrip(".")
              for host, name in mapped]
-    # each value on the first block that has its host (a hybrid stack's attention is not on block 1)
-    first = {kind.host: min(kind.blocks) for kind in model.host_kinds() if kind.blocks}
-    block = {key: (None if key[0] == "model" else max(BLOCK, first[key[0]]) if BLOCK in _blocks(model, key[0])
-                   else first[key[0]]) for key in mapped}
+    # each value on block 1 if its host serves it there, else on the first block that does (a hybrid stack's
+    # attention is not on block 1; deepseek_v3's block 0 is dense, the rest a mixture)
+    serving: dict[tuple[str, str], list[int]] = {}
+    for row in model.support():
+        if row.available and row.blocks:
+            serving.setdefault((row.host, row.name), []).extend(row.blocks)
+    block = {key: None if key[0] == "model" else BLOCK if BLOCK in serving[key] else min(serving[key])
+             for key in mapped}
     ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
-    cache = model.cache(names, ids, blocks=sorted({b for b in block.values() if b is not None}))
     ours = {}
-    for key, short in zip(mapped, names):
-        ours[key] = cache[short if key[0] == "model" else f"layers.{block[key]}.{short}"]
+    for at in sorted({b for b in block.values() if b is not None}) or [0]:  # a cache reads its names on its blocks
+        wanted = [(key, short) for key, short in zip(mapped, names) if block[key] in (at, None)]
+        cache = model.cache([short for _, short in wanted], ids, blocks=[at])
+        for key, short in wanted:
+            ours[key] = cache[short if key[0] == "model" else f"layers.{at}.{short}"]
+    return {"directory": directory, "tokenizer": model.tokenizer, "ids": ids, "mapped": mapped, "block": block,
+            "ours": ours}
+
+
+def _theirs(family: str, read: dict) -> dict[str, dict]:
+    """The bridge's hooks against nncanon's reads: ``"host::value"`` -> ``{"hook", "agreed", "error"}``."""
+    import torch
+
+    directory, mapped, block, ours, ids = (read[k] for k in ("directory", "mapped", "block", "ours", "ids"))
     from transformer_lens.model_bridge import TransformerBridge
 
     try:
-        bridge = TransformerBridge.boot_transformers(str(directory), tokenizer=model.tokenizer, device="cpu")
+        bridge = TransformerBridge.boot_transformers(str(directory), tokenizer=read["tokenizer"], device="cpu")
     except Exception as error:  # noqa: BLE001 - any refusal: the family is not bridged
         why = f"TransformerLens does not bridge {family}: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
         return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": why}
@@ -109,23 +121,56 @@ def _measure(family: str) -> dict[str, dict]:
             found[_key(host, name)] = {"hook": hook, "agreed": False, "error": None,
                                        "why": f"the bridge's {hook_name} is {shape}, the value {list(value.shape)}"}
             continue
-        error = float((tensor.float() - value.float()).abs().max())
+        # the facts hold no CPU-dependent digits: "0" (the same tensor) or the tolerance it agreed within
+        exact = bool(torch.equal(tensor.float(), value.float()))
         agreed = bool(torch.allclose(tensor.float(), value.float(), atol=ATOL, rtol=RTOL))
-        found[_key(host, name)] = {"hook": hook, "agreed": agreed, "error": error}
+        found[_key(host, name)] = {"hook": hook, "agreed": agreed, "error": "0" if exact else f"≤ {ATOL:g}" if agreed else None}
     return found
 
 
-def check(family: str) -> dict[str, dict]:
-    """``"host::value"`` -> ``{"hook", "agreed", "error"}`` for every mapped value the family serves; agreed None
-    (with ``why``) where TransformerLens is not installed or does not bridge the family."""
+def check(families: list[str]) -> dict[str, dict[str, dict]]:
+    """family -> ``"host::value"`` -> ``{"hook", "agreed", "error"}`` for every mapped value it serves; agreed None
+    (with ``why``) where TransformerLens is not installed or does not bridge the family. One process for all:
+    every family's nncanon reads first, then every bridge (a bridge patches transformers for the process)."""
     if not installed():
-        return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": "TransformerLens is not installed"}
-                for key, (hook, _) in NAMES.items()}
-    run = subprocess.run([sys.executable, "-m", "generator.tl_names", family], capture_output=True,
-                         text=True, timeout=600)
+        return {family: {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None,
+                                      "why": "TransformerLens is not installed"} for key, (hook, _) in NAMES.items()}
+                for family in families}
+    if not families:
+        return {}
+    run = subprocess.run([sys.executable, "-m", "generator.tl_names", *families], capture_output=True,
+                         text=True, timeout=1800)
     if run.returncode != 0:
-        raise RuntimeError(f"{family}: the TransformerLens check failed: {run.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"the TransformerLens check failed: {run.stderr.strip().splitlines()[-1:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def annotations(families: list[str], directory: Path, progress: Any = print) -> dict[str, dict[str, dict]] | None:
+    """Each family's TransformerLens agreement for the page (None without the extra), cached per family in
+    ``directory`` under its facts' cache key and the TransformerLens version: a build checks only what changed."""
+    if not installed():
+        return None
+    from importlib.metadata import version
+
+    from generator.collect import cache_key
+
+    directory.mkdir(parents=True, exist_ok=True)
+    keys = {family: f"{cache_key(family)}-{version('transformer-lens')}" for family in families}
+    found, stale = {}, []
+    for family in families:
+        path = directory / f"{family}.json"
+        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if saved.get("key") == keys[family]:
+            found[family] = saved["found"]
+        else:
+            stale.append(family)
+    if stale:
+        progress(f"TransformerLens names: {', '.join(stale)}")
+        for family, result in check(stale).items():
+            (directory / f"{family}.json").write_text(json.dumps({"key": keys[family], "found": result},
+                                                                 sort_keys=True), encoding="utf-8")
+            found[family] = result
+    return found
 
 
 def annotate(hosts: list[dict], found: dict[str, dict]) -> None:
@@ -143,7 +188,8 @@ def main(argv: list[str]) -> None:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     warnings.simplefilter("ignore")
-    print(json.dumps(_measure(argv[0]), sort_keys=True))
+    reads = {family: _ours(family) for family in argv}  # every nncanon read before any bridge boots
+    print(json.dumps({family: _theirs(family, reads[family]) for family in argv}, sort_keys=True))
 
 
 if __name__ == "__main__":

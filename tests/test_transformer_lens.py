@@ -22,9 +22,17 @@ EVERY_VALUE = {"llama", "qwen3", "qwen3_moe", "gpt2"}
 CORE = {"layer_input", "layer_mid", "layer_output", "attention_probabilities", "logits"}
 
 
-@pytest.mark.parametrize("family", sorted(f.family for f in all_families()))
-def test_transformer_lens_hooks_hold_the_same_tensors(family):
-    found = check(family)
+FAMILIES = sorted(f.family for f in all_families())
+
+
+@pytest.fixture(scope="module")
+def checked() -> dict[str, dict]:
+    return check(FAMILIES)  # one process: every family's reads, then every bridge
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_transformer_lens_hooks_hold_the_same_tensors(family, checked):
+    found = checked[family]
     assert found, f"{family}: no value is mapped to a TransformerLens hook"
     unbridged = {key: entry for key, entry in found.items() if entry["agreed"] is None}
     for key, entry in unbridged.items():
