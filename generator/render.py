@@ -28,7 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from generator.diagrams import Links, block_diagram, block_strip, chain_diagram, diagram_data
-from generator.escaping import escape_markdown, escape_markdown_inline, slug
+from generator.escaping import escape_markdown, escape_markdown_inline, ident_breaks, slug
 from generator.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.printout import printout_lines
 
@@ -161,6 +161,7 @@ def environment() -> jinja2.Environment:
         md=lambda s: Markup(escape_markdown(s or "")),
         mdi=lambda s: Markup(escape_markdown_inline(s)),
         slug=slug,
+        ident=ident_breaks,
         show=show,
         err=fmt_error,
         ranges=ranges,
