@@ -37,6 +37,16 @@
     return e;
   }
 
+  // A standard name that may wrap before each "." and "[" and nowhere else (as the page's tables do).
+  function ident(tag, cls, name) {
+    var e = el(tag, cls);
+    String(name).split(/(?=[.[])/).forEach(function (piece, i) {
+      if (i) e.appendChild(document.createElement("wbr"));
+      e.appendChild(document.createTextNode(piece));
+    });
+    return e;
+  }
+
   // ---------------------------------------------------------------- the page's state
 
   function Page(dataEl) {
@@ -191,6 +201,7 @@
       e.classList.remove("nc-lit", "nc-lit-main", "nc-active");
     });
     this.lit = [];
+    this.firstLine = null;
     this.parts.forEach(function (p) {
       p.classList.toggle("nc-pinned", p === self.pinned);
     });
@@ -211,6 +222,7 @@
       });
     });
     var first = null;
+    this.firstLine = null;
     info.lines.forEach(function (path) {
       (self.lines[path] || []).forEach(function (line) {
         var range = self.lineBlocks.get(line);
@@ -220,6 +232,7 @@
         if (!first) first = line;
       });
     });
+    this.firstLine = first;
     if (first) {
       // scroll the printout's own box (never the page) to the part's first line
       var box = first.closest("code");
@@ -255,9 +268,13 @@
 
     var head = el("div", "nc-card-head");
     head.appendChild(el("strong", "nc-card-label", info.label));
-    head.appendChild(el("code", "nc-card-path", this.indexed(info, info.path)));
+    head.appendChild(ident("code", "nc-card-path", this.indexed(info, info.path)));
     if (info.count != null) head.appendChild(el("span", "nc-card-count", "× " + info.count));
-    if (part === this.pinned) head.appendChild(el("span", "nc-card-pin", "pinned · Esc unpins"));
+    if (part === this.pinned) {
+      var pin = el("span", "nc-card-pin", "pinned");
+      pin.appendChild(el("span", "nc-card-esc", " · Esc unpins")); // hidden on a touch screen (nncanon.css)
+      head.appendChild(pin);
+    }
     card.appendChild(head);
 
     function row(key, build) {
@@ -269,7 +286,7 @@
     if (v) {
       var name = this.indexed(info, info.value);
       row("standard name", function (d) {
-        d.appendChild(el("code", "nc-card-name", name));
+        d.appendChild(ident("code", "nc-card-name", name));
         if (!v.writable) d.appendChild(el("span", "nc-badge", "read-only"));
       });
       row("layout", function (d) {
@@ -296,7 +313,7 @@
       if (info.module) {
         var mod = info.module.replace(/^model\./, "");
         row("module", function (d) {
-          d.appendChild(el("code", "nc-card-name", mod));
+          d.appendChild(ident("code", "nc-card-name", mod));
         });
       }
       if (info.count != null && info.kind == null && this.hasSlider() && info.section === "text") {
@@ -306,10 +323,44 @@
       }
     }
     if (info.note) card.appendChild(el("p", "nc-card-note", info.note));
+    this.cardLinks(card, info);
 
     card.hidden = false;
     part.setAttribute("aria-describedby", card.id);
     this.placeCard(part, card);
+  };
+
+  // Links from the card to the part's support row (its value's, else its host's first) and to its
+  // first printout line; following one scrolls it into view (nncanon.js: the click handler).
+  Page.prototype.cardLinks = function (card, info) {
+    var rows = this.rows[info.value] || this.rows[info.rows[0]] || [];
+    var row = rows[0];
+    if (!row && !this.firstLine) return;
+    var p = el("p", "nc-card-links");
+    if (row && row.id) {
+      var a = el("a", "nc-card-row-link", "support row ↓");
+      a.href = "#" + row.id;
+      p.appendChild(a);
+    }
+    if (this.firstLine) {
+      if (p.firstChild) p.appendChild(document.createTextNode(" · "));
+      var b = el("a", "nc-card-line-link", "printout line ↓");
+      b.href = "#printout";
+      p.appendChild(b);
+    }
+    card.appendChild(p);
+  };
+
+  // Scroll the part's first printout line into view: its own box to the line, and the page to the box.
+  Page.prototype.showLine = function () {
+    var line = this.firstLine;
+    if (!line) return false;
+    line.scrollIntoView({ block: "center" });
+    line.classList.add("nc-target");
+    setTimeout(function () {
+      line.classList.remove("nc-target");
+    }, 2000);
+    return true;
   };
 
   Page.prototype.placeCard = function (part, card) {
@@ -410,6 +461,10 @@
     var part = path ? this.findPart(path) : hashPart && this.visible(hashPart) ? hashPart : null;
     this.pin(part, true);
     this.update();
+    // the state as drawn: a block out of range is clamped, a part the picked block lacks is dropped
+    this.saveUrl();
+    // a linked part is shown (unless the URL names another target), and its printout line in its box
+    if (part && !hash) part.scrollIntoView({ block: "center" });
   };
 
   // ---------------------------------------------------------------- events (delegated, once)
@@ -467,6 +522,11 @@
   document.addEventListener("click", function (e) {
     if (!page) return;
     var part = partOf(e.target);
+    var link = e.target.closest && e.target.closest(".nc-card-line-link");
+    if (link && page.showLine()) {
+      e.preventDefault();
+      return;
+    }
     if (part) {
       page.pin(page.pinned === part ? null : part);
     } else if (page.pinned && !(e.target.closest && e.target.closest(".nc-card, .nc-picker"))) {
