@@ -1,8 +1,8 @@
 // nncanon encyclopedia: page-wide behaviour that is not the diagrams' (those are nncanon.js).
 //
 // - Every scroll box is reachable by keyboard (axe: scrollable-region-focusable): a box that scrolls
-//   (a table wider than a phone, a code block, the printout, the families index) and holds nothing
-//   focusable gets tabindex="0", role="region" and a name. Which boxes scroll depends on the screen,
+//   (a table wider than a phone, a code block, the printout, the families index) gets tabindex="0",
+//   role="region" and a name, unless it is a diagram (its parts are focusable). Which boxes scroll depends on the screen,
 //   so this runs on every page, on resize and when a <details> opens; and Material, which makes a
 //   code block focusable only on a screen with hover, is undone when it takes that away on touch.
 // - Printing opens every collapsed <details> (closed again after), so the paper has it all.
@@ -40,7 +40,10 @@
 
   function reach(e) {
     var ours = e.hasAttribute("data-nc-scroll");
-    var need = e.getClientRects().length > 0 && scrolls(e) && (ours || !e.querySelector(FOCUSABLE));
+    // a diagram's parts are its tab stops; a table's links (the families index's sticky names) are not
+    // enough, since reaching them never scrolls the box sideways
+    var covered = e.matches(".nc-scroll") && e.querySelector(FOCUSABLE);
+    var need = e.getClientRects().length > 0 && scrolls(e) && (ours || !covered);
     if (need && !e.hasAttribute("tabindex")) {
       e.setAttribute("tabindex", "0");
       e.setAttribute("data-nc-scroll", "");

@@ -261,6 +261,15 @@
   Page.prototype.showCard = function (part, info) {
     var card = this.cardFor(part);
     if (!card) return;
+    // the same card (part, pin, block) is kept, not rebuilt: a link in it being clicked or focused
+    // moves the focus off the part, and a rebuilt card would lose that link mid-click
+    var key = part.id + "|" + (part === this.pinned) + "|" + this.block;
+    if (!card.hidden && card.getAttribute("data-key") === key) {
+      part.setAttribute("aria-describedby", card.id);
+      this.placeCard(part, card);
+      return;
+    }
+    card.setAttribute("data-key", key);
     var v = info.value ? this.data.values[info.value] : null;
     card.textContent = "";
     card.classList.toggle("nc-card-pinned", part === this.pinned);
