@@ -9,6 +9,11 @@ and its printout line, and a URL's state scrolls its part into view.
 
 from __future__ import annotations
 
+import functools
+import http.server
+import json
+import threading
+
 import pytest
 from browser_site import Tab, card, family_url, html_pages, part
 
@@ -203,3 +208,51 @@ def test_a_url_state_scrolls_its_part_into_view_and_drops_a_part_the_block_lacks
     page = tab.open(family_url(base, f"?block={block}&part={only}"))
     page.wait_for_function("() => !location.search.includes('part=')")
     assert f"block={block}" in page.evaluate("location.search") or block == 0
+
+
+def test_404_finds_its_assets_under_a_sub_path(browser, tmp_path, site_facts):
+    """Built without site_url (as `python -m generator build` does) and copied under /docs/ of a
+    server that answers a missing URL with 404.html (as static hosts do): the page is styled, its
+    links lead into /docs/, and Material's search worker loads from there."""
+    from generator.mkdocs_run import mkdocs_build
+    from generator.render import render_site
+
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / "qwen3_5_moe_text.json").write_text(json.dumps(site_facts), encoding="utf-8")
+    render_site(tmp_path / "facts", tmp_path / "docs_src")
+    mkdocs_build(tmp_path / "docs_src", tmp_path / "www" / "docs")
+    not_found = (tmp_path / "www" / "docs" / "404.html").read_bytes()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def send_error(self, code, message=None, explain=None):
+            if code != 404:
+                return super().send_error(code, message, explain)
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(not_found)))
+            self.end_headers()
+            self.wfile.write(not_found)
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path / "www"))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_port}/docs/families/no/such/page")
+        root = f"http://127.0.0.1:{server.server_port}/docs/"
+        sheets = page.evaluate("[...document.styleSheets].map(s => s.href).filter(Boolean)")
+        assert sheets and all(s.startswith(root) for s in sheets), sheets
+        assert page.evaluate("getComputedStyle(document.querySelector('.md-header')).position") == "sticky"
+        home = page.locator(".md-header__button.md-logo").get_attribute("href")
+        assert page.evaluate("h => new URL(h, document.baseURI).href", home) == root
+        config = page.evaluate("JSON.parse(document.getElementById('__config').textContent)")
+        assert config["base"] == root and config["search"].startswith(root + "assets/")
+        context.close()
+    finally:
+        server.shutdown()
+        server.server_close()

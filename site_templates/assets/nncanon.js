@@ -164,7 +164,7 @@
       p.classList.toggle("nc-current", on);
       all(p, ".nc-indexed").forEach(function (t) {
         var tpl = t.getAttribute("data-path") || t.textContent;
-        t.textContent = tpl.replace("layers[i]", "layers[" + i + "]");
+        t.textContent = on ? tpl.replace("layers[i]", "layers[" + i + "]") : tpl; // others print as layers[i]
       });
     });
     // a pinned block part follows to the new kind's diagram, or unpins if that kind has none
