@@ -30,22 +30,8 @@
     return Array.prototype.slice.call(root.querySelectorAll(sel));
   }
 
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text != null) e.textContent = text;
-    return e;
-  }
-
-  // A standard name that may wrap before each "." and "[" and nowhere else (as the page's tables do).
-  function ident(tag, cls, name) {
-    var e = el(tag, cls);
-    String(name).split(/(?=[.[])/).forEach(function (piece, i) {
-      if (i) e.appendChild(document.createElement("wbr"));
-      e.appendChild(document.createTextNode(piece));
-    });
-    return e;
-  }
+  var card$ = window.nncanonCard; // assets/nncanon-card.js, loaded first: what a card says
+  var el = card$.el;
 
   // ---------------------------------------------------------------- the page's state
 
@@ -270,94 +256,11 @@
       return;
     }
     card.setAttribute("data-key", key);
-    var v = info.value ? this.data.values[info.value] : null;
-    card.textContent = "";
-    card.classList.toggle("nc-card-pinned", part === this.pinned);
-    card.setAttribute("data-path", info.path);
-
-    var head = el("div", "nc-card-head");
-    head.appendChild(el("strong", "nc-card-label", info.label));
-    head.appendChild(ident("code", "nc-card-path", this.indexed(info, info.path)));
-    if (info.count != null) head.appendChild(el("span", "nc-card-count", "× " + info.count));
-    if (part === this.pinned) {
-      var pin = el("span", "nc-card-pin", "pinned");
-      pin.appendChild(el("span", "nc-card-esc", " · Esc unpins")); // hidden on a touch screen (nncanon.css)
-      head.appendChild(pin);
-    }
-    card.appendChild(head);
-
-    function row(key, build) {
-      var d = el("div", "nc-card-row");
-      d.appendChild(el("span", "nc-card-key", key));
-      build(d);
-      card.appendChild(d);
-    }
-    if (v) {
-      var name = this.indexed(info, info.value);
-      row("standard name", function (d) {
-        d.appendChild(ident("code", "nc-card-name", name));
-        if (!v.writable) d.appendChild(el("span", "nc-badge", "read-only"));
-      });
-      row("layout", function (d) {
-        d.appendChild(el("code", "nc-card-layout", v.layout));
-        if (v.dims.length) d.appendChild(el("span", "nc-card-dims", " [" + v.dims.join(" ") + "]"));
-      });
-      if (v.measured) {
-        row("measured", function (d) {
-          d.appendChild(el("span", "nc-card-measured", v.measured));
-        });
-      }
-      card.appendChild(el("p", "nc-card-desc", v.description));
-      row("read at", function (d) {
-        d.appendChild(el("span", "nc-card-read", v.read_at));
-      });
-      v.conditions.forEach(function (c) {
-        var p = el("p", "nc-card-cond");
-        p.appendChild(document.createTextNode("⚠︎ needs "));
-        p.appendChild(el("code", null, c.needs));
-        if (c.why) p.appendChild(document.createTextNode(": " + c.why));
-        card.appendChild(p);
-      });
-    } else {
-      if (info.module) {
-        var mod = info.module.replace(/^model\./, "");
-        row("module", function (d) {
-          d.appendChild(ident("code", "nc-card-name", mod));
-        });
-      }
-      if (info.count != null && info.kind == null && this.hasSlider() && info.section === "text") {
-        card.appendChild(el("p", "nc-card-desc", info.count + " blocks; the slider below picks one."));
-      } else if (info.count != null) {
-        card.appendChild(el("p", "nc-card-desc", info.count + " blocks, each drawn below."));
-      }
-    }
-    if (info.note) card.appendChild(el("p", "nc-card-note", info.note));
-    this.cardLinks(card, info);
+    card$.fill(this, card, part, info);
 
     card.hidden = false;
     part.setAttribute("aria-describedby", card.id);
     this.placeCard(part, card);
-  };
-
-  // Links from the card to the part's support row (its value's, else its host's first) and to its
-  // first printout line; following one scrolls it into view (nncanon.js: the click handler).
-  Page.prototype.cardLinks = function (card, info) {
-    var rows = this.rows[info.value] || this.rows[info.rows[0]] || [];
-    var row = rows[0];
-    if (!row && !this.firstLine) return;
-    var p = el("p", "nc-card-links");
-    if (row && row.id) {
-      var a = el("a", "nc-card-row-link", "support row ↓");
-      a.href = "#" + row.id;
-      p.appendChild(a);
-    }
-    if (this.firstLine) {
-      if (p.firstChild) p.appendChild(document.createTextNode(" · "));
-      var b = el("a", "nc-card-line-link", "printout line ↓");
-      b.href = "#printout";
-      p.appendChild(b);
-    }
-    card.appendChild(p);
   };
 
   // Scroll the part's first printout line into view: its own box to the line, and the page to the box.
@@ -373,19 +276,7 @@
   };
 
   Page.prototype.placeCard = function (part, card) {
-    var view = card.closest(".nc-view");
-    if (!view || card.hidden) return;
-    // under the part's figure and its identity line (never over the diagram), lined up with the part
-    var box = view.getBoundingClientRect();
-    var r = part.getBoundingClientRect();
-    var under = part.closest(".nc-figure") || part.closest(".nc-scroll") || part;
-    var next = under.nextElementSibling;
-    if (next && next.classList.contains("nc-identity")) under = next;
-    var bottom = under.getBoundingClientRect().bottom;
-    var width = card.offsetWidth;
-    var left = Math.max(0, Math.min(r.left - box.left, box.width - width));
-    card.style.left = Math.round(left) + "px";
-    card.style.top = Math.round(Math.max(r.bottom, bottom) - box.top + 4) + "px";
+    card$.place(part, card);
   };
 
   Page.prototype.replace = function () {
