@@ -8,8 +8,9 @@ plain static host), opens the family page in Debian's chromium through playwrigh
 a fresh context (a cold cache), and prints:
 
 - transferred: every response of the page load from the network log (the HTML and every asset it
-  loads: styles, scripts, the search worker and index, images), headers + body bytes, by type,
-  with what gzip would make of the bodies (what a compressing static host would send);
+  loads: styles, scripts, the search worker, images), headers + body bytes, by type, with what gzip
+  would make of the bodies (what a compressing static host would send); then what opening search
+  adds (the search index, which a page view does not load);
 - timings, ms from navigation start (medians over the repeats): the HTML received, DOMContentLoaded,
   load, and interactive: the diagrams' init done (``window.__nncanonReady``, set by
   site_templates/assets/nncanon.js), and how long that init itself took.
@@ -76,8 +77,16 @@ def load_once(browser, url: str) -> dict:
                   ready: window.__nncanonReady, init: window.__nncanonInitMs};
         }"""
     )
-    resources = []
+    viewed = list(done)
+    # the search index is held back until search is opened (site_templates/overrides/main.html): measure it
+    with page.expect_request_finished(lambda r: "search_index.json" in r.url):
+        page.focus("input.md-search__input")
+    resources, searched = [], []
     for r in done:
+        if r not in viewed:
+            body = r.response().body()
+            searched.append({"url": r.url, "body": r.sizes()["responseBodySize"], "gzip": len(gzip.compress(body, 6))})
+            continue
         sizes = r.sizes()
         response = r.response()
         body = response.body() if response else b""
@@ -91,7 +100,7 @@ def load_once(browser, url: str) -> dict:
             }
         )
     context.close()
-    return {"timings": t, "resources": resources}
+    return {"timings": t, "resources": resources, "searched": searched}
 
 
 def main() -> int:
@@ -130,6 +139,9 @@ def main() -> int:
         print(f"  {kind:<7}{n:>6}{body:>12,}{headers:>10,}{gz:>14,}")
     print(f"  {'total':<7}{total[0]:>6}{total[1]:>12,}{total[2]:>10,}{total[3]:>14,}")
     print(f"  transferred: {total[1] + total[2]:,} bytes uncompressed, ~{total[3] + total[2]:,} gzipped")
+    print(f"  a page view: ~{(total[3] + total[2]) / 1024:.0f} KiB gzipped (the issue's budget: 150 KB)")
+    for r in runs[-1]["searched"]:
+        print(f"  opening search then fetches {r['url'].split('/', 3)[3]}: {r['body']:,} bytes (~{r['gzip']:,} gzipped)")
     html = next(r for r in res if r["kind"] == "html")
     print(f"  of which the HTML: {html['body']:,} bytes (~{html['gzip']:,} gzipped)")
     for r in sorted(res, key=lambda r: -r["body"])[:6]:

@@ -159,7 +159,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         family_traits = traits(family_module, tiny, printout_model)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
-            "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines),
+            "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
             "tagline": " ".join(family.tagline.split()), "tags": list(family.tags),
             "docstring": (family_module.__doc__ or "").strip(),
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -228,7 +228,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 #: generator modules that only render facts: a change to them re-renders, it does not re-collect
 RENDER_ONLY = {"__init__.py", "__main__.py", "build.py", "render.py", "diagrams.py", "escaping.py", "printout.py",
-               "safe_urls.py", "serve.py"}
+               "safe_urls.py", "serve.py", "config_matrix.py", "families_index.py", "mkdocs_run.py"}
 
 
 def fact_sources(family: Family) -> list[Path]:

@@ -72,19 +72,35 @@ def config_tables(family: Family, family_module: Any, task: str, causal_lm: type
     for checkpoint_id in family.checkpoint_ids:
         model = (built or {}).get(checkpoint_id) or full_size(family, family_module, checkpoint_id, task, causal_lm)
         raw = family.checkpoint_config(checkpoint_id)
+        inferred = inferred_fields(family, checkpoint_id)
         text = {"accessors": accessors(model, "model", TEXT_ACCESSORS),
                 "raw": raw_fields(family, raw, page.get("config_fields", []), "text_config")}
-        _merge(text_tables, checkpoint_id, text)
+        _merge(text_tables, checkpoint_id, text, inferred)
         if task == "image-text-to-text" and page.get("vision"):
             vision = {"accessors": accessors(model.vision, "model.vision", VISION_ACCESSORS),
                       "raw": raw_fields(family, raw, page.get("vision_config_fields", []), "vision_config")}
-            _merge(vision_tables, checkpoint_id, vision)
+            _merge(vision_tables, checkpoint_id, vision, inferred)
     return text_tables, vision_tables
 
 
-def _merge(tables: list[dict], checkpoint_id: str, table: dict) -> None:
+def inferred_fields(family: Family, checkpoint_id: str) -> list[list[str]]:
+    """``[[checkpoint, field, why], ...]``: what the YAML marks as inferred, not read, for this checkpoint."""
+    entry = next(c for c in family.checkpoints if c["id"] == checkpoint_id)
+    out = []
+    for key, why in (entry.get("inferred") or {}).items():
+        if key == "same_as":
+            why = f"taken to be {entry['same_as']}'s config: {why}"
+        elif key == "config":
+            why = f"the whole config: {why}"
+        out.append([checkpoint_id, key, why])
+    return out
+
+
+def _merge(tables: list[dict], checkpoint_id: str, table: dict, inferred: list[list[str]]) -> None:
+    """Checkpoints whose tables are equal share a column; what each infers stays named by checkpoint."""
     for existing in tables:
         if existing["accessors"] == table["accessors"] and existing["raw"] == table["raw"]:
             existing["also"].append(checkpoint_id)
+            existing["inferred"] += inferred
             return
-    tables.append({"checkpoint": checkpoint_id, "also": [], **table})
+    tables.append({"checkpoint": checkpoint_id, "also": [], **table, "inferred": inferred})

@@ -28,12 +28,12 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "checkpoints")
-OPTIONAL_FIELDS = ("notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims")
+OPTIONAL_FIELDS = ("group", "notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims")
 TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256")
 TINY_REQUIRED = ("class", "seed", "config", "tokenizer", "sha256")  # processor: vision-language families only
 TOKENIZER_FIELDS = ("kind", "pipeline", "bpe_vocab_size", "special_tokens")
 TOKENIZER_REQUIRED = ("bpe_vocab_size", "special_tokens")
-CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as")
+CHECKPOINT_FIELDS = ("id", "printout", "config", "same_as", "inferred")
 
 #: the tiny tokenizer's largest BPE vocabulary (byte symbols + merges; its corpus is a few KB)
 BPE_VOCAB_MAX = 4096
@@ -97,6 +97,11 @@ class Family:
     def tiny_recipe(self) -> dict[str, Any]:
         """The tiny recipe without its pin: what the checkpoint's bytes depend on."""
         return {k: v for k, v in self.tiny.items() if k != "sha256"}
+
+    @property
+    def group(self) -> str:
+        """The navigation group (the line, e.g. "Qwen"); the family's first line when the YAML names none."""
+        return self.raw.get("group") or self.lines[0]
 
     @property
     def checkpoint_ids(self) -> list[str]:
@@ -256,6 +261,23 @@ def _validate_tiny(file: Path, tiny: Any) -> dict[str, Any]:
     return tiny
 
 
+def _check_inferred(file: Path, prefix: str, item: dict) -> None:
+    """``inferred``: what of this checkpoint's entry was not read from its config.json, and why. Keys are
+    config fields (top level, text_config or vision_config), ``config`` (the whole file) or ``same_as``
+    (that it equals another checkpoint's); the page marks each."""
+    inferred = _check_type(file, f"{prefix}.inferred", item["inferred"], dict)
+    config = item.get("config") or {}
+    fields = {*config, *config.get("text_config", {}), *config.get("vision_config", {})}
+    allowed = ("same_as",) if "same_as" in item else ("config", *sorted(fields))
+    for key, why in inferred.items():
+        if key not in allowed:
+            raise FamilyYamlError(file, f"{prefix}.inferred.{key}",
+                                  f"not a field of this checkpoint's entry (one of: {', '.join(allowed[:8])}"
+                                  f"{', ...' if len(allowed) > 8 else ''})")
+        if not isinstance(why, str) or not why.strip():
+            raise FamilyYamlError(file, f"{prefix}.inferred.{key}", "say why it is inferred (a non-empty string)")
+
+
 def _validate_checkpoints(file: Path, items: Any) -> tuple[dict[str, Any], ...]:
     _check_type(file, "checkpoints", items, list)
     if not items:
@@ -285,6 +307,8 @@ def _validate_checkpoints(file: Path, items: Any) -> tuple[dict[str, Any], ...]:
             _check_type(file, f"{prefix}.config", item["config"], dict)
         else:
             _check_type(file, f"{prefix}.same_as", item["same_as"], str)
+        if "inferred" in item:
+            _check_inferred(file, prefix, item)
     for i, item in enumerate(items):
         seen = [item["id"]]
         cur = item
@@ -369,6 +393,8 @@ def load_family(path: str | Path) -> Family:
     lines = _string_list(path, "lines", data["lines"])
     tagline = _check_type(path, "tagline", data["tagline"], str)
     tags = _string_list(path, "tags", data["tags"])
+    if "group" in data and not (isinstance(data["group"], str) and data["group"].strip()):
+        raise FamilyYamlError(path, "group", "name the line the navigation groups this family under (a string)")
     tiny = _validate_tiny(path, data["tiny"])
     sections.check_tiny_config(path, tiny)
     checkpoints = _validate_checkpoints(path, data["checkpoints"])

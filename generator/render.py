@@ -27,8 +27,10 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from generator.config_matrix import config_matrix
 from generator.diagrams import Links, block_diagram, block_strip, chain_diagram, diagram_data
 from generator.escaping import escape_markdown, escape_markdown_inline, ident_breaks, slug
+from generator.families_index import facet_terms, index_entry
 from generator.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.printout import printout_lines
 
@@ -126,15 +128,6 @@ def _check(facts: dict, where: str) -> None:
             for k in ("name", "layout", "description", "read_at"):
                 if k not in v:
                     raise FactsError(f"{where}: host {h.get('path')!r} value {v.get('name')!r} has no {k!r}")
-
-
-def mlp_kind(facts: dict) -> str:
-    names = {v["name"] for h in facts["hosts"] if h.get("section", "text") == "text" for v in h["values"]}
-    if "router_logits" in names:
-        return (
-            "mixture of experts + shared expert" if "shared_expert_output" in names else "mixture of experts"
-        )
-    return "dense" if "mlp_output" in names else "none"
 
 
 def block_kind_summary(facts: dict) -> list[dict]:
@@ -240,7 +233,7 @@ def normalize(facts: dict) -> dict:
                              ("num_layers", None)):
             f["vision"].setdefault(key, default)
     for c in f["configs"] + f["vision_configs"]:
-        for key in ("also", "accessors", "raw"):
+        for key in ("also", "accessors", "raw", "inferred"):
             c.setdefault(key, [])
     if f["saes"]:
         for key, default in (("markdown", ""), ("releases", []), ("verified", "")):
@@ -292,6 +285,8 @@ def page_context(facts: dict) -> dict:
         "vision": vision_ctx,
         "host_groups": [g for g in (("text", None, hosts), ("vision", vision, vhosts)) if g[2]],
         "printout": printout,
+        "config": config_matrix(facts["configs"]),
+        "vision_config": config_matrix(facts["vision_configs"]),
         "diagram_json": diagram_data(facts, lookup, drawn),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
     }
@@ -340,42 +335,6 @@ def load_facts(facts_dir: Path, families: list[str] | None = None) -> list[dict]
             raise FactsError(f"{p}: field 'family' is {facts['family']!r} but the file is named {p.name}")
         out.append(facts)
     return out
-
-
-def trait_list(facts: dict) -> list[str]:
-    """The traits the families index filters by: block kinds, MLP kind, norm gain, attention quirks, vision."""
-    traits = facts.get("traits") or {}
-    kinds = {k["kind"]: k["label"] for k in facts["stack"]["block_kinds"]}
-    out = [kinds.get(kind, kind) for kind in traits.get("block_kinds", [])]
-    if traits.get("mlp"):
-        out.append(f"MLP: {traits['mlp']}")
-    if traits.get("norm"):
-        out.append(f"{traits['norm']} gain {traits.get('norm_gain', '?')}")
-    out += traits.get("attention", [])
-    out += traits.get("block", [])
-    vision = facts.get("vision")
-    out.append(f"vision: {vision['line']}" if vision else "text only")
-    return out
-
-
-def index_entry(facts: dict) -> dict:
-    vision = facts.get("vision")
-    return {
-        "family": facts["family"],
-        "module": facts["module"],
-        "lines": facts["lines"],
-        "tagline": facts["tagline"],
-        "tags": facts["tags"],
-        "page": f"families/{facts['family']}/",
-        "facts": f"facts/{facts['family']}.json",
-        "block_kinds": block_kind_summary(facts),
-        "mlp": mlp_kind(facts),
-        "vision": vision.get("line") if vision else None,
-        "traits": facts.get("traits"),
-        "trait_list": trait_list(facts),
-        "num_values": sum(len(h["values"]) for h in facts["hosts"]),
-        "versions": facts["versions"],
-    }
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -437,13 +396,13 @@ def _write_tree(families: list[dict], out_dir: Path) -> None:
             dst.write_bytes(src.read_bytes())
     (out_dir / "families").mkdir()
     (out_dir / "facts").mkdir()
-    entries = [index_entry(f) for f in families]
+    entries = [index_entry(f, block_kind_summary(f)) for f in families]
     env = _env()
     for facts in families:
         (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts), encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
-        env.get_template("families_index.md.j2").render(entries=entries), encoding="utf-8"
+        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries)), encoding="utf-8"
     )
     (out_dir / "facts" / "index.json").write_text(
         _dump({"schema": SCHEMA, "families": entries}), encoding="utf-8"

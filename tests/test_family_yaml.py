@@ -142,6 +142,12 @@ CASES = [
     ("tiny.tokenizer.extra", 1, "tiny.tokenizer.extra", "unknown field"),
     ("checkpoints.0.revision", "main", "checkpoints[0].revision", "unknown field"),
     ("family", "y", "family", "they must match"),
+    ("group", "", "group", "name the line"),
+    ("checkpoints.0.inferred", ["vocab_size"], "checkpoints[0].inferred", "expected a mapping"),
+    ("checkpoints.0.inferred", {"no_such_field": "why"}, "checkpoints[0].inferred.no_such_field",
+     "not a field of this checkpoint's entry"),
+    ("checkpoints.0.inferred", {"config": ""}, "checkpoints[0].inferred.config", "say why"),
+    ("checkpoints.1.inferred", {"vocab_size": "why"}, "checkpoints[1].inferred.vocab_size", "(one of: same_as)"),
 ]
 
 

@@ -198,15 +198,48 @@ def test_printout_lines_wrapped_with_paths(facts, page):
     assert sum(1 for r in lines if r["kind"] == "value") > 100
 
 
-def test_config_tables(facts, page):
-    for conf in facts["configs"] + facts["vision_configs"]:
-        assert f"<code>{conf['checkpoint']}</code>" in page
+def _config_rows(page: str, table_id: str) -> dict[str, list[str]]:
+    """The config table's rows: field -> the cells' text, one per column."""
+    table = page.split(f'id="{table_id}"', 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for row in re.findall(r"<tr[^>]*><th scope=\"row\">(.*?)</tr>", table, re.S):
+        key = re.sub(r"<[^>]+>", "", row.split("</th>", 1)[0]).split(" ◆")[0].strip()
+        rows[key] = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
+    return rows
+
+
+def test_config_is_one_table_with_a_column_per_checkpoint(facts, page):
+    header = page.split('id="config-table"', 1)[1].split("</thead>", 1)[0]
+    for conf in facts["configs"]:  # each merged group is one column, its other checkpoints named in it
+        assert f"<code>{conf['checkpoint']}</code>" in header
         for also in conf["also"]:
-            assert f"<code>{also}</code>" in page
-    assert "<td><code>model.vocab_size</code></td><td>248320</td>" in page
-    assert "<td><code>vocab_size</code></td><td>248320</td>" in page
-    assert "<td><code>tie_word_embeddings</code></td><td>False</td>" in page
-    assert "<td><code>model.vision.image_size</code></td><td>varies</td>" in page
+            assert f"<code>{also}</code>" in header
+    rows = _config_rows(page, "config-table")
+    assert rows["model.vocab_size"] == ["248320"] * len(facts["configs"])
+    assert rows["model.num_layers"] == [str(dict(c["accessors"])["model.num_layers"]) for c in facts["configs"]]
+    assert rows["tie_word_embeddings"] == ["False"] * len(facts["configs"])
+    assert "varies" in _config_rows(page, "vision-config-table")["model.vision.image_size"]
+
+
+def test_rows_that_differ_are_marked_and_equal_rows_are_not(facts, page):
+    table = page.split('id="config-table"', 1)[1].split("</table>", 1)[0]
+    marked = {re.sub(r"<[^>]+>", "", m) for m in re.findall(r'<tr class="nc-differs"><th scope="row">(.*?)<span', table)}
+    for key, cells in _config_rows(page, "config-table").items():
+        assert (key in marked) == (len(set(cells)) > 1), key
+
+
+def test_inferred_fields_are_marked_on_the_page(facts):
+    marked = copy.deepcopy(facts)
+    first = marked["configs"][0]
+    first["inferred"] = [[first["checkpoint"], "vocab_size", "the <b>default</b>, not read"],
+                         [first["also"][0], "same_as", "its config.json was not among the sources"]]
+    page = render_family(marked)
+    rows = page.split('id="config-table"', 1)[1].split("</table>", 1)[0]
+    vocab = next(r for r in rows.split("<tr") if '<code>vocab_size</code>' in r)
+    assert vocab.count("nc-inferred") == 1 and "&lt;b&gt;default&lt;/b&gt;, not read" in vocab
+    assert f"<code>{first['also'][0]}</code><sup class=\"nc-inferred\"" in rows
+    notes = page.split('<ul class="nc-inferred-notes">', 1)[1].split("</ul>", 1)[0]
+    assert "its config.json was not among the sources" in notes and "<code>vocab_size</code>" in notes
 
 
 def test_notes_render_as_markdown_with_code(page):
@@ -320,7 +353,7 @@ def test_site_builds_strictly_without_torch(tmp_path):
     assert "assets/nncanon.css" in page and "assets/nncanon.js" in page
     assert "fonts.googleapis" not in page and "cdn." not in page and "unpkg" not in page
     index = (site / "families" / "index.html").read_text(encoding="utf-8")
-    assert f'href="{FAMILY}/"' in index and "Gated DeltaNet × 30" in index
+    assert f'href="{FAMILY}/"' in index and "gated DeltaNet × 30" in index
     published = json.loads((site / "facts" / "index.json").read_text())
     assert [e["family"] for e in published["families"]] == [FAMILY]
     assert published["families"][0]["mlp"] == "mixture of experts + shared expert"

@@ -1,30 +1,65 @@
-// The families index: toggling trait buttons keeps the rows that have every pressed trait.
+// The families index: facet buttons filter the rows. A family matches a facet when it has any pressed
+// term of it (OR within a facet) and must match every facet with a pressed term (AND across facets).
+// The pressed terms live in the URL (?mlp=mixture%20of%20experts&attention=q%2Fk%20norms), so a filtered
+// view can be linked and survives reload.
 (function () {
   function init() {
-    var filter = document.querySelector(".nc-trait-filter");
-    if (!filter || filter.dataset.ready) return;
-    filter.dataset.ready = "1";
+    var form = document.querySelector(".nc-facets");
+    if (!form || form.dataset.ready) return;
+    form.dataset.ready = "1";
+    var buttons = Array.prototype.slice.call(form.querySelectorAll(".nc-trait"));
     var rows = Array.prototype.slice.call(document.querySelectorAll("table.nc-families tbody tr"));
-    var count = filter.querySelector(".nc-trait-count");
-    function apply() {
-      var wanted = Array.prototype.slice.call(filter.querySelectorAll('.nc-trait[aria-pressed="true"]'))
-        .map(function (b) { return b.dataset.trait; });
+    var count = form.querySelector(".nc-trait-count");
+    var clear = form.querySelector(".nc-facet-clear");
+
+    function wanted() {
+      var byFacet = {};
+      buttons.forEach(function (b) {
+        if (b.getAttribute("aria-pressed") !== "true") return;
+        (byFacet[b.dataset.facet] = byFacet[b.dataset.facet] || []).push(b.dataset.term);
+      });
+      return byFacet;
+    }
+    function writeUrl(byFacet) {
+      var params = new URLSearchParams(window.location.search);
+      buttons.forEach(function (b) { params.delete(b.dataset.facet); });
+      Object.keys(byFacet).forEach(function (facet) {
+        byFacet[facet].forEach(function (term) { params.append(facet, term); });
+      });
+      var query = params.toString();
+      history.replaceState(history.state, "", window.location.pathname + (query ? "?" + query : "") + window.location.hash);
+    }
+    function apply(updateUrl) {
+      var byFacet = wanted();
+      var facetsPressed = Object.keys(byFacet);
       var shown = 0;
       rows.forEach(function (row) {
-        var traits = row.dataset.traits.split("|");
-        var keep = wanted.every(function (t) { return traits.indexOf(t) >= 0; });
+        var keep = facetsPressed.every(function (facet) {
+          var has = (row.dataset[facet] || "").split("|");
+          return byFacet[facet].some(function (term) { return has.indexOf(term) >= 0; });
+        });
         row.hidden = !keep;
         if (keep) shown += 1;
       });
-      count.textContent = wanted.length ? shown + " of " + rows.length + " families" : "";
+      count.textContent = facetsPressed.length ? shown + " of " + rows.length + " families" : "";
+      clear.hidden = !facetsPressed.length;
+      if (updateUrl) writeUrl(byFacet);
     }
-    filter.addEventListener("click", function (event) {
-      var button = event.target.closest(".nc-trait");
-      if (!button) return;
-      button.setAttribute("aria-pressed", button.getAttribute("aria-pressed") === "true" ? "false" : "true");
-      apply();
+    var params = new URLSearchParams(window.location.search);
+    buttons.forEach(function (b) {
+      if (params.getAll(b.dataset.facet).indexOf(b.dataset.term) >= 0) b.setAttribute("aria-pressed", "true");
     });
-    apply();
+    form.addEventListener("click", function (event) {
+      var button = event.target.closest(".nc-trait");
+      if (button) {
+        button.setAttribute("aria-pressed", button.getAttribute("aria-pressed") === "true" ? "false" : "true");
+        apply(true);
+      } else if (event.target.closest(".nc-facet-clear")) {
+        buttons.forEach(function (b) { b.setAttribute("aria-pressed", "false"); });
+        apply(true);
+      }
+    });
+    apply(false);
   }
   if (window.document$ && window.document$.subscribe) {
     window.document$.subscribe(init);

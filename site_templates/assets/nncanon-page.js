@@ -11,7 +11,7 @@
   if (window.__nncanonPageLoaded) return;
   window.__nncanonPageLoaded = true;
 
-  var BOXES = ".nc-table, .nc-scroll, pre > code, table.nc-families, .md-typeset__scrollwrap";
+  var BOXES = ".nc-table, .nc-scroll, pre > code, .nc-families-box, .md-typeset__scrollwrap";
   var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]:not([tabindex='-1'])";
 
   function all(root, sel) {
@@ -29,7 +29,6 @@
   function nameOf(e) {
     var host = e.closest(".nc-host");
     if (host) return "values of " + host.getAttribute("data-path");
-    if (e.matches("table.nc-families")) return "families";
     var svg = e.querySelector("svg[aria-label]");
     if (svg) return svg.getAttribute("aria-label");
     if (e.matches("pre > code")) return "code";

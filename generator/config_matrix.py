@@ -1,0 +1,44 @@
+"""The config section's table: one per config (text, vision), a column per full-size checkpoint.
+
+Checkpoints whose fields are equal share a column (collect merged them); a row whose values differ across
+columns is marked, since that is what a reader scans for; a cell the YAML says was inferred, not read from
+the checkpoint's config.json, carries the mark and the reason is listed under the table.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def _same(values: list) -> bool:
+    return len({json.dumps(v, sort_keys=True) for v in values}) <= 1
+
+
+def config_matrix(tables: list[dict]) -> dict | None:
+    """``{"columns", "sections", "inferred"}`` for the template; None when there is no table."""
+    if not tables:
+        return None
+    columns = []
+    for t in tables:
+        ids = [t["checkpoint"], *t["also"]]
+        whole = {cp for cp, key, _ in t.get("inferred", []) if key in ("config", "same_as")}
+        columns.append({"checkpoint": t["checkpoint"], "also": t["also"],
+                        "inferred": [cp for cp in ids if cp in whole]})
+    sections = []
+    for part, title in (("accessors", "nncanon"), ("raw", "config.json")):
+        keys = list(dict.fromkeys(k for t in tables for k, _ in t[part]))
+        if not keys:
+            continue
+        rows = []
+        for key in keys:
+            cells = []
+            for t in tables:
+                value = dict((k, v) for k, v in t[part]).get(key, None)
+                marks = [why for _, field, why in t.get("inferred", []) if part == "raw" and field == key]
+                cells.append({"value": value, "present": any(k == key for k, _ in t[part]),
+                              "inferred": "; ".join(marks) or None})
+            rows.append({"key": key, "cells": cells, "differs": not _same([c["value"] for c in cells])})
+        sections.append({"title": title, "kind": part, "rows": rows})
+    notes = [{"checkpoint": cp, "field": key, "why": why}
+             for t in tables for cp, key, why in t.get("inferred", [])]
+    return {"columns": columns, "sections": sections, "inferred": notes}

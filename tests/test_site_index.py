@@ -1,0 +1,171 @@
+"""The site across families: the families index's facets, the navigation by line, and search to a value.
+
+Built once from every family's facts (collected once per run, tests/conftest.py) with ``site_url`` set,
+as tests/test_browser.py does for one family. The facet vocabulary is checked against the measured
+traits it is made from; the filter, the navigation and search are checked in Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from generator.serve import site_server
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def all_facts(facts_by_capability) -> dict[str, dict]:
+    facts_dir = facts_by_capability["native"]
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(facts_dir.glob("*.json"))
+            if p.name != "index.json"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, facts_by_capability):
+    """The whole site built from every family's facts, served: (its directory, its base URL)."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    from generator.render import MKDOCS_YML, render_site
+
+    tmp = tmp_path_factory.mktemp("site-index")
+    out = tmp / "site"
+    out.mkdir()
+    server = site_server(out)
+    render_site(facts_by_capability["native"], tmp / "docs")
+    level = logging.getLogger("mkdocs").level
+    logging.getLogger("mkdocs").setLevel(logging.ERROR)
+    try:
+        build(load_config(str(MKDOCS_YML), docs_dir=str(tmp / "docs"), site_dir=str(out),
+                          site_url=server.url + "/", strict=True))
+    finally:
+        logging.getLogger("mkdocs").setLevel(level)
+    server.start()
+    yield out, server.url
+    server.shutdown()
+    server.server_close()
+
+
+# ---------------------------------------------------------------- one vocabulary, from the traits
+
+
+def test_the_same_mechanism_gets_the_same_word(all_facts):
+    from generator.families_index import facets
+
+    terms = {name: facets(f) for name, f in all_facts.items()}
+    # qwen3's block kind is labelled "Attention with q/k norms", qwen3_vl's "Attention": both measured q/k norms
+    assert "q/k norms" in terms["qwen3"]["attention"] and "q/k norms" in terms["qwen3_vl"]["attention"]
+    # the three DeltaNet families carry one mixer word, whatever their labels ("+ MLP", "+ mixture")
+    deltanet = {name for name, t in terms.items() if "gated DeltaNet" in t["mixer"]}
+    assert deltanet == {"qwen3_5_text", "qwen3_next", "qwen3_5_moe_text"}
+    for name, f in all_facts.items():
+        t, traits = terms[name], f["traits"]
+        assert t["mixer"] and t["mlp"] and t["norms"] and t["vision"], name
+        assert ("mixture of experts" in t["mlp"] or "mixture + shared expert" in t["mlp"]) == ("mixture" in traits["mlp"])
+        assert ("sandwich norms" in t["norms"]) == ("sandwich norms" in traits["block"]), name
+        assert ("pre-norm" in t["norms"]) == (not any(m in traits["block"] for m in ("post-norm", "sandwich norms")))
+        assert all(term[0].islower() or term.split()[0] in ("RMSNorm", "LayerNorm") for terms_ in t.values()
+                   for term in terms_), (name, t)
+
+
+# ---------------------------------------------------------------- navigation
+
+
+def test_every_family_page_has_the_families_by_line_in_its_navigation(site, all_facts):
+    out, _ = site
+    page = (out / "families" / "llama" / "index.html").read_text(encoding="utf-8")
+    nav = page.split('class="md-nav md-nav--primary"', 1)[1].split("md-sidebar--secondary", 1)[0]
+    for name, f in all_facts.items():
+        assert f'href="../{name}/"' in nav or name == "llama", name
+        assert f["group"] in nav
+    assert 'class="md-footer__link md-footer__link--next"' in page  # previous / next
+    assert 'class="md-footer__link md-footer__link--prev"' in page
+
+
+# ---------------------------------------------------------------- in the browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox"])
+        yield b
+        b.close()
+
+
+def _shown(page) -> set[str]:
+    return set(page.eval_on_selector_all("table.nc-families tbody tr:not([hidden]) td:first-child",
+                                         "cells => cells.map(c => c.textContent.trim())"))
+
+
+@pytest.mark.browser
+def test_facets_or_within_and_across_and_the_state_is_in_the_url(site, browser, all_facts):
+    from generator.families_index import facets
+
+    _, base = site
+    terms = {name: facets(f) for name, f in all_facts.items()}
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/families/")
+    page.click('.nc-trait[data-facet="mlp"][data-term="mixture of experts"]')
+    page.click('.nc-trait[data-facet="mlp"][data-term="mixture + shared expert"]')
+    either = {n for n, t in terms.items() if {"mixture of experts", "mixture + shared expert"} & set(t["mlp"])}
+    assert _shown(page) == either and len(either) > 4
+    page.click('.nc-trait[data-facet="attention"][data-term="q/k norms"]')
+    both = {n for n in either if "q/k norms" in terms[n]["attention"]}
+    assert _shown(page) == both and 0 < len(both) < len(either)
+    assert page.inner_text(".nc-trait-count") == f"{len(both)} of {len(terms)} families"
+    url = page.url
+    assert "mlp=mixture+of+experts" in url and "attention=q%2Fk+norms" in url
+    page.goto(url)  # the state survives a reload, or a shared link
+    assert _shown(page) == both
+    assert page.eval_on_selector('.nc-trait[data-term="q/k norms"]', "b => b.getAttribute('aria-pressed')") == "true"
+    page.click(".nc-facet-clear")
+    assert len(_shown(page)) == len(terms) and "?" not in page.url
+    page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("query", ["layers[i].mlp.router_logits", "model.layers[i].mlp.router_logits"])
+def test_searching_a_full_path_finds_the_row(site, browser, query):
+    _, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/families/qwen3_moe/")
+    page.fill("input.md-search__input", query)
+    page.wait_for_selector(".md-search-result__item a")
+    links = page.eval_on_selector_all(".md-search-result__item a", "els => els.map(e => e.getAttribute('href'))")
+    rows = [link for link in links if "#v-" in link]
+    assert rows and re.search(r"#v-model-layers-i-mlp-router_logits$", rows[0]), links[:6]
+    page.close()
+
+
+def test_the_search_index_has_a_row_per_value_and_no_diagram_or_printout(site, all_facts):
+    out, _ = site
+    docs = json.loads((out / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+    rows = {d["location"] for d in docs if "#v-" in d["location"]}
+    assert len(rows) == sum(len(h["values"]) for f in all_facts.values() for h in f["hosts"])
+    text = " ".join(d["text"] for d in docs if "#v-" not in d["location"])
+    printout_line = next(line for line in all_facts["llama"]["printout"]["text"].splitlines() if "LlamaDecoderLayer" in line)
+    assert printout_line.strip() not in text
+    assert "what holds on this block" not in text
+
+
+@pytest.mark.browser
+def test_a_page_view_does_not_load_the_search_index_until_search_is_opened(site, browser):
+    _, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    requested = []
+    page.on("request", lambda r: requested.append(r.url))
+    page.goto(f"{base}/families/llama/")
+    page.wait_for_load_state("networkidle")
+    assert not [u for u in requested if "search_index" in u]
+    with page.expect_response(lambda r: "search/search_index.json" in r.url and r.ok):
+        page.focus("input.md-search__input")
+    page.close()
