@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from markupsafe import Markup, escape
+
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 _BAD_LINK = re.compile(r"\]\(\s*(?:javascript|vbscript|data):", re.I)
@@ -79,3 +81,13 @@ def slug(text: str) -> str:
     """An id fragment from any text: lower case, [a-z0-9_-] only."""
     s = re.sub(r"[^a-z0-9_]+", "-", str(text).lower()).strip("-")
     return s or "x"
+
+
+_IDENT_BREAK = re.compile(r"(?=[.\[])")
+
+
+def ident_breaks(name: str) -> Markup:
+    """A dotted or bracketed standard name, escaped, with a ``<wbr>`` before each ``.`` and ``[``:
+    a narrow screen may wrap it there and nowhere else (the CSS forbids breaks mid-identifier)."""
+    parts = [p for p in _IDENT_BREAK.split(str(name)) if p]
+    return Markup("<wbr>").join(escape(p) for p in parts)

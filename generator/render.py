@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from generator.config_matrix import config_matrix
 from generator.diagrams import Links, block_diagram, block_strip, chain_diagram, diagram_data
-from generator.escaping import escape_markdown, escape_markdown_inline, slug
+from generator.escaping import escape_markdown, escape_markdown_inline, ident_breaks, slug
 from generator.families_index import facet_terms, index_entry
 from generator.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.printout import printout_lines
@@ -155,6 +155,7 @@ def environment() -> jinja2.Environment:
         md=lambda s: Markup(escape_markdown(s or "")),
         mdi=lambda s: Markup(escape_markdown_inline(s)),
         slug=slug,
+        ident=ident_breaks,
         show=show,
         err=fmt_error,
         ranges=ranges,

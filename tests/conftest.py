@@ -114,3 +114,56 @@ def pytest_terminal_summary(terminalreporter):
         red=True,
         bold=True,
     )
+
+
+# ---------------------------------------------------------------- the browser tests' site (tests/browser_site.py)
+
+
+@pytest.fixture(scope="session")
+def site_facts() -> dict:
+    from browser_site import site_facts as make
+
+    return make()
+
+
+@pytest.fixture(scope="session")
+def base(tmp_path_factory, site_facts):
+    """The browser tests' site, built once and served: its base URL (no trailing slash)."""
+    from browser_site import build_site
+
+    server = build_site(tmp_path_factory.mktemp("browser"), site_facts)
+    server.start()
+    yield server.url
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from browser_site import ARGS, CHROMIUM
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def tab(browser):
+    """One fresh browser context per test (1280 × 900, light); no console errors allowed."""
+    from browser_site import Tab
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="light")
+    t = Tab(context.new_page())
+    yield t
+    context.close()
+    assert not t.errors, t.errors
+
+
+@pytest.fixture(scope="session")
+def crawl(base):
+    """Every internal URL reachable from the home page (and 404.html): {url: (status, ids, links)}."""
+    from browser_site import crawl_site
+
+    return crawl_site(base)

@@ -1,11 +1,7 @@
 """The family page in real Chromium: the interactive diagrams, linked views, links and accessibility.
 
-Drives Debian's chromium (``/usr/bin/chromium``) through the ``playwright`` package. The site is
-built once per session from tests/fixtures/facts (plus one condition on a diagram part's value,
-whose text tries to inject HTML, so the card's ⚠︎ line and its escaping are exercised) and served
-by a threaded http.server on 127.0.0.1. It is built with ``site_url`` set to that server (mkdocs.yml
-sets none): Material's instant navigation only follows the links its sitemap.xml lists, and
-without site_url that sitemap is empty, so every link would be a full page load.
+Drives Debian's chromium (``/usr/bin/chromium``) through the ``playwright`` package, on the site
+tests/browser_site.py builds once per session (its fixtures are in tests/conftest.py).
 
 Screenshots of the diagram in each block kind (and the vision block, dark, and phone width) go
 to build/screenshots/.
@@ -13,131 +9,24 @@ to build/screenshots/.
 
 from __future__ import annotations
 
-import copy
 import json
-import logging
-import os
 import re
-import urllib.error
-import urllib.request
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urldefrag, urlsplit
 
 import pytest
+from browser_site import EVIL, FAMILY, ROOT, Tab, card, family_url, fetch, html_pages, part
 
-from generator.serve import site_server
-
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "facts"
-FAMILY = "qwen3_5_moe_text"
 SHOTS = ROOT / "build" / "screenshots"
-CHROMIUM = Path(os.environ.get("NNCANON_CHROMIUM") or "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-EVIL = '<img src=x onerror="window.__pwned=1"> & </div>'
 
 # Without chromium these are skipped, said loudly at the end of the run, and under CI (``$CI``)
 # they fail instead: tests/conftest.py, pytest_runtest_setup.
 pytestmark = [pytest.mark.browser]
 
 
-# ---------------------------------------------------------------- the site, served
-
-
-def _facts() -> dict:
-    facts = json.loads((FIXTURES / f"{FAMILY}.json").read_text(encoding="utf-8"))
-    facts = copy.deepcopy(facts)
-    for host in facts["hosts"]:
-        if host["path"] == "model.layers[i].mlp":
-            for v in host["values"]:
-                if v["name"] == "router_logits":
-                    v["conditions"] = [{"needs": 'route_kernels(family, "torch")', "why": EVIL}]
-                    v["availability"] = {"sdpa": False, 'route_kernels "torch"': True}
-    return facts
-
-
 @pytest.fixture(scope="session")
-def facts() -> dict:
-    return _facts()
-
-
-@pytest.fixture(scope="session")
-def base(tmp_path_factory, facts):
-    """The built site, served: its base URL (no trailing slash)."""
-    import sys
-
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from mkdocs.commands.build import build
-    from mkdocs.config import load_config
-
-    from generator.render import MKDOCS_YML, render_site
-
-    tmp = tmp_path_factory.mktemp("browser")
-    (tmp / "facts").mkdir()
-    (tmp / "facts" / f"{FAMILY}.json").write_text(json.dumps(facts), encoding="utf-8")
-    site = tmp / "site"
-    site.mkdir()
-    server = site_server(site)
-    url = server.url
-    render_site(tmp / "facts", tmp / "docs")
-    level = logging.getLogger("mkdocs").level
-    logging.getLogger("mkdocs").setLevel(logging.ERROR)
-    try:
-        build(
-            load_config(
-                str(MKDOCS_YML),
-                docs_dir=str(tmp / "docs"),
-                site_dir=str(site),
-                site_url=url + "/",
-                strict=True,
-            )
-        )
-    finally:
-        logging.getLogger("mkdocs").setLevel(level)
-    server.start()
-    yield url
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture(scope="session")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
-
-
-class Tab:
-    """A page plus every console error and uncaught exception it had."""
-
-    def __init__(self, page):
-        self.page = page
-        self.errors: list[str] = []
-        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-
-    def open(self, url: str):
-        self.page.goto(url)
-        self.page.wait_for_function("window.__nncanonReady !== undefined")
-        return self.page
-
-
-@pytest.fixture
-def tab(browser):
-    """One fresh browser context per test (1280 × 900, light); no console errors allowed."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="light")
-    t = Tab(context.new_page())
-    yield t
-    context.close()
-    assert not t.errors, t.errors
-
-
-def family_url(base: str, query: str = "") -> str:
-    return f"{base}/families/{FAMILY}/{query}"
+def facts(site_facts) -> dict:
+    return site_facts
 
 
 # ---------------------------------------------------------------- helpers
@@ -152,15 +41,6 @@ def visible_parts(page) -> list[str]:
 
 def current_kind(page) -> str:
     return page.eval_on_selector(".nc-blocks > .nc-block-figure.nc-current", "e => e.dataset.kind")
-
-
-def part(page, path: str):
-    """The drawn (visible) part with this standard path."""
-    return page.locator(f'.nc-part[data-path="{path}"]:visible')
-
-
-def card(page, section: str = "text"):
-    return page.locator(f"#nc-card-{section}")
 
 
 def value(facts: dict, host: str, name: str) -> dict:
@@ -554,56 +434,6 @@ def test_dark_scheme_and_phone_width(browser, base):
 # ---------------------------------------------------------------- every page: links, console, axe
 
 
-class _Links(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.links: list[str] = []
-        self.ids: set[str] = set()
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        for key in ("id", "name"):
-            if a.get(key):
-                self.ids.add(a[key])
-        for key in ("href", "src"):
-            if a.get(key) and tag in ("a", "link", "script", "img", "source"):
-                self.links.append(a[key])
-
-
-def _fetch(url: str) -> tuple[int, str, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            kind = r.headers.get_content_type()
-            body = r.read().decode("utf-8", "replace") if kind == "text/html" else ""
-            return r.status, kind, body
-    except urllib.error.HTTPError as e:
-        return e.code, "", ""
-
-
-@pytest.fixture(scope="session")
-def crawl(base):
-    """Every internal URL reachable from the home page (and 404.html): {url: (status, ids, links)}."""
-    seen: dict[str, tuple[int, set[str], list[str]]] = {}
-    todo = [f"{base}/", f"{base}/404.html"]
-    while todo:
-        url = todo.pop()
-        if url in seen:
-            continue
-        status, kind, body = _fetch(url)
-        parser = _Links()
-        if kind == "text/html":
-            parser.feed(body)
-        links = [
-            urljoin(url, h) for h in parser.links if not h.startswith(("mailto:", "javascript:", "data:"))
-        ]
-        seen[url] = (status, parser.ids, links)
-        for link in links:
-            target = urldefrag(link)[0]
-            if target.startswith(base) and target not in seen:
-                todo.append(target)
-    return seen
-
-
 def test_every_internal_link_and_anchor_resolves(crawl, base):
     pages = [u for u, (_, ids, _) in crawl.items() if ids]
     assert f"{base}/families/{FAMILY}/" in pages and f"{base}/concepts/" in pages
@@ -621,24 +451,15 @@ def test_every_internal_link_and_anchor_resolves(crawl, base):
     assert not bad, "\n".join(bad)
 
 
-def _html_pages(crawl, base) -> list[str]:
-    return sorted(
-        u
-        for u, (status, ids, _) in crawl.items()
-        if status == 200 and ids and (u.endswith("/") or u.endswith(".html"))
-    )
-
-
 def test_no_console_errors_and_no_serious_axe_violations_on_any_page(browser, crawl, base):
-    """Every page in the light scheme; in the dark one too, every page whose colors the scheme
-    changes beyond Material's own text (highlighted code, this site's diagrams and tables)."""
+    """Every page at 1440 px in both schemes (tests/test_browser_mobile.py audits 375 px)."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe = Axe()
-    pages = _html_pages(crawl, base)
+    pages = html_pages(crawl, base)
     assert len(pages) >= 6
     contexts = {
-        scheme: browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        scheme: browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme=scheme)
         for scheme in ("light", "dark")
     }
     problems, audited = [], []
@@ -646,9 +467,6 @@ def test_no_console_errors_and_no_serious_axe_violations_on_any_page(browser, cr
         for scheme, context in contexts.items():
             t = Tab(context.new_page())
             page = t.open(url)
-            if scheme == "dark" and not page.locator(".highlight, .nc-section").count():
-                page.close()
-                continue
             if page.locator("#nc-data").count():
                 part(page, "layers[i].mlp.router").click()  # with a card open, too
             for v in axe.run(page).response["violations"]:
@@ -665,7 +483,7 @@ def test_no_console_errors_and_no_serious_axe_violations_on_any_page(browser, cr
 
 
 def test_embedded_facts_are_escaped_json(base, facts):
-    status, _, body = _fetch(family_url(base))
+    status, _, body = fetch(family_url(base))
     assert status == 200
     m = re.search(r'<div class="nc-data" id="nc-data" hidden data-json="([^"]*)"', body)
     assert m, "no embedded facts"

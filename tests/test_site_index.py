@@ -91,14 +91,7 @@ def test_every_family_page_has_the_families_by_line_in_its_navigation(site, all_
 # ---------------------------------------------------------------- in the browser
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox"])
-        yield b
-        b.close()
+# `browser` is tests/conftest.py's, one per run: a second sync_playwright while it runs fails.
 
 
 def _shown(page) -> set[str]:

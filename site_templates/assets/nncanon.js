@@ -30,12 +30,8 @@
     return Array.prototype.slice.call(root.querySelectorAll(sel));
   }
 
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text != null) e.textContent = text;
-    return e;
-  }
+  var card$ = window.nncanonCard; // assets/nncanon-card.js, loaded first: what a card says
+  var el = card$.el;
 
   // ---------------------------------------------------------------- the page's state
 
@@ -154,7 +150,7 @@
       p.classList.toggle("nc-current", on);
       all(p, ".nc-indexed").forEach(function (t) {
         var tpl = t.getAttribute("data-path") || t.textContent;
-        t.textContent = tpl.replace("layers[i]", "layers[" + i + "]");
+        t.textContent = on ? tpl.replace("layers[i]", "layers[" + i + "]") : tpl; // others print as layers[i]
       });
     });
     // a pinned block part follows to the new kind's diagram, or unpins if that kind has none
@@ -191,6 +187,7 @@
       e.classList.remove("nc-lit", "nc-lit-main", "nc-active");
     });
     this.lit = [];
+    this.firstLine = null;
     this.parts.forEach(function (p) {
       p.classList.toggle("nc-pinned", p === self.pinned);
     });
@@ -211,6 +208,7 @@
       });
     });
     var first = null;
+    this.firstLine = null;
     info.lines.forEach(function (path) {
       (self.lines[path] || []).forEach(function (line) {
         var range = self.lineBlocks.get(line);
@@ -220,6 +218,7 @@
         if (!first) first = line;
       });
     });
+    this.firstLine = first;
     if (first) {
       // scroll the printout's own box (never the page) to the part's first line
       var box = first.closest("code");
@@ -248,84 +247,36 @@
   Page.prototype.showCard = function (part, info) {
     var card = this.cardFor(part);
     if (!card) return;
-    var v = info.value ? this.data.values[info.value] : null;
-    card.textContent = "";
-    card.classList.toggle("nc-card-pinned", part === this.pinned);
-    card.setAttribute("data-path", info.path);
-
-    var head = el("div", "nc-card-head");
-    head.appendChild(el("strong", "nc-card-label", info.label));
-    head.appendChild(el("code", "nc-card-path", this.indexed(info, info.path)));
-    if (info.count != null) head.appendChild(el("span", "nc-card-count", "× " + info.count));
-    if (part === this.pinned) head.appendChild(el("span", "nc-card-pin", "pinned · Esc unpins"));
-    card.appendChild(head);
-
-    function row(key, build) {
-      var d = el("div", "nc-card-row");
-      d.appendChild(el("span", "nc-card-key", key));
-      build(d);
-      card.appendChild(d);
+    // the same card (part, pin, block) is kept, not rebuilt: a link in it being clicked or focused
+    // moves the focus off the part, and a rebuilt card would lose that link mid-click
+    var key = part.id + "|" + (part === this.pinned) + "|" + this.block;
+    if (!card.hidden && card.getAttribute("data-key") === key) {
+      part.setAttribute("aria-describedby", card.id);
+      this.placeCard(part, card);
+      return;
     }
-    if (v) {
-      var name = this.indexed(info, info.value);
-      row("standard name", function (d) {
-        d.appendChild(el("code", "nc-card-name", name));
-        if (!v.writable) d.appendChild(el("span", "nc-badge", "read-only"));
-      });
-      row("layout", function (d) {
-        d.appendChild(el("code", "nc-card-layout", v.layout));
-        if (v.dims.length) d.appendChild(el("span", "nc-card-dims", " [" + v.dims.join(" ") + "]"));
-      });
-      if (v.measured) {
-        row("measured", function (d) {
-          d.appendChild(el("span", "nc-card-measured", v.measured));
-        });
-      }
-      card.appendChild(el("p", "nc-card-desc", v.description));
-      row("read at", function (d) {
-        d.appendChild(el("span", "nc-card-read", v.read_at));
-      });
-      v.conditions.forEach(function (c) {
-        var p = el("p", "nc-card-cond");
-        p.appendChild(document.createTextNode("⚠︎ needs "));
-        p.appendChild(el("code", null, c.needs));
-        if (c.why) p.appendChild(document.createTextNode(": " + c.why));
-        card.appendChild(p);
-      });
-    } else {
-      if (info.module) {
-        var mod = info.module.replace(/^model\./, "");
-        row("module", function (d) {
-          d.appendChild(el("code", "nc-card-name", mod));
-        });
-      }
-      if (info.count != null && info.kind == null && this.hasSlider() && info.section === "text") {
-        card.appendChild(el("p", "nc-card-desc", info.count + " blocks; the slider below picks one."));
-      } else if (info.count != null) {
-        card.appendChild(el("p", "nc-card-desc", info.count + " blocks, each drawn below."));
-      }
-    }
-    if (info.note) card.appendChild(el("p", "nc-card-note", info.note));
+    card.setAttribute("data-key", key);
+    card$.fill(this, card, part, info);
 
     card.hidden = false;
     part.setAttribute("aria-describedby", card.id);
     this.placeCard(part, card);
   };
 
+  // Scroll the part's first printout line into view: its own box to the line, and the page to the box.
+  Page.prototype.showLine = function () {
+    var line = this.firstLine;
+    if (!line) return false;
+    line.scrollIntoView({ block: "center" });
+    line.classList.add("nc-target");
+    setTimeout(function () {
+      line.classList.remove("nc-target");
+    }, 2000);
+    return true;
+  };
+
   Page.prototype.placeCard = function (part, card) {
-    var view = card.closest(".nc-view");
-    if (!view || card.hidden) return;
-    // under the part's figure and its identity line (never over the diagram), lined up with the part
-    var box = view.getBoundingClientRect();
-    var r = part.getBoundingClientRect();
-    var under = part.closest(".nc-figure") || part.closest(".nc-scroll") || part;
-    var next = under.nextElementSibling;
-    if (next && next.classList.contains("nc-identity")) under = next;
-    var bottom = under.getBoundingClientRect().bottom;
-    var width = card.offsetWidth;
-    var left = Math.max(0, Math.min(r.left - box.left, box.width - width));
-    card.style.left = Math.round(left) + "px";
-    card.style.top = Math.round(Math.max(r.bottom, bottom) - box.top + 4) + "px";
+    card$.place(part, card);
   };
 
   Page.prototype.replace = function () {
@@ -410,6 +361,10 @@
     var part = path ? this.findPart(path) : hashPart && this.visible(hashPart) ? hashPart : null;
     this.pin(part, true);
     this.update();
+    // the state as drawn: a block out of range is clamped, a part the picked block lacks is dropped
+    this.saveUrl();
+    // a linked part is shown (unless the URL names another target), and its printout line in its box
+    if (part && !hash) part.scrollIntoView({ block: "center" });
   };
 
   // ---------------------------------------------------------------- events (delegated, once)
@@ -467,6 +422,11 @@
   document.addEventListener("click", function (e) {
     if (!page) return;
     var part = partOf(e.target);
+    var link = e.target.closest && e.target.closest(".nc-card-line-link");
+    if (link && page.showLine()) {
+      e.preventDefault();
+      return;
+    }
     if (part) {
       page.pin(page.pinned === part ? null : part);
     } else if (page.pinned && !(e.target.closest && e.target.closest(".nc-card, .nc-picker"))) {

@@ -1,0 +1,133 @@
+// nncanon encyclopedia: what a diagram part's card says, and where it sits (nncanon.js shows and hides it).
+//
+// fill() writes the card of a part from the page's embedded facts: its standard name, layout, shape
+// measured on the tiny checkpoint, description, where it is read, its conditions, and links to its
+// support row and printout line. Standard names may wrap before "." and "[" only, as in the tables.
+(function () {
+  "use strict";
+  if (window.nncanonCard) return;
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    return e;
+  }
+
+  // A standard name that may wrap before each "." and "[" and nowhere else (as the page's tables do).
+  function ident(tag, cls, name) {
+    var e = el(tag, cls);
+    String(name).split(/(?=[.[])/).forEach(function (piece, i) {
+      if (i) e.appendChild(document.createElement("wbr"));
+      e.appendChild(document.createTextNode(piece));
+    });
+    return e;
+  }
+
+  // The card of part (whose diagram data is info) on page (nncanon.js's Page).
+  function fill(page, card, part, info) {
+    var v = info.value ? page.data.values[info.value] : null;
+    card.textContent = "";
+    card.classList.toggle("nc-card-pinned", part === page.pinned);
+    card.setAttribute("data-path", info.path);
+
+    var head = el("div", "nc-card-head");
+    head.appendChild(el("strong", "nc-card-label", info.label));
+    head.appendChild(ident("code", "nc-card-path", page.indexed(info, info.path)));
+    if (info.count != null) head.appendChild(el("span", "nc-card-count", "× " + info.count));
+    if (part === page.pinned) {
+      var pin = el("span", "nc-card-pin", "pinned");
+      pin.appendChild(el("span", "nc-card-esc", " · Esc unpins")); // hidden on a touch screen (nncanon.css)
+      head.appendChild(pin);
+    }
+    card.appendChild(head);
+
+    function row(key, build) {
+      var d = el("div", "nc-card-row");
+      d.appendChild(el("span", "nc-card-key", key));
+      build(d);
+      card.appendChild(d);
+    }
+    if (v) {
+      var name = page.indexed(info, info.value);
+      row("standard name", function (d) {
+        d.appendChild(ident("code", "nc-card-name", name));
+        if (!v.writable) d.appendChild(el("span", "nc-badge", "read-only"));
+      });
+      row("layout", function (d) {
+        d.appendChild(el("code", "nc-card-layout", v.layout));
+        if (v.dims.length) d.appendChild(el("span", "nc-card-dims", " [" + v.dims.join(" ") + "]"));
+      });
+      if (v.measured) {
+        row("measured", function (d) {
+          d.appendChild(el("span", "nc-card-measured", v.measured));
+        });
+      }
+      card.appendChild(el("p", "nc-card-desc", v.description));
+      row("read at", function (d) {
+        d.appendChild(el("span", "nc-card-read", v.read_at));
+      });
+      v.conditions.forEach(function (c) {
+        var p = el("p", "nc-card-cond");
+        p.appendChild(document.createTextNode("⚠︎ needs "));
+        p.appendChild(el("code", null, c.needs));
+        if (c.why) p.appendChild(document.createTextNode(": " + c.why));
+        card.appendChild(p);
+      });
+    } else {
+      if (info.module) {
+        var mod = info.module.replace(/^model\./, "");
+        row("module", function (d) {
+          d.appendChild(ident("code", "nc-card-name", mod));
+        });
+      }
+      if (info.count != null && info.kind == null && page.hasSlider() && info.section === "text") {
+        card.appendChild(el("p", "nc-card-desc", info.count + " blocks; the slider below picks one."));
+      } else if (info.count != null) {
+        card.appendChild(el("p", "nc-card-desc", info.count + " blocks, each drawn below."));
+      }
+    }
+    if (info.note) card.appendChild(el("p", "nc-card-note", info.note));
+    links(page, card, info);
+
+  }
+
+  // Links from the card to the part's support row (its value's, else its host's first) and to its
+  // first printout line; following one scrolls it into view (nncanon.js: the click handler).
+  function links(page, card, info) {
+    var rows = page.rows[info.value] || page.rows[info.rows[0]] || [];
+    var row = rows[0];
+    if (!row && !page.firstLine) return;
+    var p = el("p", "nc-card-links");
+    if (row && row.id) {
+      var a = el("a", "nc-card-row-link", "support row ↓");
+      a.href = "#" + row.id;
+      p.appendChild(a);
+    }
+    if (page.firstLine) {
+      if (p.firstChild) p.appendChild(document.createTextNode(" · "));
+      var b = el("a", "nc-card-line-link", "printout line ↓");
+      b.href = "#printout";
+      p.appendChild(b);
+    }
+    card.appendChild(p);
+  }
+
+  function place(part, card) {
+    var view = card.closest(".nc-view");
+    if (!view || card.hidden) return;
+    // under the part's figure and its identity line (never over the diagram), lined up with the part
+    var box = view.getBoundingClientRect();
+    var r = part.getBoundingClientRect();
+    var under = part.closest(".nc-figure") || part.closest(".nc-scroll") || part;
+    var next = under.nextElementSibling;
+    if (next && next.classList.contains("nc-identity")) under = next;
+    var bottom = under.getBoundingClientRect().bottom;
+    var width = card.offsetWidth;
+    var left = Math.max(0, Math.min(r.left - box.left, box.width - width));
+    card.style.left = Math.round(left) + "px";
+    card.style.top = Math.round(Math.max(r.bottom, bottom) - box.top + 4) + "px";
+  }
+
+  window.nncanonCard = { el: el, fill: fill, place: place };
+})();

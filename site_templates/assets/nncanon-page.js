@@ -1,0 +1,113 @@
+// nncanon encyclopedia: page-wide behaviour that is not the diagrams' (those are nncanon.js).
+//
+// - Every scroll box is reachable by keyboard (axe: scrollable-region-focusable): a box that scrolls
+//   (a table wider than a phone, a code block, the printout, the families index) gets tabindex="0",
+//   role="region" and a name, unless it is a diagram (its parts are focusable). Which boxes scroll depends on the screen,
+//   so this runs on every page, on resize and when a <details> opens; and Material, which makes a
+//   code block focusable only on a screen with hover, is undone when it takes that away on touch.
+// - Printing opens every collapsed <details> (closed again after), so the paper has it all.
+(function () {
+  "use strict";
+  if (window.__nncanonPageLoaded) return;
+  window.__nncanonPageLoaded = true;
+
+  var BOXES = ".nc-table, .nc-scroll, pre > code, .nc-families-box, .md-typeset__scrollwrap";
+  var FOCUSABLE = "a[href], button, input, select, textarea, [tabindex]:not([tabindex='-1'])";
+
+  function all(root, sel) {
+    return Array.prototype.slice.call(root.querySelectorAll(sel));
+  }
+
+  function scrolls(e) {
+    var s = getComputedStyle(e);
+    var x = e.scrollWidth > e.clientWidth + 1 && /auto|scroll/.test(s.overflowX);
+    var y = e.scrollHeight > e.clientHeight + 1 && /auto|scroll/.test(s.overflowY);
+    return x || y;
+  }
+
+  // A short name for the box: what it shows, said by the page itself.
+  function nameOf(e) {
+    var host = e.closest(".nc-host");
+    if (host) return "values of " + host.getAttribute("data-path");
+    var svg = e.querySelector("svg[aria-label]");
+    if (svg) return svg.getAttribute("aria-label");
+    if (e.matches("pre > code")) return "code";
+    var th = e.querySelector("th");
+    var text = th ? th.textContent.replace(/\s+/g, " ").trim() : "";
+    return "table" + (text ? ": " + text.slice(0, 60) : "");
+  }
+
+  function reach(e) {
+    var ours = e.hasAttribute("data-nc-scroll");
+    // a diagram's parts are its tab stops; a table's links (the families index's sticky names) are not
+    // enough, since reaching them never scrolls the box sideways
+    var covered = e.matches(".nc-scroll") && e.querySelector(FOCUSABLE);
+    var need = e.getClientRects().length > 0 && scrolls(e) && (ours || !covered);
+    if (need && !e.hasAttribute("tabindex")) {
+      e.setAttribute("tabindex", "0");
+      e.setAttribute("data-nc-scroll", "");
+      if (!e.hasAttribute("role")) e.setAttribute("role", "region");
+      if (!e.hasAttribute("aria-label")) e.setAttribute("aria-label", nameOf(e) + ", scrolls");
+    } else if (!need && ours) {
+      e.removeAttribute("tabindex");
+      e.removeAttribute("data-nc-scroll");
+    }
+  }
+
+  function reachAll() {
+    all(document, BOXES).forEach(reach);
+  }
+
+  var queued = false;
+  function soon() {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(function () {
+      queued = false;
+      reachAll();
+    });
+  }
+  window.addEventListener("resize", soon);
+  document.addEventListener("toggle", soon, true); // <details> opened: its tables can scroll now
+  window.__nncanonReachAll = reachAll;
+
+  // Material takes a code block's tabindex away on a screen without hover: give it back.
+  new MutationObserver(function (records) {
+    records.forEach(function (r) {
+      var e = r.target;
+      if (!e.hasAttribute("tabindex") && e.matches && e.matches(BOXES)) {
+        e.removeAttribute("data-nc-scroll");
+        reach(e);
+      }
+    });
+  }).observe(document.documentElement, { subtree: true, attributes: true, attributeFilter: ["tabindex"] });
+
+  // ---------------------------------------------------------------- print
+
+  var opened = [];
+  window.addEventListener("beforeprint", function () {
+    opened = all(document, "details:not([open])");
+    opened.forEach(function (d) {
+      d.open = true;
+    });
+  });
+  window.addEventListener("afterprint", function () {
+    opened.forEach(function (d) {
+      d.open = false;
+    });
+    opened = [];
+  });
+
+  function init() {
+    soon();
+    setTimeout(soon, 300); // after Material has wrapped the tables and measured its code blocks
+  }
+
+  if (typeof document$ !== "undefined" && document$.subscribe) {
+    document$.subscribe(init);
+  } else if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+})();

@@ -1,0 +1,168 @@
+"""The built site and the browser the browser tests share (tests/test_browser*.py).
+
+The site is built once per session from tests/fixtures/facts (plus one condition on a diagram part's
+value, whose text tries to inject HTML, so the card's ⚠︎ line and its escaping are exercised) and
+served by a threaded http.server on 127.0.0.1. It is built with ``site_url`` set to that server
+(mkdocs.yml sets none): Material's instant navigation only follows the links its sitemap.xml lists,
+and without site_url that sitemap is empty, so every link would be a full page load. The session
+fixtures (``site_facts``, ``base``, ``browser``, ``crawl``) are in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import sys
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urldefrag, urljoin
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "facts"
+FAMILY = "qwen3_5_moe_text"
+CHROMIUM = Path(os.environ.get("NNCANON_CHROMIUM") or "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+EVIL = '<img src=x onerror="window.__pwned=1"> & </div>'
+
+
+def site_facts() -> dict:
+    facts = json.loads((FIXTURES / f"{FAMILY}.json").read_text(encoding="utf-8"))
+    facts = copy.deepcopy(facts)
+    for host in facts["hosts"]:
+        if host["path"] == "model.layers[i].mlp":
+            for v in host["values"]:
+                if v["name"] == "router_logits":
+                    v["conditions"] = [{"needs": 'route_kernels(family, "torch")', "why": EVIL}]
+                    v["availability"] = {"sdpa": False, 'route_kernels "torch"': True}
+    return facts
+
+
+
+def build_site(tmp: Path, facts: dict):
+    """Render and build the site of these facts under tmp; its server, not yet serving."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    from generator.render import MKDOCS_YML, render_site
+    from generator.serve import site_server
+
+    (tmp / "facts").mkdir()
+    (tmp / "facts" / f"{FAMILY}.json").write_text(json.dumps(facts), encoding="utf-8")
+    site = tmp / "site"
+    site.mkdir()
+    server = site_server(site)
+    url = server.url
+    render_site(tmp / "facts", tmp / "docs")
+    level = logging.getLogger("mkdocs").level
+    logging.getLogger("mkdocs").setLevel(logging.ERROR)
+    try:
+        build(
+            load_config(
+                str(MKDOCS_YML),
+                docs_dir=str(tmp / "docs"),
+                site_dir=str(site),
+                site_url=url + "/",
+                strict=True,
+            )
+        )
+    finally:
+        logging.getLogger("mkdocs").setLevel(level)
+    return server
+
+
+class Tab:
+    """A page plus every console error and uncaught exception it had."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+
+    def open(self, url: str):
+        self.page.goto(url)
+        self.page.wait_for_function("window.__nncanonReady !== undefined")
+        return self.page
+
+
+
+def family_url(base: str, query: str = "") -> str:
+    return f"{base}/families/{FAMILY}/{query}"
+
+
+def part(page, path: str):
+    """The drawn (visible) part with this standard path."""
+    return page.locator(f'.nc-part[data-path="{path}"]:visible')
+
+
+
+def card(page, section: str = "text"):
+    return page.locator(f"#nc-card-{section}")
+
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name"):
+            if a.get(key):
+                self.ids.add(a[key])
+        for key in ("href", "src"):
+            if a.get(key) and tag in ("a", "link", "script", "img", "source"):
+                self.links.append(a[key])
+
+
+
+def fetch(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            kind = r.headers.get_content_type()
+            body = r.read().decode("utf-8", "replace") if kind == "text/html" else ""
+            return r.status, kind, body
+    except urllib.error.HTTPError as e:
+        return e.code, "", ""
+
+
+
+def crawl_site(base: str) -> dict:
+    """Every internal URL reachable from the home page (and 404.html): {url: (status, ids, links)}."""
+    seen: dict[str, tuple[int, set[str], list[str]]] = {}
+    todo = [f"{base}/", f"{base}/404.html"]
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        status, kind, body = fetch(url)
+        parser = _Links()
+        if kind == "text/html":
+            parser.feed(body)
+        links = [
+            urljoin(url, h) for h in parser.links if not h.startswith(("mailto:", "javascript:", "data:"))
+        ]
+        seen[url] = (status, parser.ids, links)
+        for link in links:
+            target = urldefrag(link)[0]
+            if target.startswith(base) and target not in seen:
+                todo.append(target)
+    return seen
+
+
+
+def html_pages(crawl, base) -> list[str]:
+    return sorted(
+        u
+        for u, (status, ids, _) in crawl.items()
+        if status == 200 and ids and (u.endswith("/") or u.endswith(".html"))
+    )
+

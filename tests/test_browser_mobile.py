@@ -1,0 +1,265 @@
+"""The site on every screen, in real Chromium: a phone, a desktop, both schemes, and paper.
+
+On the site tests/browser_site.py builds (fixtures in tests/conftest.py): every page at 375 px
+(as a touch screen) and 1440 px, light and dark, has no horizontal page overflow, no standard name
+broken mid-identifier and no serious or critical axe violation; print emulation shows every block
+kind and every printout line and no controls; the diagram's card links to its value's support row
+and its printout line, and a URL's state scrolls its part into view.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import threading
+
+import pytest
+from browser_site import Tab, card, family_url, html_pages, part
+
+pytestmark = [pytest.mark.browser]
+
+PHONE = {"viewport": {"width": 375, "height": 812}, "has_touch": True, "is_mobile": True}
+DESKTOP = {"viewport": {"width": 1440, "height": 900}}
+
+# Where the page shows a standard name (a value, a host's path, a family): the elements measured.
+NAMES = (
+    ".nc-host td.nc-name code, .nc-host th.nc-host-name code, .nc-relations-all td:first-child > code,"
+    " .nc-card code, table.nc-families td:first-child a"
+)
+
+# Each name's characters, located one by one: a character that starts a new line must be "." or "["
+# (the only places a name may wrap). Returns the names broken elsewhere, with the character.
+BROKEN_NAMES = """sel => {
+  const bad = [];
+  const range = document.createRange();
+  for (const e of document.querySelectorAll(sel)) {
+    if (!e.getClientRects().length) continue;
+    const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+    let top = null, node;
+    while ((node = walk.nextNode())) {
+      for (let i = 0; i < node.length; i++) {
+        const ch = node.data[i];
+        if (/\\s/.test(ch)) continue;
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const r = range.getBoundingClientRect();
+        if (!r.width && !r.height) continue;
+        if (top !== null && r.top > top + r.height / 2 && ch !== "." && ch !== "[") {
+          bad.push(e.textContent.trim() + " (before " + JSON.stringify(ch) + ")");
+        }
+        top = r.top;
+      }
+    }
+  }
+  return bad;
+}"""
+
+
+def _problems_on(page, width: int, axe=None) -> list[str]:
+    out = []
+    overflow = page.evaluate("document.documentElement.scrollWidth")
+    if overflow > width:
+        out.append(f"the page is {overflow} px wide")
+    out += [f"broken name: {b}" for b in page.evaluate(BROKEN_NAMES, NAMES)]
+    for v in axe.run(page).response["violations"] if axe else []:
+        if v["impact"] in ("serious", "critical"):
+            targets = ", ".join(" ".join(map(str, n["target"])) for n in v["nodes"][:5])
+            out.append(f"axe {v['impact']} {v['id']} ({v['help']}): {targets}")
+    return out
+
+
+def test_every_page_on_a_phone_and_a_desktop(browser, crawl, base):
+    """No horizontal overflow and no name broken mid-identifier on every page at 375 px (a touch
+    screen) and 1440 px; at 375 px, light and dark, no serious or critical axe violation either.
+    The family page is measured with a part's card pinned. (axe at 1440 px, both schemes, is
+    tests/test_browser.py's: axe takes most of a minute on the family page, so each screen once.)"""
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+    pages = html_pages(crawl, base)
+    assert family_url(base) in pages and f"{base}/families/" in pages
+    problems = []
+    for screen, opts, schemes in (("375", PHONE, ("light", "dark")), ("1440", DESKTOP, ("light",))):
+        width = opts["viewport"]["width"]
+        for scheme in schemes:
+            context = browser.new_context(color_scheme=scheme, **opts)
+            for url in pages:
+                t = Tab(context.new_page())
+                page = t.open(url)
+                if page.locator("#nc-data").count():
+                    part(page, "layers[i].mlp.router").click()
+                page.wait_for_timeout(350)  # the scroll boxes are made focusable after Material's layout
+                where = f"{screen} px {scheme} {url}"
+                problems += [f"{where}: {p}" for p in _problems_on(page, width, axe if width < 500 else None)]
+                problems += [f"{where}: {e}" for e in t.errors]
+                page.close()
+            context.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_the_families_index_scrolls_in_its_own_box_on_a_phone(browser, base):
+    context = browser.new_context(**PHONE)
+    t = Tab(context.new_page())
+    page = t.open(f"{base}/families/")
+    table = page.locator("table.nc-families")
+    scroller = table.evaluate_handle(
+        "t => { for (let e = t; e; e = e.parentElement) if (e.scrollWidth > e.clientWidth + 1) return e; }"
+    )
+    box = scroller.evaluate("e => { const r = e.getBoundingClientRect(); return [r.left, r.right] }")
+    # the box that scrolls is the table's own, inside the screen, reached by keyboard, named
+    assert scroller.evaluate("e => e.closest('.md-content') !== null && e !== document.documentElement")
+    assert box[0] >= 0 and box[1] <= 375
+    assert scroller.evaluate("e => e.tabIndex === 0 && !!e.getAttribute('aria-label')")
+    # the family names stay put while the other columns scroll
+    first = page.locator("table.nc-families tbody td:first-child").first
+    x = first.bounding_box()["x"]
+    scroller.evaluate("e => { e.scrollLeft = 200 }")
+    assert abs(first.bounding_box()["x"] - x) < 1
+    context.close()
+    assert not t.errors, t.errors
+
+
+def test_touch_screens_get_no_key_hints_and_a_thumb_to_hit(browser, base):
+    context = browser.new_context(**PHONE)
+    t = Tab(context.new_page())
+    page = t.open(family_url(base))
+    part(page, "layers[i].mlp.router").click()
+    assert card(page).locator(".nc-card-pin").is_visible()
+    assert not card(page).locator(".nc-card-esc").is_visible()
+    assert not page.locator(".nc-keys").is_visible()
+    slider = page.locator(".nc-slider").bounding_box()
+    assert slider["height"] >= 24
+    thumb = page.locator(".nc-picker").evaluate("e => parseFloat(getComputedStyle(e).getPropertyValue('--t'))")
+    assert thumb >= 24
+    context.close()
+    assert not t.errors, t.errors
+
+
+def test_print_shows_every_block_kind_and_the_whole_printout(browser, base, site_facts):
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    t = Tab(context.new_page())
+    page = t.open(family_url(base, "?block=3"))
+    page.emulate_media(media="print")
+    kinds = [k["kind"] for k in site_facts["stack"]["block_kinds"]]
+    shown = page.eval_on_selector_all(
+        ".nc-blocks > .nc-block-figure",
+        "els => els.filter(e => e.getBoundingClientRect().height > 0).map(e => e.dataset.kind)",
+    )
+    assert shown == kinds
+    # the printout does not scroll: every line lies inside its box, and its box on the page
+    code = page.locator("pre.nc-printout > code")
+    assert code.evaluate("e => e.scrollHeight <= e.clientHeight + 1")
+    lines = site_facts["printout"]["text"].rstrip("\n").split("\n")
+    outside = code.evaluate(
+        """e => { const b = e.getBoundingClientRect();
+                  return [...e.querySelectorAll('.line')].filter(l => { const r = l.getBoundingClientRect();
+                    return !r.height || r.top < b.top - 1 || r.bottom > b.bottom + 1; }).length }"""
+    )
+    assert page.locator("pre.nc-printout .line").count() == len(lines) and outside == 0
+    # no controls
+    for sel in (".nc-picker", ".md-header", ".md-sidebar--primary", ".md-search", ".md-footer"):
+        assert not page.locator(sel).first.is_visible(), sel
+    # collapsed sections print open
+    assert page.locator("details.nc-identities table").first.evaluate("e => e.getBoundingClientRect().height > 0")
+    assert page.pdf()[:4] == b"%PDF"
+    context.close()
+    assert not t.errors, t.errors
+
+
+def _in_view(page, locator) -> bool:
+    return locator.evaluate(
+        "e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight }"
+    )
+
+
+def _in_its_box(locator) -> bool:
+    return locator.evaluate(
+        """e => { const b = e.closest('code').getBoundingClientRect(), r = e.getBoundingClientRect();
+                  return r.top >= b.top - 1 && r.bottom <= b.bottom + 1 }"""
+    )
+
+
+def test_the_card_links_to_its_row_and_printout_line(tab, base):
+    page = tab.open(family_url(base, "?block=3"))
+    part(page, "layers[i].mlp.router").click()
+    c = card(page)
+    row_link = c.locator("a.nc-card-row-link")
+    href = row_link.get_attribute("href")
+    row = page.locator(f"tr{href}")
+    assert href.startswith("#v-") and row.count() == 1
+    assert row.get_attribute("data-path") == "model.layers[i].mlp.router_logits"
+    row_link.click()
+    page.wait_for_function("h => location.hash === h", arg=href)
+    page.wait_for_timeout(300)
+    assert _in_view(page, row)
+    # back to the diagram; the pinned card's printout link shows the part's line, in its box too
+    page.evaluate("window.scrollTo(0, 0)")
+    c.locator("a.nc-card-line-link").click()
+    page.wait_for_timeout(300)
+    line = page.locator("pre.nc-printout .line.nc-lit").first
+    assert line.get_attribute("data-path") == "model.layers[i].mlp.router"
+    assert _in_view(page, line) and _in_its_box(line)
+
+
+def test_a_url_state_scrolls_its_part_into_view_and_drops_a_part_the_block_lacks(tab, base, site_facts):
+    page = tab.open(family_url(base, "?block=3&part=layers[i].mlp.router"))
+    page.wait_for_timeout(300)
+    assert _in_view(page, part(page, "layers[i].mlp.router"))
+    assert _in_its_box(page.locator("pre.nc-printout .line.nc-lit").first)
+    # a part drawn on one block kind only, asked for on a block of another kind: dropped from the URL
+    kinds = site_facts["stack"]["block_kinds"]
+    paths = [{p["id"] for p in k["parts"]} for k in kinds]
+    only = sorted(paths[1] - paths[0])[0]
+    block = site_facts["stack"]["blocks"].index(kinds[0]["kind"])
+    page = tab.open(family_url(base, f"?block={block}&part={only}"))
+    page.wait_for_function("() => !location.search.includes('part=')")
+    assert f"block={block}" in page.evaluate("location.search") or block == 0
+
+
+def test_404_finds_its_assets_under_a_sub_path(browser, tmp_path, site_facts):
+    """Built without site_url (as `python -m generator build` does) and copied under /docs/ of a
+    server that answers a missing URL with 404.html (as static hosts do): the page is styled, its
+    links lead into /docs/, and Material's search worker loads from there."""
+    from generator.mkdocs_run import mkdocs_build
+    from generator.render import render_site
+
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / "qwen3_5_moe_text.json").write_text(json.dumps(site_facts), encoding="utf-8")
+    render_site(tmp_path / "facts", tmp_path / "docs_src")
+    mkdocs_build(tmp_path / "docs_src", tmp_path / "www" / "docs")
+    not_found = (tmp_path / "www" / "docs" / "404.html").read_bytes()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def send_error(self, code, message=None, explain=None):
+            if code != 404:
+                return super().send_error(code, message, explain)
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(not_found)))
+            self.end_headers()
+            self.wfile.write(not_found)
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path / "www"))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_port}/docs/families/no/such/page")
+        root = f"http://127.0.0.1:{server.server_port}/docs/"
+        sheets = page.evaluate("[...document.styleSheets].map(s => s.href).filter(Boolean)")
+        assert sheets and all(s.startswith(root) for s in sheets), sheets
+        assert page.evaluate("getComputedStyle(document.querySelector('.md-header')).position") == "sticky"
+        home = page.locator(".md-header__button.md-logo").get_attribute("href")
+        assert page.evaluate("h => new URL(h, document.baseURI).href", home) == root
+        config = page.evaluate("JSON.parse(document.getElementById('__config').textContent)")
+        assert config["base"] == root and config["search"].startswith(root + "assets/")
+        context.close()
+    finally:
+        server.shutdown()
+        server.server_close()
