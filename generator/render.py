@@ -212,6 +212,8 @@ def normalize(facts: dict) -> dict:
                 ("availability", {}),
                 ("measured", None),
                 ("writable", True),
+                ("gradient", None),
+                ("transformer_lens", None),
             ):
                 v.setdefault(key, default)
     notes = list(f["notes"])
