@@ -25,6 +25,7 @@ MLPS = {
     "plain": "plain MLP",
     "mixture": "mixture of experts",
     "mixture + shared expert": "mixture + shared expert",
+    "none": "no MLP",
 }
 
 #: traits.norm_gain (how a norm applies its learned parameters) -> the norms facet's word; "weight" is the default
@@ -50,12 +51,33 @@ def _attention_term(quirk: str) -> str:
     return "rope scaling" if quirk.endswith("rope scaling") else quirk
 
 
+def _mixer_terms(kind: dict, hosts: dict[str, set[str]]) -> list[str]:
+    """What a block kind's token mixers are, from the values its mixer hosts serve (a state-space mixer's
+    time steps, a DeltaNet's betas) and, for attention, the config's name for the kind (sliding, chunked)."""
+    block = "model.layers[i]."
+    mixers = [path for path, names in hosts.items() if path.startswith(block) and path.count(".") == 2
+              and names & {"time_steps", "betas", "attention_probabilities", "attention_head_outputs"}]
+    terms = []
+    for path in sorted(mixers, key=lambda p: p != block + kind.get("mixer", "")):
+        names = hosts[path]
+        if "time_steps" in names:
+            terms.append("state space (Mamba-2)")
+        elif "betas" in names:
+            terms.append("gated DeltaNet")
+        elif path == block + kind.get("mixer", ""):
+            terms.append(next((w for k, w in MIXERS.items() if k.split("_")[0] in kind["kind"]), "full attention"))
+    return list(dict.fromkeys(terms)) or [MIXERS.get(kind["kind"], kind["kind"].replace("_", " "))]
+
+
 def mixer_counts(facts: dict) -> list[dict]:
     """``[{"term", "kind", "count", "label"}]`` for each block kind in the stack, in stack order."""
     blocks = facts["stack"].get("blocks") or []
+    hosts: dict[str, set[str]] = {}
+    for h in facts["hosts"]:
+        hosts.setdefault(h["path"], set()).update(v["name"] for v in h["values"])
     out = []
     for k in facts["stack"].get("block_kinds", []):
-        out.append({"term": MIXERS.get(k["kind"], k["kind"].replace("_", " ")), "kind": k["kind"],
+        out.append({"term": " + ".join(_mixer_terms(k, hosts)), "terms": _mixer_terms(k, hosts), "kind": k["kind"],
                     "count": sum(1 for b in blocks if b == k["kind"]), "label": k.get("label") or k["kind"]})
     return out
 
@@ -71,7 +93,7 @@ def facets(facts: dict) -> dict[str, list[str]]:
     vision = facts.get("vision")
     mlps = [MLPS.get(m, m) for m in traits.get("mlp", "").split(" then ") if m]
     return {
-        "mixer": list(dict.fromkeys(m["term"] for m in mixer_counts(facts))),
+        "mixer": list(dict.fromkeys(t for m in mixer_counts(facts) for t in m["terms"])),
         "mlp": list(dict.fromkeys(mlps)),
         "norms": norms,
         "attention": list(dict.fromkeys(_attention_term(q) for q in traits.get("attention", []))),

@@ -140,10 +140,11 @@ class Checked:
     skipped: dict[str, str] = field(default_factory=dict)
     blocks: set[int] = field(default_factory=set)
     tolerance: float = 0.0
+    exact: bool = True
 
     def fact(self) -> dict:
         return {"host": self.host, "class": self.cls, "text": self.text, "proves": self.proves, "adds": self.adds,
-                "errors": {k: _bound(v, self.tolerance) for k, v in sorted(self.errors.items())},
+                "errors": {k: _bound(v if self.exact else max(v, 1e-30), self.tolerance) for k, v in sorted(self.errors.items())},
                 "skipped": dict(sorted(self.skipped.items())), "blocks": sorted(self.blocks)}
 
 
@@ -168,7 +169,7 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
             key = (pattern(envoy._std_path), cls.__name__, relation.text)
             checked = results.setdefault(key, Checked(pattern(envoy._std_path), cls.__name__, relation.text,
                                                       list(relation.proves), list(relation.adds or []) or None,
-                                                      tolerance=relation.tolerance))
+                                                      tolerance=relation.tolerance, exact=relation.exact))
             terms, why = {}, None
             for term in relation.reads:
                 try:

@@ -10,6 +10,8 @@ from generator.family import Family
 
 
 def mlp_kind(module: Any) -> str:
+    if module is None:
+        return "none"  # a block with no MLP (Mamba-2's)
     if hasattr(module, "experts"):
         shared = any(hasattr(module, name) for name in ("shared_expert", "shared_experts"))
         return "mixture + shared expert" if shared else "mixture"
@@ -84,7 +86,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     blocks = [tiny.layers[i] for i in range(tiny.num_layers)]
     layers = [block._module for block in blocks]
     mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp")) for block in blocks))
-    block_norms = [_child(block, "input_layernorm") or _child(block, "post_attention_layernorm") for block in blocks]
+    block_norms = [norm for block in blocks
+                   if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
     norms = _in_order(type(norm).__name__ for norm in block_norms)
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]

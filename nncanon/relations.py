@@ -42,6 +42,10 @@ class Relation:
     #: (stream in, what is added, stream out[, the stream the branch reads]): a residual add the block
     #: diagram draws; the fourth element, when it is the block's input, marks a parallel branch
     adds: tuple[str, ...] | None = None
+    #: False: the check recomputes with other shapes than the forward (a token at a time, a batch at once), so
+    #: an error of 0 on one CPU is rounding luck that another's vector kernels do not repeat: the page gives
+    #: the tolerance, never "0"
+    exact: bool = True
 
     def on(self, mixer: str | None) -> Relation:
         """This relation with ``{mixer}`` filled in (a block's sequence mixer)."""
@@ -50,7 +54,7 @@ class Relation:
         fill = lambda s: s.replace("{mixer}", mixer)  # noqa: E731
         return Relation(fill(self.text), tuple(map(fill, self.proves)), tuple(map(fill, self.reads)),
                         lambda host, r: self.compute(host, {k.replace(mixer, "{mixer}", 1): v for k, v in r.items()}),
-                        self.tolerance, tuple(map(fill, self.adds)) if self.adds else None)
+                        self.tolerance, tuple(map(fill, self.adds)) if self.adds else None, self.exact)
 
 
 def pick(relations: tuple[Relation, ...], start: str) -> Relation:
@@ -59,10 +63,11 @@ def pick(relations: tuple[Relation, ...], start: str) -> Relation:
     return next(r for r in relations if r.text.startswith(start))
 
 
-def relation(text: str, proves: str, reads: str, tolerance: float = 1e-5, adds: tuple | None = None):
+def relation(text: str, proves: str, reads: str, tolerance: float = 1e-5, adds: tuple | None = None,
+             exact: bool = True):
     """A decorator: ``@relation("a + b == c", proves="c", reads="a b c")`` over the compute function."""
     def wrap(compute):
-        return Relation(text, tuple(proves.split()), tuple(reads.split()), compute, tolerance, adds)
+        return Relation(text, tuple(proves.split()), tuple(reads.split()), compute, tolerance, adds, exact)
     return wrap
 
 

@@ -58,7 +58,9 @@ def on_page_content(content, page, config, files):
             parts = {kind: _text(cell.split('<span class="nc-', 1)[0] if kind == "desc" else cell.split("<br>", 1)[0])
                      for kind, cell in _CELL.findall(cells)}
             text = f"{parts.get('layout', '')}. {parts.get('desc', '')} Read at {parts.get('read', '')}."
-            entries.append({"location": f"{page.url}#{anchor}", "title": html.unescape(path), "text": text})
+            # a row is what a search for a value's path is after: ranked above prose that mentions its parts
+            entries.append({"location": f"{page.url}#{anchor}", "title": html.unescape(path), "text": text,
+                            "boost": 10})
         _rows[page.url] = entries
     return content
 

@@ -135,7 +135,8 @@ def test_searching_a_full_path_finds_the_row(site, browser, query):
     page.wait_for_selector(".md-search-result__item a")
     links = page.eval_on_selector_all(".md-search-result__item a", "els => els.map(e => e.getAttribute('href'))")
     rows = [link for link in links if "#v-" in link]
-    assert rows and re.search(r"#v-model-layers-i-mlp-router_logits$", rows[0]), links[:6]
+    # a host several classes serve (deepseek_v3's dense and mixture MLPs) names the class in the anchor
+    assert rows and re.search(r"#v-model-layers-i-mlp-(\w+-)?router_logits$", rows[0]), links[:6]
     page.close()
 
 
