@@ -82,6 +82,7 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
             "parts": parts(family, tiny, block, "layers[i]", spec.get("parts", []), f"page.block_kinds.{kind}"),
+            **produced(models, index),
         })
     return {
         "checkpoint": family.printout_checkpoint, "num_layers": len(blocks),
@@ -92,6 +93,23 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
                   {"module": "logits", "value": "the output"}],
         "blocks": blocks, "block_kinds": block_kinds,
     }
+
+
+def produced(models: Models, index: int) -> dict:
+    """The order one forward produces every value of block ``index``'s hosts in (``host.name``), under the
+    load that produces the most of them: the diagram draws it and the build checks its arrows against it."""
+    from nncanon.order import block_sequence
+
+    best: tuple[list, str] = ([], "")
+    for load in models.all:
+        model = models.get(load.label)
+        if load.task != "text-generation":
+            continue  # the multimodal load's forward order of the text blocks is the text load's
+        with load.within(model):
+            sequence = block_sequence(model, index) or []
+        if len(sequence) > len(best[0]):
+            best = (sequence, load.label)
+    return {"sequence": [f"{host}.{name}" for host, name in best[0]], "sequence_load": best[1]}
 
 
 def parts(family: Family, model: Any, block: str, standard: str, declared: list, field: str) -> list[dict]:
@@ -229,7 +247,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 #: generator modules that only render facts: a change to them re-renders, it does not re-collect
 RENDER_ONLY = {"__init__.py", "__main__.py", "build.py", "render.py", "diagrams.py", "escaping.py", "printout.py",
                "safe_urls.py", "serve.py", "config_matrix.py", "families_index.py", "mkdocs_run.py",
-               "tl_names.py"}
+               "tl_names.py", "interiors.py"}
 
 
 def fact_sources(family: Family) -> list[Path]:
