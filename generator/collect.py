@@ -91,16 +91,19 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
                   {"module": "norm", "value": "final_norm_output"},
                   {"module": "lm_head", "value": "lm_head_output"},
                   {"module": "logits", "value": "the output"}],
-        "blocks": blocks, "block_kinds": block_kinds, "block_classes": block_classes(printout_model),
+        "blocks": blocks, "block_kinds": block_kinds, "marked": marked_blocks(family_module, printout_model),
     }
 
 
-def block_classes(model: Any) -> dict[str, list[int]]:
-    """The full-size blocks of each block host class, where a stack mixes them (qwen3_vl's DeepStack blocks,
-    which add the vision features, are a host class of their own): the diagram marks them."""
-    found = {kind.cls.__name__: sorted(kind.blocks) for kind in model.host_kinds()
-             if kind.host == "model.layers[i]" and kind.blocks}
-    return found if len(found) > 1 else {}
+def marked_blocks(family_module: Any, full: Any) -> list[dict]:
+    """Full-size blocks a family serves more on: qwen3_vl's first blocks, which add the DeepStack features
+    (``deepstack_output``): the slider marks them."""
+    from nncanon.families._qwen_vit import DeepStackBlock, deepstack_blocks
+
+    if DeepStackBlock not in getattr(family_module, "ENVOYS", {}).values():
+        return []
+    return [{"label": "DeepStack", "value": "model.layers[i].deepstack_output",
+             "blocks": list(range(deepstack_blocks(full)))}]
 
 
 def produced(models: Models, index: int) -> dict:

@@ -262,6 +262,8 @@ def block_diagram(
     stream_y, row_y, gap, margin = 46.0, 96.0, 36.0, 20.0
     x = margin + max(len(terms[0]) * CHAR * 0.5, 40)
     drawn, links_, adds, taps = [], [], [], []
+    edges: list[tuple] = []  # the arrows between parts, (path, value row) -> (path, value row): checked on order
+    previous = None
     for n, branch in enumerate(branches):
         boxes = [build(p) for p in branch]
         if n < len(parallel) and parallel[n]:
@@ -275,8 +277,11 @@ def block_diagram(
             bx += b.w + gap
         mid = y + 17
         links_.append([(tap, stream_y), (tap, mid), (boxes[0].x, mid)])  # tap down, then into the first box
+        if previous is not None and not (n < len(parallel) and parallel[n]):  # the stream carries one into the next
+            edges.append(((previous.path, previous.value_row), (boxes[0].path, boxes[0].value_row)))
         for a, b in zip(boxes, boxes[1:]):
             links_.append([(a.x + a.w, mid), (b.x, mid)])
+            edges.append(((a.path, a.value_row), (b.path, b.value_row)))
         last = boxes[-1]
         if adds_to_stream(branch[-1]["id"]):
             ax = last.x + last.w + 22
@@ -285,6 +290,7 @@ def block_diagram(
             x = ax + 40
         else:
             x = last.x + last.w + 40
+        previous = last
         drawn += [f for b in boxes for f in flatten(b)]
     width = x - 24 + len(out_name) * CHAR + margin  # the output's label clears the last add
     height = max((b.y + b.h for b in drawn), default=row_y) + 16
@@ -298,17 +304,20 @@ def block_diagram(
         "taps": taps,
         "input": terms[0],
         "output": out_name,
+        "edges": edges,
     }
 
 
-def block_strip(blocks: list[str], kinds: list[str]) -> dict:
+def block_strip(blocks: list[str], kinds: list[str], marked: list[dict] = ()) -> dict:
     """One tick per block of the full-size stack, its color its kind (``k``: its kind's index).
 
+    A tick of a ``marked`` block (qwen3_vl's DeepStack blocks) carries its mark's label.
     The ticks sit under the block slider (an ``input type=range``), each at its value's place:
     the stylesheet puts tick ``i`` of ``n`` at ``i / (n - 1)`` of the track the thumb travels.
     """
     ticks = [
-        {"i": i, "kind": k, "k": kinds.index(k) if k in kinds else len(kinds)} for i, k in enumerate(blocks)
+        {"i": i, "kind": k, "k": kinds.index(k) if k in kinds else len(kinds),
+         "mark": next((m["label"] for m in marked if i in m["blocks"]), "")} for i, k in enumerate(blocks)
     ]
     return {"n": len(blocks), "last": max(len(blocks) - 1, 0), "ticks": ticks}
 
