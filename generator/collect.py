@@ -126,10 +126,11 @@ def produced(models: Models, index: int) -> dict:
 def parts(family: Family, model: Any, block: str, standard: str, declared: list, field: str) -> list[dict]:
     """Diagram parts: each names a module under the block and the value drawn at it; both must exist.
 
-    ``value`` is a value name of the block's host, or ``child.value`` for a value of a child host.
+    ``value`` is a value name of the block's host, or ``child.value`` for a value of a child host; a third
+    element ``parallel`` draws the part beside the one before it, reading the same input (falcon_h1's mixers).
     """
     out = []
-    for n, (part, value) in enumerate(declared):
+    for n, (part, value, *parallel) in enumerate(declared):
         where = f"{field}.parts[{n}]"
         child, _, name = value.rpartition(".")
         try:
@@ -141,7 +142,8 @@ def parts(family: Family, model: Any, block: str, standard: str, declared: list,
         if name not in {v.name for v in type(host).values()}:
             raise ClaimError(family.family, where, f"{value!r} is not a value of {standard}")
         host_std = f"model.{standard}" + (f".{child}" if child else "")
-        out.append({"id": f"{standard}.{part}", "label": part.rsplit(".", 1)[-1], "value": name, "host": host_std})
+        out.append({"id": f"{standard}.{part}", "label": part.rsplit(".", 1)[-1], "value": name, "host": host_std,
+                    **({"parallel": True} if parallel else {})})
     return out
 
 
