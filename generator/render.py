@@ -35,7 +35,6 @@ from generator.interiors import check_order, interior, undrawn
 from generator.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.printout import printout_lines
 from generator.tl_names import annotate
-from nncanon.hosts import span
 
 __all__ = [  # what tests and callers import from here (some live in generator.escaping, .printout)
     "FactsError",
@@ -267,7 +266,7 @@ def page_context(facts: dict) -> dict:
     for b in blocks:
         check_order(facts["family"], b["kind"]["kind"], b["kind"].get("sequence") or [],
                     b["diagram"]["edges"] + b["interior"]["edges"])
-    marked = [dict(m, where=span(tuple(m["blocks"]))) for m in facts["stack"].get("marked") or []]
+    marked = [dict(m, where="blocks " + ranges(m["blocks"])) for m in facts["stack"].get("marked") or []]
     vision = facts.get("vision")
     vision_ctx = None
     if vision:
