@@ -23,7 +23,9 @@ def interior(kind: dict, lookup: dict, links: Links, prefix: str) -> dict:
         host, _, name = row.rpartition(".")
         if (host, name) not in lookup:
             continue  # a value of a host class this page does not list: nothing for a card to say
-        rows, lines = links.part(host, row)
+        # a chip is one value: its own row, and its host's printout line (not every row of the host, as a module's)
+        rows = [row] if row in links.rows else []
+        lines = [p for p in (host, row) if p in links.lines]
         path = row[len("model."):]
         chip = Box(name, id=f"{prefix}-{slug(path)}", path=path, value=name, title=row, cls="nc-chip",
                    module=host if links.module(host) else "", value_row=row if row in links.rows else "",
