@@ -82,6 +82,7 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
             "parts": parts(family, tiny, block, "layers[i]", spec.get("parts", []), f"page.block_kinds.{kind}"),
+            **produced(models, index),
         })
     return {
         "checkpoint": family.printout_checkpoint, "num_layers": len(blocks),
@@ -90,17 +91,46 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
                   {"module": "norm", "value": "final_norm_output"},
                   {"module": "lm_head", "value": "lm_head_output"},
                   {"module": "logits", "value": "the output"}],
-        "blocks": blocks, "block_kinds": block_kinds,
+        "blocks": blocks, "block_kinds": block_kinds, "marked": marked_blocks(family_module, printout_model),
     }
+
+
+def marked_blocks(family_module: Any, full: Any) -> list[dict]:
+    """Full-size blocks a family serves more on: qwen3_vl's first blocks, which add the DeepStack features
+    (``deepstack_output``): the slider marks them."""
+    from nncanon.families._qwen_vit import DeepStackBlock, deepstack_blocks
+
+    if DeepStackBlock not in getattr(family_module, "ENVOYS", {}).values():
+        return []
+    return [{"label": "DeepStack", "value": "model.layers[i].deepstack_output",
+             "blocks": list(range(deepstack_blocks(full)))}]
+
+
+def produced(models: Models, index: int) -> dict:
+    """The order one forward produces every value of block ``index``'s hosts in (``host.name``), under the
+    load that produces the most of them: the diagram draws it and the build checks its arrows against it."""
+    from nncanon.order import block_sequence
+
+    best: tuple[list, str] = ([], "")
+    for load in models.all:
+        model = models.get(load.label)
+        if load.task != "text-generation":
+            continue  # the multimodal load's forward order of the text blocks is the text load's
+        with load.within(model):
+            sequence = block_sequence(model, index) or []
+        if len(sequence) > len(best[0]):
+            best = (sequence, load.label)
+    return {"sequence": [f"{host}.{name}" for host, name in best[0]], "sequence_load": best[1]}
 
 
 def parts(family: Family, model: Any, block: str, standard: str, declared: list, field: str) -> list[dict]:
     """Diagram parts: each names a module under the block and the value drawn at it; both must exist.
 
-    ``value`` is a value name of the block's host, or ``child.value`` for a value of a child host.
+    ``value`` is a value name of the block's host, or ``child.value`` for a value of a child host; a third
+    element ``parallel`` draws the part beside the one before it, reading the same input (falcon_h1's mixers).
     """
     out = []
-    for n, (part, value) in enumerate(declared):
+    for n, (part, value, *parallel) in enumerate(declared):
         where = f"{field}.parts[{n}]"
         child, _, name = value.rpartition(".")
         try:
@@ -112,7 +142,8 @@ def parts(family: Family, model: Any, block: str, standard: str, declared: list,
         if name not in {v.name for v in type(host).values()}:
             raise ClaimError(family.family, where, f"{value!r} is not a value of {standard}")
         host_std = f"model.{standard}" + (f".{child}" if child else "")
-        out.append({"id": f"{standard}.{part}", "label": part.rsplit(".", 1)[-1], "value": name, "host": host_std})
+        out.append({"id": f"{standard}.{part}", "label": part.rsplit(".", 1)[-1], "value": name, "host": host_std,
+                    **({"parallel": True} if parallel else {})})
     return out
 
 
@@ -229,7 +260,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 #: generator modules that only render facts: a change to them re-renders, it does not re-collect
 RENDER_ONLY = {"__init__.py", "__main__.py", "build.py", "render.py", "diagrams.py", "escaping.py", "printout.py",
                "safe_urls.py", "serve.py", "config_matrix.py", "families_index.py", "mkdocs_run.py",
-               "tl_names.py"}
+               "tl_names.py", "interiors.py"}
 
 
 def fact_sources(family: Family) -> list[Path]:

@@ -47,7 +47,10 @@ class Links:
 
     @classmethod
     def of(cls, facts: dict, printout: list[dict]) -> Links:
-        hosts = {h["path"]: [f"{h['path']}.{v['name']}" for v in h["values"]] for h in facts["hosts"]}
+        hosts: dict[str, list[str]] = {}
+        for h in facts["hosts"]:  # a path two host classes share (llama4's dense and MoE mlp): both's values
+            rows = hosts.setdefault(h["path"], [])
+            rows += [r for r in (f"{h['path']}.{v['name']}" for v in h["values"]) if r not in rows]
         rows = {r for rs in hosts.values() for r in rs}
         return cls(rows, hosts, {r["path"] for r in printout if r["path"]})
 
@@ -252,6 +255,9 @@ def block_diagram(
 
     branches, cur = [], []
     for p in top:
+        if p.get("parallel") and not cur and branches:  # beside the part that ended the last branch
+            branches[-1].append(p)
+            continue
         cur.append(p)
         if adds_to_stream(p["id"]):
             branches.append(cur)
@@ -262,6 +268,8 @@ def block_diagram(
     stream_y, row_y, gap, margin = 46.0, 96.0, 36.0, 20.0
     x = margin + max(len(terms[0]) * CHAR * 0.5, 40)
     drawn, links_, adds, taps = [], [], [], []
+    edges: list[tuple] = []  # the arrows between parts, (path, value row) -> (path, value row): checked on order
+    previous = None
     for n, branch in enumerate(branches):
         boxes = [build(p) for p in branch]
         if n < len(parallel) and parallel[n]:
@@ -269,22 +277,38 @@ def block_diagram(
         else:
             y, tap = row_y, x
             taps.append(x)
+        # a part the YAML marks parallel reads what the part before it reads: drawn under it, fed alike
+        cols: list[list[Box]] = []
+        for b, p in zip(boxes, branch):
+            (cols[-1].append(b) if p.get("parallel") and cols else cols.append([b]))
         bx = x + 18
-        for b in boxes:
-            b.x, b.y = bx, y
-            bx += b.w + gap
+        for col in cols:
+            cy = y
+            for b in col:
+                b.x, b.y = bx, cy
+                cy += b.h + 12
+            bx += max(b.w for b in col) + gap
         mid = y + 17
-        links_.append([(tap, stream_y), (tap, mid), (boxes[0].x, mid)])  # tap down, then into the first box
-        for a, b in zip(boxes, boxes[1:]):
-            links_.append([(a.x + a.w, mid), (b.x, mid)])
-        last = boxes[-1]
-        if adds_to_stream(branch[-1]["id"]):
+        for b in cols[0]:
+            links_.append([(tap, stream_y), (tap, b.y + 17), (b.x, b.y + 17)])  # tap down, then into the box
+        if previous is not None and not (n < len(parallel) and parallel[n]):  # the stream carries one into the next
+            edges += [((a.path, a.value_row), (b.path, b.value_row)) for a in previous for b in cols[0]]
+        for before, col in zip(cols, cols[1:]):
+            a = before[0]
+            turn = a.x + a.w + gap / 2
+            for b in col:
+                links_.append([(a.x + a.w, mid), (turn, mid), (turn, b.y + 17), (b.x, b.y + 17)])
+            edges += [((a.path, a.value_row), (b.path, b.value_row)) for a in before for b in col]
+        last = max(cols[-1], key=lambda b: b.x + b.w)
+        if any(adds_to_stream(p["id"]) for p in branch[-len(cols[-1]):]):
             ax = last.x + last.w + 22
-            links_.append([(last.x + last.w, mid), (ax, mid), (ax, stream_y + 10)])
+            for b in cols[-1]:
+                links_.append([(b.x + b.w, b.y + 17), (ax, b.y + 17), (ax, stream_y + 10)])
             adds.append(ax)
             x = ax + 40
         else:
             x = last.x + last.w + 40
+        previous = cols[-1]
         drawn += [f for b in boxes for f in flatten(b)]
     width = x - 24 + len(out_name) * CHAR + margin  # the output's label clears the last add
     height = max((b.y + b.h for b in drawn), default=row_y) + 16
@@ -298,17 +322,20 @@ def block_diagram(
         "taps": taps,
         "input": terms[0],
         "output": out_name,
+        "edges": edges,
     }
 
 
-def block_strip(blocks: list[str], kinds: list[str]) -> dict:
+def block_strip(blocks: list[str], kinds: list[str], marked: list[dict] = ()) -> dict:
     """One tick per block of the full-size stack, its color its kind (``k``: its kind's index).
 
+    A tick of a ``marked`` block (qwen3_vl's DeepStack blocks) carries its mark's label.
     The ticks sit under the block slider (an ``input type=range``), each at its value's place:
     the stylesheet puts tick ``i`` of ``n`` at ``i / (n - 1)`` of the track the thumb travels.
     """
     ticks = [
-        {"i": i, "kind": k, "k": kinds.index(k) if k in kinds else len(kinds)} for i, k in enumerate(blocks)
+        {"i": i, "kind": k, "k": kinds.index(k) if k in kinds else len(kinds),
+         "mark": next((m["label"] for m in marked if i in m["blocks"]), "")} for i, k in enumerate(blocks)
     ]
     return {"n": len(blocks), "last": max(len(blocks) - 1, 0), "ticks": ticks}
 

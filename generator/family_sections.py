@@ -167,9 +167,11 @@ def _mapping(file: Path, dotted: str, value: Any, allowed: tuple[str, ...], requ
 def _parts(file: Path, dotted: str, value: Any) -> None:
     _check_type(file, dotted, value, list)
     for n, pair in enumerate(value):
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+        if not (isinstance(pair, list) and len(pair) in (2, 3) and all(isinstance(s, str) for s in pair)
+                and pair[2:] in ([], ["parallel"])):
             raise FamilyYamlError(
-                file, f"{dotted}[{n}]", f"expected a [module, value] pair of strings, got {_short(pair)}"
+                file, f"{dotted}[{n}]", f"expected a [module, value] pair of strings (then 'parallel' for a part that "
+                f"reads what the part before it reads), got {_short(pair)}"
             )
 
 

@@ -31,6 +31,7 @@ from generator.config_matrix import config_matrix
 from generator.diagrams import Links, block_diagram, block_strip, chain_diagram, diagram_data
 from generator.escaping import escape_markdown, escape_markdown_inline, ident_breaks, slug
 from generator.families_index import facet_terms, index_entry
+from generator.interiors import check_order, interior, undrawn
 from generator.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.printout import printout_lines
 from generator.tl_names import annotate
@@ -260,9 +261,14 @@ def page_context(facts: dict) -> dict:
             "diagram": block_diagram(
                 k.get("parts", []), k["adds"], lookup, f"part-{slug(k['kind'])}", links
             ),
+            "interior": interior(k, lookup, links, f"part-{slug(k['kind'])}-in"),
         }
         for n, k in enumerate(kinds)
     ]
+    for b in blocks:
+        check_order(facts["family"], b["kind"]["kind"], b["kind"].get("sequence") or [],
+                    b["diagram"]["edges"] + b["interior"]["edges"])
+    marked = [dict(m, where="blocks " + ranges(m["blocks"])) for m in facts["stack"].get("marked") or []]
     vision = facts.get("vision")
     vision_ctx = None
     if vision:
@@ -276,14 +282,17 @@ def page_context(facts: dict) -> dict:
     hosts = [h for h in facts["hosts"] if h.get("section", "text") != "vision"]
     vhosts = [h for h in facts["hosts"] if h.get("section", "text") == "vision"]
     chain = chain_diagram(facts["stack"].get("chain", []), "chain", links)
-    drawn = [(None, chain)] + [(b["kind"]["kind"], b["diagram"]) for b in blocks]
+    drawn = [(None, chain)] + [(b["kind"]["kind"], d) for b in blocks for d in (b["diagram"], b["interior"])]
     if vision_ctx:
         drawn += [(None, d) for d in (vision_ctx["chain"], vision_ctx["block"]) if d]
+    drawn_rows = {box.value_row for _, d in drawn for box in d["boxes"] if box.value_row}
     return {
         "f": facts,
         "source": facts["module"].replace(".", "/") + ".py",
         "chain": chain,
-        "strip": block_strip(facts["stack"].get("blocks") or [], kind_names),
+        "strip": block_strip(facts["stack"].get("blocks") or [], kind_names, marked),
+        "marked": marked,
+        "undrawn": undrawn(facts, drawn_rows),
         "blocks": blocks,
         "vision": vision_ctx,
         "host_groups": [g for g in (("text", None, hosts), ("vision", vision, vhosts)) if g[2]],

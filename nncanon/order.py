@@ -132,3 +132,14 @@ def arrange(declared: list[str], measured: list[str] | None) -> list[str]:
         before = next((declared[i] for i in range(position - 1, -1, -1) if declared[i] in result), None)
         result.insert(0 if before is None else result.index(before) + 1, name)
     return result
+
+
+def block_sequence(model: Any, block: int) -> list[tuple[str, str]] | None:
+    """The values of ``block``'s hosts, (host pattern, name), in the one order the forward produced them
+    (measured on the first block of its kind, across its hosts: the diagram draws it); None when the model
+    cannot run a forward here."""
+    if forward_order(model) is None:
+        return None
+    sequence, representative = model.__dict__["_forward_sequences"][_load_key(model)]
+    want = representative.get(block)
+    return [(host, name) for host, name, at in sequence if want is not None and at == want]

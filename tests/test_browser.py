@@ -34,7 +34,7 @@ def facts(site_facts) -> dict:
 
 def visible_parts(page) -> list[str]:
     return page.eval_on_selector_all(
-        ".nc-blocks .nc-part",
+        ".nc-blocks .nc-part:not(.nc-chip)",  # the residual row's parts (the chips: test_browser_interiors.py)
         "els => els.filter(e => e.getBoundingClientRect().width > 0).map(e => e.dataset.path)",
     )
 
@@ -352,9 +352,9 @@ def test_linked_highlighting_both_ways(tab, base):
 
     # a row lights its part
     page.locator('tr[data-path="model.layers[i].mlp.routed_output"]').hover()
-    assert lit(page, ".nc-part.nc-linked") == ["layers[i].mlp.experts"]
+    assert lit(page, ".nc-part.nc-linked") == ["layers[i].mlp.experts", "layers[i].mlp.routed_output"]
     page.locator('tr[data-path="model.layers[i].self_attn.attention_keys"]').hover()
-    assert lit(page, ".nc-part.nc-linked") == ["layers[i].self_attn"]
+    assert lit(page, ".nc-part.nc-linked") == ["layers[i].self_attn.attention_keys"]  # its chip, the value itself
     page.locator('tr[data-path="model.token_embeddings"]').hover()
     assert lit(page, ".nc-part.nc-linked") == ["embed_tokens"]
     page.mouse.move(2, 2)
@@ -496,4 +496,4 @@ def test_embedded_facts_are_escaped_json(base, facts):
     assert data["blocks"] == facts["stack"]["blocks"]
     for k in facts["stack"]["block_kinds"]:
         drawn = {p["path"] for p in data["parts"].values() if p["kind"] == k["kind"]}
-        assert drawn == {p["id"] for p in k["parts"]}
+        assert drawn == {p["id"] for p in k["parts"]} | {row[len("model."):] for row in k["sequence"]}

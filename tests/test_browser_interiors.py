@@ -1,0 +1,56 @@
+"""Each block kind's inside in real Chromium: its value chips are parts like the residual row's (card, pin,
+URL, slider, linked rows), in the order the facts measured, and legible at 375 px (they wrap, no scroll)."""
+
+from __future__ import annotations
+
+import pytest
+from browser_site import card, family_url, part
+
+pytestmark = [pytest.mark.browser]
+
+
+def chips(page) -> list[str]:
+    return page.eval_on_selector_all(".nc-blocks .nc-chip:visible", "els => els.map(e => e.dataset.path)")
+
+
+def test_chips_follow_the_measured_order_and_the_slider(tab, base, site_facts):
+    kinds = {k["kind"]: k for k in site_facts["stack"]["block_kinds"]}
+    blocks = site_facts["stack"]["blocks"]
+    for kind, k in kinds.items():
+        page = tab.open(family_url(base, f"?block={blocks.index(kind)}"))
+        assert chips(page) == [row[len("model."):] for row in k["sequence"]], kind
+        border = page.eval_on_selector(".nc-blocks > .nc-block-figure.nc-current",
+                                       "e => getComputedStyle(e).borderLeftColor")
+        tick = page.eval_on_selector(f'.nc-tick[data-block="{blocks.index(kind)}"]',
+                                     "e => getComputedStyle(e).backgroundColor")
+        assert border == tick, kind  # the figure wears its kind's colour
+    assert not tab.errors
+
+
+def test_a_chip_has_a_card_pins_and_keeps_its_url(tab, base):
+    page = tab.open(family_url(base, "?block=0"))
+    state = part(page, "layers[i].linear_attn.state")
+    state.hover()
+    c = card(page)
+    assert c.is_visible() and "state" in c.inner_text()
+    state.click()
+    assert state.get_attribute("aria-pressed") == "true"
+    page.wait_for_function("decodeURIComponent(location.search).includes('part=layers[i].linear_attn.state')")
+    again = tab.open(page.url)
+    assert part(again, "layers[i].linear_attn.state").get_attribute("aria-pressed") == "true"
+    # its support row lights the chip back
+    again.keyboard.press("Escape")
+    again.locator('tr[data-path="model.layers[i].linear_attn.betas"]').first.hover()
+    assert "nc-linked" in part(again, "layers[i].linear_attn.betas").get_attribute("class")
+    assert not tab.errors
+
+
+def test_chips_wrap_at_375_px(browser, base):
+    context = browser.new_context(viewport={"width": 375, "height": 800})
+    page = context.new_page()
+    page.goto(family_url(base, "?block=0"))
+    page.wait_for_function("window.__nncanonReady !== undefined")
+    widths = page.eval_on_selector_all(".nc-block-figure.nc-current .nc-run",
+                                       "els => els.map(e => e.getBoundingClientRect().right)")
+    assert widths and max(widths) <= 375
+    context.close()
