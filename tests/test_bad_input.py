@@ -182,7 +182,8 @@ CASES = {
     "part not a pair": (
         _set("page", "block_kinds", "full_attention", "parts", value=["input_layernorm"]),
         "page.block_kinds.full_attention.parts[0]",
-        "expected a [module, value] pair of strings, got 'input_layernorm'",
+        "expected a [module, value] pair of strings (then 'parallel' for a part that reads what the part before it "
+        "reads), got 'input_layernorm'",
     ),
     "config fields not strings": (_set("page", "config_fields", value=[1]), "page.config_fields[0]", "expected a string"),
     "identity without expr": (_drop("claims", "identities", 0, "expr"), "claims.identities[0].expr", "missing"),
