@@ -164,16 +164,7 @@ class ValueProperty(eproperty):
         if host is None:
             return self
         value = self.value
-        host._require(value)
-        location = self._location(host)
-        where = f"{host._standard_path()}.{value.name}"
-        try:
-            raw = Mediator.value(location)
-        except OutOfOrderError as error:
-            named = read_out_of_order(error, where)
-            if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
-                raise
-            raise named from None
+        location, where, raw = self._raw(host)
         selected = value.locator.select(raw)
         served = value.view.read(host, selected)
         mediator = remember_read(where)
@@ -181,6 +172,20 @@ class ValueProperty(eproperty):
         stale.stamp(served, run)
         stale.check(mediator, run)
         return grads.mark(served, selected, where, value.gradient)
+
+    def _raw(self, host: Any) -> tuple[str, str, Any]:
+        """The value's location, standard path and the native object it is read from, in forward order: an
+        out-of-order request is re-raised naming the standard values."""
+        host._require(self.value)
+        location = self._location(host)
+        where = f"{host._standard_path()}.{self.value.name}"
+        try:
+            return location, where, Mediator.value(location)
+        except OutOfOrderError as error:
+            named = read_out_of_order(error, where)
+            if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
+                raise
+            raise named from None
 
     def _location(self, host: Any) -> str:
         """The value's location on ``host``; an op the forward lacks is a `MissingOp` naming the value.
@@ -203,16 +208,7 @@ class ValueProperty(eproperty):
         value = self.value
         if value.view.write is None:
             raise ReadOnly(f"{host._standard_path()}.{value.name} is read-only: {value.description}")
-        host._require(value)
-        location = self._location(host)
-        where = f"{host._standard_path()}.{value.name}"
-        try:
-            raw = Mediator.value(location)
-        except OutOfOrderError as error:
-            named = read_out_of_order(error, where)
-            if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
-                raise
-            raise named from None
+        location, where, raw = self._raw(host)
         current = value.locator.select(raw)
         check_shape(where, value.layout, new, value.view.read(host, current))
         written = value.view.write(host, new, current)
