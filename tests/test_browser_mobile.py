@@ -167,10 +167,14 @@ def test_print_shows_every_block_kind_and_the_whole_printout(browser, base, site
     assert not t.errors, t.errors
 
 
-def _in_view(page, locator) -> bool:
-    return locator.evaluate(
-        "e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight }"
-    )
+def _in_view(page, locator, seconds: float = 5) -> bool:
+    """Whether the element comes into the viewport within `seconds` (a loaded machine scrolls late)."""
+    check = "e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight }"
+    for _ in range(int(seconds / 0.1)):
+        if locator.evaluate(check):
+            return True
+        page.wait_for_timeout(100)
+    return locator.evaluate(check)
 
 
 def _in_its_box(locator) -> bool:
@@ -191,7 +195,6 @@ def test_the_card_links_to_its_row_and_printout_line(tab, base):
     assert row.get_attribute("data-path") == "model.layers[i].mlp.router_logits"
     row_link.click()
     page.wait_for_function("h => location.hash === h", arg=href)
-    page.wait_for_timeout(300)
     assert _in_view(page, row)
     # back to the diagram; the pinned card's printout link shows the part's line, in its box too
     page.evaluate("window.scrollTo(0, 0)")

@@ -419,6 +419,26 @@
     }
   });
 
+  // The card's row link is followed as a native fragment navigation, before Material's instant
+  // navigation sees the click: Material pushes the hash and scrolls to it later, and a scroll
+  // offset it saved (debounced) from a scroll just before the click can land on the new history
+  // entry first, so it scrolled back to where the click was instead of to the row.
+  window.addEventListener(
+    "click",
+    function (e) {
+      var a = e.target.closest && e.target.closest("a.nc-card-row-link");
+      if (!a || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+      e.preventDefault();
+      e.stopPropagation();
+      var href = a.getAttribute("href");
+      var row = document.getElementById(decodeURIComponent(href.slice(1)));
+      // the same hash again is no navigation: scroll to the row by hand
+      if (location.hash === href && row) row.scrollIntoView();
+      else location.hash = href;
+    },
+    true
+  );
+
   document.addEventListener("click", function (e) {
     if (!page) return;
     var part = partOf(e.target);
