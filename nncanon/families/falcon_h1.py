@@ -157,7 +157,7 @@ def _gated_out(host, r):
 FalconSSD = host("FalconSSD", SSD, values=[
     Value("gated_norm_output", Neurons, "The gated RMSNorm's output (mamba_rms_norm true only), what out_proj reads",
           child("norm"), conditions=(GATED_NORM,)),
-], HOST="model.layers[i].mamba", RELATIONS=(*SSD.RELATIONS[:2], _gated_out, SSD.RELATIONS[3]))
+], HOST="model.layers[i].mamba", RELATIONS=(*SSD.RELATIONS[:2], _gated_out, *SSD.RELATIONS[3:]))
 assert SSD.RELATIONS[2].text.startswith("attention_output == out_proj(gated_norm_output)")  # the one replaced
 
 # -- the root: multiplied embedding and logits -------------------------------------------------------------------
@@ -202,5 +202,7 @@ def required_paths(model: StandardModel) -> list[str]:
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
     config = model.text_config
+    ssm = config.mamba_d_ssm if config.mamba_d_ssm is not None else int(config.mamba_expand * config.hidden_size)
     return {"key_heads": config.mamba_n_groups, "heads": config.mamba_n_heads, "key_dim": config.mamba_d_state,
-            "value_dim": config.mamba_d_head, "intermediate_size": config.intermediate_size}
+            "value_dim": config.mamba_d_head, "intermediate_size": config.intermediate_size,
+            "conv_dim": ssm + 2 * config.mamba_n_groups * config.mamba_d_state, "conv_kernel": config.mamba_d_conv}

@@ -82,5 +82,7 @@ def required_paths(model: StandardModel) -> list[str]:
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
     config = model.text_config
+    inner = int(config.expand * config.hidden_size)
     return {"key_heads": config.n_groups, "heads": config.num_heads, "key_dim": config.state_size,
-            "value_dim": config.head_dim, "intermediate_size": config.expand * config.hidden_size}
+            "value_dim": config.head_dim, "intermediate_size": inner,
+            "conv_dim": inner + 2 * config.n_groups * config.state_size, "conv_kernel": config.conv_kernel}
