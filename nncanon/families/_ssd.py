@@ -354,7 +354,9 @@ def _states(host, r):
     return pairs
 
 
-CONV_RELATIONS = _conv.conv_relations(lambda host, inputs: _projected(host, inputs)[1],
-                                      "in_proj(input)'s x, B, C columns (Falcon-H1: of input · ssm_in_multiplier, "
-                                      "times the muP vector)")
+def conv_input(host, inputs):
+    return _projected(host, inputs)[1]
+
+
+CONV_RELATIONS = _conv.conv_relations(conv_input, "in_proj(input)'s x, B, C columns")
 SSD.RELATIONS = (_inputs, _scan, _out, _states, *CONV_RELATIONS)
