@@ -1,7 +1,8 @@
 """The conv state (``conv_state_input``, ``conv_state_output``) on every mixer with a causal convolution: Mamba-2's
 (mamba2, Falcon-H1's parallel one) and the gated DeltaNet's (Qwen3.5, Qwen3-Next), against transformers' own
 cache after a plain forward, on a prompt longer and one shorter than the kernel; chained over decode steps
-under ``generate`` + ``tracer.iter``; and an edit of it against the same edit made in a plain model's cache."""
+under ``generate`` + ``tracer.iter``; from a cache a prompt continues; and edits of both against the same edit made in a
+plain model's cache."""
 
 from __future__ import annotations
 
@@ -82,3 +83,55 @@ def test_an_edit_of_conv_state_input_lands_as_in_the_native_cache(model):
     following, _ = plain(model, token, cache)
     torch.testing.assert_close(edited[:, -1], following.logits[:, -1], atol=1e-5, rtol=1e-5)
     assert not torch.allclose(edited[:, -1], unedited.logits[:, -1])  # the edit matters
+
+
+def test_an_edit_of_conv_state_output_reaches_the_next_step(model):
+    """Zeroing conv_state_output on the prompt gives, on the next step, what a plain model gives when its cache's
+    conv state is zeroed after the prompt."""
+    ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"][:, :12]
+    mixer = mixer_of(model)
+    with torch.no_grad(), model.generate(ids, max_new_tokens=2, min_new_tokens=2, do_sample=False) as tracer:
+        for step in tracer.iter[:2]:
+            if step == 0:
+                mixer.conv_state_output = torch.zeros_like(mixer.conv_state_output)
+            if step == 1:
+                edited = model.logits.save()
+    out, cache = plain(model, ids)
+    cache.get_conv_state(BLOCK).zero_()
+    following, _ = plain(model, out.logits[:, -1:].argmax(-1), cache)
+    torch.testing.assert_close(edited[:, -1], following.logits[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_a_prompt_continuing_a_cache_starts_from_its_conv_state(model):
+    """Three more tokens after a cached prompt of eight: conv_state_input is the cache's conv state before the call,
+    conv_state_output the one transformers leaves in it after, its oldest column the past's newest."""
+    ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"][:, :12]
+    mixer = mixer_of(model)
+    _, cache = plain(model, ids[:, :8])
+    before = cache.get_conv_state(BLOCK).clone()
+    name = "cache_params" if model.family == "mamba2" else "past_key_values"
+    extra = {} if model.family == "mamba2" else {"position_ids": torch.arange(8, 11)[None]}
+    with torch.no_grad(), model.trace(ids[:, 8:11], use_cache=True, **{name: cache}, **extra):
+        given = mixer.conv_state_input.save()
+        left = mixer.conv_state_output.save()
+    assert torch.equal(given, before)
+    assert torch.equal(left, cache.get_conv_state(BLOCK))
+    assert left.shape[-1] == 4 and torch.equal(left[..., 0], before[..., -1])  # three new columns and the past's last
+
+
+def test_an_edit_of_conv_state_input_on_a_continuing_prompt(model):
+    """Zeroing conv_state_input on a prompt that continues a cache gives what a plain model gives from a cache whose
+    conv state was zeroed first (the prompt's own columns then convolve with zeros on their left)."""
+    ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"][:, :11]
+    mixer = mixer_of(model)
+    name = "cache_params" if model.family == "mamba2" else "past_key_values"
+    extra = {} if model.family == "mamba2" else {"position_ids": torch.arange(8, 11)[None]}
+    _, cache = plain(model, ids[:, :8])
+    with torch.no_grad(), model.trace(ids[:, 8:], use_cache=True, **{name: cache}, **extra):
+        mixer.conv_state_input[:] = 0
+        edited = model.logits.save()
+    _, cache = plain(model, ids[:, :8])
+    cache.get_conv_state(BLOCK).zero_()
+    with torch.no_grad():
+        expected = model._module(input_ids=ids[:, 8:], use_cache=True, **{name: cache}, **extra).logits
+    torch.testing.assert_close(edited, expected, atol=1e-5, rtol=1e-5)
