@@ -16,8 +16,10 @@ per head. Mamba-2's is written by B (``dt · B xᵀ``) and read by C over ``stat
 ``head_dim`` numbers: B plays the key, C the query, x the value. So its values take DeltaNet's names
 and layouts with ``key_dim = state_size``, ``value_dim = head_dim``, ``key_heads = n_groups`` (B and C
 are shared by the heads of a group, as a DeltaNet's keys by its value heads) and ``heads = num_heads``:
-``attention_keys`` is B, ``attention_queries`` C, ``attention_values`` x, ``decays`` the per-token log
-decay ``dt · A``. transformers keeps the state as ``[heads, head_dim, state_size]``; ``state``,
+``attention_keys`` is B, ``attention_queries`` C, ``attention_values`` x, ``time_steps`` dt,
+``decay_rates`` A (``-exp(A_log)`` per head, float32, as the scan receives it) and ``decays`` the per-token log
+decay ``dt · A`` (the DeltaNet's gate factors the same way: ``g = -exp(A_log) · softplus(a + dt_bias)``). The
+conv state before the scan is `_conv`'s, shared with the DeltaNet. transformers keeps the state as ``[heads, head_dim, state_size]``; ``state``,
 ``states``, ``state_input`` and ``state_output`` serve it transposed (a view: edits land), as
 ``State [batch heads key_dim value_dim]``.
 """
@@ -37,7 +39,7 @@ from ..locators import child, own
 from ..relations import relation
 from ..values import Condition, Value, View
 from . import _conv
-from ._deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, human_bytes, kernel_arg, kernel_out
+from ._deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, PerHead, human_bytes, kernel_arg, kernel_out
 
 KERNELS = ("mamba2_chunk_scan", "mamba2_selective_state_update")
 
@@ -188,7 +190,6 @@ TIME_STEPS = View("softplus(dt + dt_bias), clamped", _steps, None)
 DECAYS = View("time_steps · A", lambda host, dt: _steps(host, dt) * -torch.exp(host._module.A_log.float()), None)
 
 Neurons = layout("Neurons", "batch seq intermediate_size")
-PerHead = layout("PerHead", "heads")
 _K = (SSD_KERNEL,)
 
 
