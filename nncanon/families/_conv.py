@@ -74,8 +74,9 @@ def conv_values(channels: str, note=None) -> list[Value]:
 
 @dataclass
 class _Call:
-    """What the convolution cannot see of its mixer's call: how many columns are the call's own, and the
-    cache's state before the cache's update overwrote it (only when a prompt continues a cached one)."""
+    """What the convolution cannot see of its mixer's call: how many columns are the call's own, a copy of the
+    cache's conv state from before the call (a prompt's ``update_conv_state`` overwrites it before the conv runs),
+    and the cache, which keeps the served state."""
 
     seq: int
     previous: torch.Tensor | None
@@ -168,7 +169,6 @@ def track(envoy: Any) -> None:
         bound = dict(zip(params, args)) | kwargs
         hidden, cache = bound["hidden_states"], bound.get("cache_params")
         state = None if cache is None else cache.get_conv_state(module.layer_idx)
-        # a copy: on a prompt the cache's update overwrites its buffer before the convolution runs
         _calls[module] = _Call(hidden.shape[1], None if state is None else state.clone(), cache)
 
     def leave(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
