@@ -14,7 +14,10 @@ DeltaNet's: B is ``attention_keys``, C ``attention_queries``, x ``attention_valu
 is ``State [batch heads key_dim value_dim]`` with ``key_dim = state_size`` and ``value_dim =
 head_dim`` (transformers' ``[heads, head_dim, state_size]``, transposed); ``state`` and ``states``
 (every token's state) exist under ``nncanon.route_kernels(model.family, "torch")``, which runs every
-call token by token.
+call token by token. dt is ``time_steps`` and A ``decay_rates`` (``decays`` = their product), as on a DeltaNet.
+What the cache keeps of the convolution is ``conv_state_input`` / ``conv_state_output`` (`_conv`):
+``[batch, conv_dim, conv_kernel]``, the x, B, C channels at the last ``conv_kernel`` positions, shared with
+the DeltaNet families.
 """
 
 from __future__ import annotations
