@@ -15,10 +15,10 @@ setup: $(PY)
 site: $(PY)
 	$(PY) -m generator build
 
-# two workers (tests/conftest.py groups the tests that share an expensive fixture); JOBS=0 runs in one process
+# two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit); JOBS=0: one process
 JOBS ?= 2
 test: $(PY)
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup
+	$(PY) -m pytest -n $(JOBS)
 
 lint: $(PY)
 	$(VENV)/bin/ruff check nncanon generator tests bench

@@ -26,18 +26,41 @@ def pytest_configure(config):
     torch.set_num_threads(1)
 
 
-#: session fixtures worth computing once per run: every test that uses one runs on the same worker
-SHARED = {"facts_by_capability": "facts", "base": "browser", "browser": "browser"}
+# ---------------------------------------------------------------- two workers (make test: pytest -n 2)
+#
+# pytest-xdist sends whole work units to its workers; a unit is a test module, except that the modules
+# sharing an expensive session fixture form one unit, so each worker computes that fixture at most once
+# (every family's facts collected twice takes minutes; the browser tests' site build, seconds). The
+# units are named by file because the scheduler sees node ids only; pytest_collection_modifyitems
+# checks that every test using such a fixture is in its unit's files.
+
+#: expensive session fixture -> (its unit, the test files that use it)
+SHARED = {
+    "facts_by_capability": ("facts", {"test_build.py", "test_portable_pins.py", "test_diagram_interiors.py",
+                                      "test_site_index.py"}),
+    "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py"}),
+}
+UNITS = {name: unit for unit, files in SHARED.values() for name in files}
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests' groups for ``pytest -n 2 --dist loadgroup`` (``make test``): a test using an expensive session
-    fixture joins that fixture's group, every other test its module's (module fixtures load models), so each
-    worker computes a fixture at most once and the two workers share the rest."""
     for item in items:
-        names = getattr(item, "fixturenames", ())
-        group = next((g for name, g in SHARED.items() if name in names), None)
-        item.add_marker(pytest.mark.xdist_group(group or item.module.__name__))
+        for fixture, (unit, files) in SHARED.items():
+            if fixture in getattr(item, "fixturenames", ()) and item.path.name not in files:
+                raise pytest.UsageError(f"{item.nodeid} uses the session fixture {fixture!r}: add {item.path.name!r} "
+                                        f"to its unit's files in tests/conftest.py SHARED (so one worker computes it)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return UNITS.get(Path(path).name, path)
+
+    return SharedFixtureScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -85,7 +85,14 @@ def _set(data, dotted, value):
         node[last] = value
 
 
-_DELETE = object()
+class _Delete:
+    """The field removed (a sentinel whose repr is stable, so test ids agree across pytest-xdist workers)."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+_DELETE = _Delete()
 
 # (what to change, the value (or _DELETE), the field the error must name, a part of its message)
 CASES = [

@@ -35,9 +35,8 @@ def _first(x):
 
 
 @contextlib.contextmanager
-def _native(model, block: int):
-    """Plain hooks on block ``block`` of the HF module: name -> a thunk giving (native tensor, to_value)."""
-    hf = model._module
+def _native(hf, block: int):
+    """Plain hooks on block ``block`` of the HF module ``hf``: name -> the native tensor."""
     layers = hf.model.layers if hasattr(hf.model, "layers") else hf.model.language_model.layers
     layer = layers[block]
     seen: dict[str, torch.Tensor] = {}
@@ -160,9 +159,26 @@ def _wrap_kernels(mixer, seen):
             return result
         return kernel
 
+    softplus = torch.nn.functional.softplus
+
+    def caught_softplus(*args, **kwargs):  # the DeltaNet's dt: softplus(a + dt_bias), inside the mixer only
+        y = softplus(*args, **kwargs)
+        if running:
+            seen["linear_attn.time_steps"] = y
+        return y
+
     for name, fn in saved.items():
         setattr(modeling, name, wrap(fn))
-    return lambda: [setattr(modeling, name, fn) for name, fn in saved.items()] + [h.remove() for h in handles]
+    torch.nn.functional.softplus = caught_softplus
+
+    def restore():
+        torch.nn.functional.softplus = softplus
+        for name, fn in saved.items():
+            setattr(modeling, name, fn)
+        for h in handles:
+            h.remove()
+
+    return restore
 
 
 def encode(model, prompts) -> dict:
@@ -173,11 +189,19 @@ def encode(model, prompts) -> dict:
     return encoded
 
 
-def plain_grads(model, block: int) -> dict[str, torch.Tensor]:
-    """Every caught native tensor's gradient, by one plain backward of the HF module (no nnsight)."""
+def plain_module(model, directory):
+    """The same checkpoint loaded by transformers alone, never wrapped: nnsight's ``.source`` rewrites a wrapped
+    module's forward with a copy of its modeling module's globals, where the kernels wrapped here would not be seen."""
+    config = model._module.config
+    hf = type(model._module).from_pretrained(directory, attn_implementation=config._attn_implementation)
+    return hf.eval()
+
+
+def plain_grads(model, hf, block: int) -> dict[str, torch.Tensor]:
+    """Every caught native tensor's gradient, by one plain backward of the HF module ``hf`` (no nnsight)."""
     encoded = encode(model, PROMPTS)
-    with _native(model, block) as seen:
-        output = model._module(**encoded)
+    with _native(hf, block) as seen:
+        output = hf(**encoded)
     grads: dict[str, torch.Tensor] = {}
     for name, tensor in seen.items():
         if tensor.requires_grad:
@@ -185,7 +209,11 @@ def plain_grads(model, block: int) -> dict[str, torch.Tensor]:
             # queries, a torch.split of one projection) reports a gradient that is not the view's
             tensor.register_hook(lambda grad, name=name: grads.__setitem__(name, grad))
     (output.logits * _loss_weights(model)).sum().backward()
-    model._module.zero_grad(set_to_none=True)
+    hf.zero_grad(set_to_none=True)
+    if "linear_attn.decays" in grads and "linear_attn.time_steps" in seen:
+        # decays = time_steps · A with A = -exp(A_log) per head (the module's own math): A's gradient sums the
+        # decays' gradient times the time steps over batch and tokens
+        grads["linear_attn.decay_rates"] = (grads["linear_attn.decays"] * seen["linear_attn.time_steps"]).sum((0, 1))
     return grads
 
 
@@ -237,7 +265,8 @@ def test_grad_of_every_value_equals_plain_autograd(family, load):
     from generator.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir(family), **load)
-    plain = {1: plain_grads(model, 1), 3: plain_grads(model, 3)}
+    hf = plain_module(model, checkpoint_dir(family))
+    plain = {1: plain_grads(model, hf, 1), 3: plain_grads(model, hf, 3)}
     checked, no_grad = [], []
     for path, block, key, value in _values(model):
         if value.gradient is not None:
@@ -294,7 +323,7 @@ def test_grad_of_one_invoke_of_two(model):
     for row in (0, 1):
         grad = _invoke_grad(model, weights, row)
         # the plain run on the batch nnsight ran (the two prompts padded together), the loss on this row
-        with _native(model, 1) as seen:
+        with _native(model._module, 1) as seen:
             out = model._module(**encode(model, PROMPTS))
         logits = seen["mlp.router_logits"]
         logits.retain_grad()

@@ -27,6 +27,9 @@ def meta_text_model(checkpoint):
     return nncanon.from_config(get_family("qwen3_5_moe_text").checkpoint_config("Qwen/Qwen3.5-35B-A3B-Base"))
 
 
+ADDED = ("conv_state_input", "conv_state_output", "time_steps", "decay_rates")
+
+
 def test_text_printout_matches_the_spec(meta_text_model):
     ours = repr(meta_text_model).splitlines()
     assert ours[0] == "Qwen3_5MoeForCausalLM("
@@ -34,6 +37,11 @@ def test_text_printout_matches_the_spec(meta_text_model):
     # at the key-head count (the spec says they are repeated to the value heads before it).
     expected = [line.replace("LinearQK [batch seq heads key_dim]", "LinearQK [batch seq key_heads key_dim]")
                 for line in text_part(SPEC)]
+    # The documented additions beyond the spec: the DeltaNet's conv state and its decay in Mamba-2's words
+    # (time_steps, decay_rates), one line each in every linear_attn's value list.
+    added = [line for line in ours if line.strip().startswith(tuple(f"({name})" for name in ADDED))]
+    assert {line.strip().split(")")[0][1:] for line in added} == set(ADDED)
+    ours = [line for line in ours if line not in added]
     for i, (got, want) in enumerate(zip(ours[1:], expected)):
         assert got == want, f"line {i + 2}: {got!r} != {want!r}"
     assert len(ours) - 1 == len(expected)
