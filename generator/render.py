@@ -266,8 +266,8 @@ def page_context(facts: dict) -> dict:
         for n, k in enumerate(kinds)
     ]
     for b in blocks:
-        check_order(facts["family"], b["kind"]["kind"], b["kind"].get("sequence") or [],
-                    b["diagram"]["edges"] + b["interior"]["edges"])
+        check_order(facts["family"], f"page.block_kinds.{b['kind']['kind']}", b["kind"].get("sequence") or [],
+                    b["diagram"]["edges"] + b["interior"]["edges"], b["kind"].get("dataflow") or [])
     marked = [dict(m, where="blocks " + ranges(m["blocks"])) for m in facts["stack"].get("marked") or []]
     vision = facts.get("vision")
     vision_ctx = None
@@ -278,13 +278,17 @@ def page_context(facts: dict) -> dict:
                                    root="vision.layers[i]")
             if vision.get("parts")
             else None,
+            "interior": interior(vision, lookup, links, "part-vision-in", "vision"),
         }
+        check_order(facts["family"], "page.vision", vision.get("sequence") or [],
+                    (vision_ctx["block"] or {}).get("edges", []) + vision_ctx["interior"]["edges"],
+                    vision.get("dataflow") or [])
     hosts = [h for h in facts["hosts"] if h.get("section", "text") != "vision"]
     vhosts = [h for h in facts["hosts"] if h.get("section", "text") == "vision"]
     chain = chain_diagram(facts["stack"].get("chain", []), "chain", links)
     drawn = [(None, chain)] + [(b["kind"]["kind"], d) for b in blocks for d in (b["diagram"], b["interior"])]
     if vision_ctx:
-        drawn += [(None, d) for d in (vision_ctx["chain"], vision_ctx["block"]) if d]
+        drawn += [(None, d) for d in (vision_ctx["chain"], vision_ctx["block"], vision_ctx["interior"]) if d]
     drawn_rows = {box.value_row for _, d in drawn for box in d["boxes"] if box.value_row}
     return {
         "f": facts,
