@@ -54,10 +54,11 @@ def test_a_chip_lights_its_arcs_and_their_other_ends(tab, base, site_facts):
     chip.hover()
     lit = page.eval_on_selector_all(".nc-block-figure.nc-current .nc-edge.nc-lit",
                                     "els => els.map(e => [e.dataset.from, e.dataset.to])")
-    feeding = {a[len("model."):] for a, b in kind["dataflow"] if b == "model.layers[i].mlp.mlp_output"}
-    assert len(lit) == len(feeding) == 3
+    row = "model.layers[i].mlp.mlp_output"
+    ends = {(b if a == row else a)[len("model."):] for a, b in kind["dataflow"] if row in (a, b)}
+    assert len(lit) == len(ends) == 3  # routed + shared feed it, it feeds layer_output
     others = page.eval_on_selector_all(".nc-block-figure.nc-current .nc-chip.nc-lit", "els => els.map(e => e.dataset.path)")
-    assert set(others) == feeding
+    assert set(others) == ends
     page.mouse.move(0, 0)
     assert not page.eval_on_selector_all(".nc-edge.nc-lit", "els => els.length")
     assert not tab.errors

@@ -114,9 +114,10 @@ def test_every_pair_is_a_solid_arc_and_a_value_no_pair_feeds_a_dashed_one(facts)
 
 
 def test_the_pairs_are_the_ones_the_relations_state(model):
-    """On the DeltaNet block, by hand from the relations' equations: each read term not proved, against each
-    proved term, both value rows of the block, from the one produced first. A root value (attention_mask)
-    or a module's call ({mixer}.input, norm.inputs) makes none."""
+    """On the DeltaNet block, by hand from the relations' equations (nncanon/relations.py,
+    nncanon/families/_deltanet.py): the terms on the two sides of each ``==``, both value rows of the block,
+    from the one produced first. A root value (attention_mask) or a module's call ({mixer}.input, input)
+    makes none; an addend is tied to the sum, not to the other addend."""
     from generator.claims import block_of_kind
     from generator.dataflow import dataflow
     from nncanon.families import qwen3_5_moe_text as family_module
@@ -127,20 +128,26 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
     pairs = {tuple(p) for p in dataflow(model, f"model.layers[{index}]", rows)}
     b, la, mlp = "model.layers[i]", "model.layers[i].linear_attn", "model.layers[i].mlp"
     shared = f"{mlp}.shared_experts"
+    kernel = [f"{la}.{n}" for n in ("attention_queries", "attention_keys", "attention_values", "decays", "betas",
+                                    "state_input")]
     expected = {
-        (f"{b}.layer_input", f"{b}.layer_mid"), (f"{b}.layer_input", f"{la}.attention_output"),  # the mixer's add
-        (f"{b}.layer_mid", f"{b}.layer_output"), (f"{b}.layer_mid", f"{mlp}.mlp_output"),  # the MLP's add
-        (f"{b}.layer_input", f"{b}.attention_norm_output"),
+        (f"{b}.layer_input", f"{b}.layer_mid"), (f"{la}.attention_output", f"{b}.layer_mid"),  # the mixer's add
+        (f"{b}.layer_mid", f"{b}.layer_output"), (f"{mlp}.mlp_output", f"{b}.layer_output"),  # the MLP's add
+        (f"{b}.layer_input", f"{b}.attention_norm_output"),  # == input_layernorm(layer_input)
         (f"{b}.layer_mid", f"{b}.mlp_norm_output"), (f"{b}.layer_mid", f"{b}.mlp_input"),
+        (f"{b}.mlp_norm_output", f"{b}.mlp_input"),  # mlp_input == mlp_norm_output == norm(layer_mid)
+        # (head outputs, state_output) == gated delta rule(queries, keys, values, decays, betas, from state_input)
+        *((k, f"{la}.attention_head_outputs") for k in kernel), *((k, f"{la}.state_output") for k in kernel),
         (f"{la}.attention_head_outputs", f"{la}.attention_output"),  # out_proj(norm(head outputs, gate))
-        (f"{la}.state", f"{la}.state_output"), (f"{la}.states", f"{la}.state_output"),  # states[:, -1] == state_output
+        (f"{la}.states", f"{la}.state_output"), (f"{la}.state", f"{la}.states"),  # states[:, -1], states[:, 0]
+        (f"{mlp}.router_logits", f"{mlp}.expert_indices"),  # top_k(softmax(router_logits))
+        (f"{mlp}.expert_outputs", f"{mlp}.routed_output"),  # Σ over routing slots
         (f"{mlp}.routed_output", f"{mlp}.mlp_output"), (f"{mlp}.shared_expert_output", f"{mlp}.mlp_output"),
-        (f"{shared}.mlp_output", f"{mlp}.shared_expert_output"), (f"{shared}.mlp_output", f"{mlp}.routed_output"),
-        (f"{shared}.mlp_activation", f"{shared}.mlp_neurons"),
+        (f"{shared}.mlp_activation", f"{shared}.mlp_neurons"), (f"{shared}.mlp_neurons", f"{shared}.mlp_output"),
     }
     # this load (sdpa, the kernel's own route) serves no state nor states: their pairs need both measured
     expected = {p for p in expected if set(p) <= set(rows)}
-    assert len(expected) == 13
+    assert len(expected) == 27  # 29 less the two of state and states
     assert pairs == expected, (pairs - expected, expected - pairs)
     at = {row: i for i, row in enumerate(rows)}
     assert all(at[a] < at[b] for a, b in pairs)
