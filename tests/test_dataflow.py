@@ -143,11 +143,12 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
         (f"{mlp}.router_logits", f"{mlp}.expert_indices"),  # top_k(softmax(router_logits))
         (f"{mlp}.expert_outputs", f"{mlp}.routed_output"),  # Σ over routing slots
         (f"{mlp}.routed_output", f"{mlp}.mlp_output"), (f"{mlp}.shared_expert_output", f"{mlp}.mlp_output"),
+        (f"{shared}.mlp_output", f"{mlp}.shared_expert_output"),  # sigmoid(shared_expert_gate(input)) · it
         (f"{shared}.mlp_activation", f"{shared}.mlp_neurons"), (f"{shared}.mlp_neurons", f"{shared}.mlp_output"),
     }
     # this load (sdpa, the kernel's own route) serves no state nor states: their pairs need both measured
     expected = {p for p in expected if set(p) <= set(rows)}
-    assert len(expected) == 27  # 29 less the two of state and states
+    assert len(expected) == 28  # 30 less the two of state and states
     assert pairs == expected, (pairs - expected, expected - pairs)
     at = {row: i for i, row in enumerate(rows)}
     assert all(at[a] < at[b] for a, b in pairs)
