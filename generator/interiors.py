@@ -103,16 +103,18 @@ def undrawn(facts: dict, drawn: set[str]) -> list[dict]:
             row = f"{host['path']}.{v['name']}"
             if row in drawn:
                 continue
-            needs = "; ".join(c["needs"] for c in v.get("conditions") or [] if c.get("needs"))
+            # what the value needs, else why no load serves it (a condition with no remedy states only its why)
+            needs = "; ".join(f"needs {c['needs']}" if c.get("needs") else c.get("why") or ""
+                              for c in v.get("conditions") or [] if c.get("needs") or c.get("why"))
             if host["path"].startswith("model.vision.layers[i]"):
                 why = ("not produced by one forward of the tiny checkpoint on the image prompt"
-                       + (f" (needs {needs})" if needs else "") + ": its place in the order is not measured")
+                       + (f" ({needs})" if needs else "") + ": its place in the order is not measured")
             elif host.get("section") == "vision":
                 why = "a value of the encoder outside its blocks: its chain draws only the image's path"
             elif "[i]" not in host["path"]:
                 why = "a value of the whole model: the stack's chain draws only its embeddings, norm and head"
             else:
                 why = (f"not produced by one forward of the tiny checkpoint under {', '.join(loads) or 'any load'}"
-                       + (f" (needs {needs})" if needs else "") + ": its place in the order is not measured")
+                       + (f" ({needs})" if needs else "") + ": its place in the order is not measured")
             out.append({"row": row, "why": why})
     return out
