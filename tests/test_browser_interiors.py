@@ -88,3 +88,24 @@ def test_the_inside_scrolls_in_its_own_box_at_375_px(browser, base):
     assert sizes and min(sizes) >= 11
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     context.close()
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_a_chips_card_sits_by_the_chip_not_under_the_tall_figure(browser, base, width):
+    """Beside the inside's column at the chip's height when the page has room, else just under the chip; never
+    over the chip itself."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(family_url(base, "?block=0"))
+    page.wait_for_function("window.__nncanonReady !== undefined")
+    chip = part(page, "layers[i].linear_attn.attention_queries")
+    chip.scroll_into_view_if_needed()
+    chip.hover()
+    c, r = card(page).bounding_box(), chip.bounding_box()
+    column = page.locator(".nc-block-figure.nc-current .nc-dataflow").bounding_box()
+    if width == 1440:
+        assert c["x"] >= column["x"] + column["width"] and abs(c["y"] - r["y"]) < 2
+    else:
+        assert 0 <= c["y"] - (r["y"] + r["height"]) < 8
+    assert 0 <= c["y"] and c["y"] + 40 < 900  # on screen
+    context.close()
