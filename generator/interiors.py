@@ -67,6 +67,8 @@ def interior(kind: dict, lookup: dict, links: Links, prefix: str, section: str =
         run["h"] = y - run["y"] - (ROW - CHIP) + 5
         width = max(width, run["x"] + run["w"])
         y += GAP
+    for a, b, how in arcs:
+        b.inputs.append((a.path, how))
     drawn = []
     for a, b, how in sorted(arcs, key=lambda e: (e[2] != "order", at[e[1].id] - at[e[0].id])):
         y1, y2 = a.y + CHIP / 2 + 2, b.y + CHIP / 2 - 2

@@ -67,6 +67,16 @@
       row("read at", function (d) {
         d.appendChild(el("span", "nc-card-read", v.read_at));
       });
+      if (info.from) {
+        // a chip's incoming arrows: the values a relation ties it to, or (dashed) the one produced before it
+        row("arrows in", function (d) {
+          info.from.forEach(function (f, i) {
+            if (i) d.appendChild(document.createTextNode(", "));
+            d.appendChild(ident("code", null, page.indexed(info, f[0])));
+            if (f[1] === "order") d.appendChild(el("span", "nc-card-dims", " (the value before: no relation ties them)"));
+          });
+        });
+      }
       v.conditions.forEach(function (c) {
         var p = el("p", "nc-card-cond");
         p.appendChild(document.createTextNode("⚠︎ needs "));
