@@ -102,7 +102,8 @@ class Box:
         elif self.note:
             out += f", {self.note}"
         if self.inputs:
-            out += ", arrows from " + ", ".join(p + (" (the value before)" if how == "order" else "")
+            # the sources by their path within the block (the chip's own path says which block)
+            out += ", arrows from " + ", ".join(p.split("].", 1)[-1] + (" (the value before)" if how == "order" else "")
                                                 for p, how in self.inputs)
         return out
 

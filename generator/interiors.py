@@ -73,8 +73,8 @@ def interior(kind: dict, lookup: dict, links: Links, prefix: str, section: str =
     for a, b, how in sorted(arcs, key=lambda e: (e[2] != "order", at[e[1].id] - at[e[0].id])):
         y1, y2 = a.y + CHIP / 2 + 2, b.y + CHIP / 2 - 2
         x, bend = left, left - _bulge(at[b.id] - at[a.id])
-        drawn.append({"d": f"M{x:.1f},{y1:.1f} C{bend:.1f},{y1:.1f} {bend:.1f},{y2:.1f} {x - 1:.1f},{y2:.1f}",
-                      "how": how, "from": a.id, "to": b.id, "title": f"{a.value_row or a.path} → {b.value_row or b.path}"})
+        drawn.append({"d": f"M{x:.0f},{y1:.0f}C{bend:.0f},{y1:.0f} {bend:.0f},{y2:.0f} {x - 1:.0f},{y2:.0f}",
+                      "how": how, "from": a.id, "to": b.id})
     edges = [((a.path, a.value_row), (b.path, b.value_row)) for a, b, _ in arcs]
     edges += [((ra[len("model."):], ra), (rb[len("model."):], rb)) for a, b, ra, rb in flows if a is None or b is None]
     return {"runs": runs, "boxes": boxes, "arcs": drawn, "edges": edges, "width": width + 8,
