@@ -15,8 +15,10 @@ setup: $(PY)
 site: $(PY)
 	$(PY) -m generator build
 
+# two workers (tests/conftest.py groups the tests that share an expensive fixture); JOBS=0 runs in one process
+JOBS ?= 2
 test: $(PY)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup
 
 lint: $(PY)
 	$(VENV)/bin/ruff check nncanon generator tests bench

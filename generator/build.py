@@ -8,7 +8,7 @@ in with two renames at the end. The build survives faults:
   ``timeout`` seconds with :class:`BuildBusy`);
 - a kill between the swap's two renames leaves no site/ but ``.site.old``: every build first
   puts it back (:func:`recover`), so a later failed build still leaves the old site;
-- a kill anywhere else leaves leftovers (``.tmp-*`` and ``.old-*`` trees, ``*.json.tmp`` facts,
+- a kill anywhere else leaves leftovers (``.tmp-*`` and ``.old-*`` trees, half-written facts of a dead process,
   ``.site.new``, a half-deleted build/docs): the next build removes them; it holds the lock, so
   none of them belongs to a live build;
 - facts in the cache of a family whose YAML was removed are not published: only the registered
@@ -159,9 +159,24 @@ def recover(site: Path, progress: Callable[[str], None] = print) -> None:
 
 
 def _clean_facts() -> None:
+    """Remove the half-written facts of killed collections (``.{family}.json.{pid}.tmp``, collect.py), not those
+    a live process is still writing."""
     if facts_dir().is_dir():
-        for stale in facts_dir().glob("*.json.tmp"):
+        for stale in [*facts_dir().glob("*.json.tmp"), *facts_dir().glob(".*.json.*.tmp")]:
+            pid = stale.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and _alive(int(pid)):
+                continue
             stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _remove(path: Path) -> None:

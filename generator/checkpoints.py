@@ -311,6 +311,11 @@ def checkpoint_dir(family: str | Path | Family, rebuild: bool = False) -> Path:
     if actual != expected:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PinMismatch(fam.family, fam.path, expected, actual, files, cpu_capability())
+    if not rebuild and _cached_matches(final, expected):
+        # another process (a parallel test worker, a second build) installed the pin meanwhile and may be
+        # reading it: keep it rather than swap it away under the reader
+        shutil.rmtree(tmp, ignore_errors=True)
+        return final
     return _install(tmp, final)
 
 

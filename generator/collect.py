@@ -333,7 +333,7 @@ def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
         return json.loads(path.read_text()), False
     facts = collect(family, progress=progress)
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
+    tmp = path.with_name(f".{name}.json.{os.getpid()}.tmp")  # its own: another process may write the same facts
     tmp.write_text(json.dumps(facts, sort_keys=True, indent=1) + "\n")
     tmp.replace(path)
     key_path.write_text(key + "\n")

@@ -60,10 +60,10 @@ def _mixer_terms(kind: dict, hosts: dict[str, set[str]]) -> list[str]:
     terms = []
     for path in sorted(mixers, key=lambda p: p != block + kind.get("mixer", "")):
         names = hosts[path]
-        if "time_steps" in names:
-            terms.append("state space (Mamba-2)")
-        elif "betas" in names:
+        if "betas" in names:  # before time_steps: a DeltaNet serves time steps too (its decay's dt)
             terms.append("gated DeltaNet")
+        elif "time_steps" in names:
+            terms.append("state space (Mamba-2)")
         elif path == block + kind.get("mixer", ""):
             terms.append(next((w for k, w in MIXERS.items() if k.split("_")[0] in kind["kind"]), "full attention"))
     return list(dict.fromkeys(terms)) or [MIXERS.get(kind["kind"], kind["kind"].replace("_", " "))]

@@ -26,6 +26,20 @@ def pytest_configure(config):
     torch.set_num_threads(1)
 
 
+#: session fixtures worth computing once per run: every test that uses one runs on the same worker
+SHARED = {"facts_by_capability": "facts", "base": "browser", "browser": "browser"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests' groups for ``pytest -n 2 --dist loadgroup`` (``make test``): a test using an expensive session
+    fixture joins that fixture's group, every other test its module's (module fixtures load models), so each
+    worker computes a fixture at most once and the two workers share the rest."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((g for name, g in SHARED.items() if name in names), None)
+        item.add_marker(pytest.mark.xdist_group(group or item.module.__name__))
+
+
 @pytest.fixture(scope="session")
 def facts_by_capability(tmp_path_factory):
     """Every family's facts, collected once per run into fresh build directories, twice at once: under
@@ -100,8 +114,14 @@ def pytest_runtest_setup(item):
     if in_ci():
         pytest.fail(f"CI={os.environ['CI']}: the browser tests must run, but chromium is missing: {NO_CHROMIUM}",
                     pytrace=False)
-    _skipped_browser_tests.append(item.nodeid)
     pytest.skip(NO_CHROMIUM)
+
+
+def pytest_runtest_logreport(report):
+    # counted from the reports, not in setup: with pytest-xdist the summary is written by the controller,
+    # which runs no test but receives every worker's reports
+    if report.skipped and NO_CHROMIUM in str(report.longrepr):
+        _skipped_browser_tests.append(report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter):

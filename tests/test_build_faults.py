@@ -205,7 +205,8 @@ def test_leftovers_of_killed_builds_do_not_stop_the_next(ws):
     (half / "half.md").write_text("# half\n")
     (build_dir / ".tmp-docs-x1" / "families").mkdir(parents=True)
     (build_dir / ".old-docs-x2" / "docs").mkdir(parents=True)
-    (build_dir / "facts" / f"{FAMILY}.json.tmp").write_text("{")
+    (build_dir / "facts" / f"{FAMILY}.json.tmp").write_text("{")  # as older builds named it
+    (build_dir / "facts" / f".{FAMILY}.json.999999999.tmp").write_text("{")  # a killed process's
     (ws / ".site.new" / "assets").mkdir(parents=True)
     site = ws / "site"
     build(site=site, progress=quiet)

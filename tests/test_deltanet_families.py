@@ -129,3 +129,27 @@ def test_token_route_states_end_in_state_output(hybrid, prompts):
                                 config.linear_value_head_dim)
     assert torch.equal(states[:, -1], last)
     assert nncanon.kernels.route(hybrid.family) == "fla"  # undone on exit
+
+
+def test_time_steps_and_decay_rates_factor_the_decays(hybrid, prompts):
+    """The DeltaNet's decay in Mamba-2's vocabulary: time_steps is softplus(a + dt_bias) from a plain hook's input
+    (a split independently of transformers), decay_rates is A = -exp(A_log), and decays is their product."""
+    la = hybrid.layers[DELTA].linear_attn
+    module = la._module
+    seen = {}
+    handle = module.register_forward_pre_hook(lambda mod, args, kwargs: seen.setdefault("in", (args, kwargs)),
+                                              with_kwargs=True)
+    try:
+        with torch.no_grad(), hybrid.trace(prompts):
+            rates = la.decay_rates.save()
+            steps = la.time_steps.save()
+            decays = la.decays.save()
+    finally:
+        handle.remove()
+    args, kwargs = seen["in"]
+    hidden = args[0] if args else kwargs["hidden_states"]
+    mask = kwargs["attention_mask"]
+    a = projections(module, hidden * mask[:, :, None].to(hidden.dtype))[5]
+    assert rates.shape == (module.num_v_heads,) and torch.equal(rates, -module.A_log.detach().float().exp())
+    torch.testing.assert_close(steps, F.softplus(a.float() + module.dt_bias))
+    torch.testing.assert_close(decays, steps * rates)

@@ -111,3 +111,31 @@ def test_generation_matches_a_plain_model(model, ids, route):
     assert torch.equal(got.sequences, expected.sequences)
     for mine, theirs in zip(got.scores, expected.scores):
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_decay_rates_are_A_and_decays_are_time_steps_times_A(model, ids):
+    """decay_rates is A as the forward computes it (-exp(A_log), float32, per head), on a prompt and on a decode
+    step; decays is time_steps · A, time_steps softplus(dt + dt_bias) of a plain hook's dt."""
+    mixer = mixer_of(model)
+    module = mixer._module
+    seen = {}
+    handle = module.in_proj.register_forward_hook(lambda mod, args, out: seen.setdefault("proj", out))
+    try:
+        with torch.no_grad(), model.trace(ids):
+            rates = mixer.decay_rates.save()
+            steps = mixer.time_steps.save()
+            decays = mixer.decays.save()
+    finally:
+        handle.remove()
+    A = -torch.exp(module.A_log.detach().float())
+    assert rates.dtype == torch.float32 and rates.shape == (module.num_heads,)
+    assert torch.equal(rates, A) and bool((rates < 0).all())
+    dt = (seen["proj"] * getattr(module, "mup_vector", 1.0))[..., -module.num_heads:]
+    expected = torch.nn.functional.softplus(dt.float() + module.dt_bias.float()).clamp(*module.time_step_limit)
+    torch.testing.assert_close(steps, expected)
+    torch.testing.assert_close(decays, expected * A)
+    with torch.no_grad(), model.generate(ids[:, :12], max_new_tokens=2, min_new_tokens=2, do_sample=False) as tracer:
+        for step in tracer.iter[:2]:
+            if step == 1:
+                decode = mixer.decay_rates.save()
+    assert torch.equal(decode, A)

@@ -4,10 +4,15 @@ Its interior values are the delta-rule kernel's arguments and results, read at t
 `nncanon.kernels` serves for whichever kernel the call runs (chunked on a prompt, recurrent
 on a decode step, token by token on every call once routed to torch). They are served from
 transformers' pure-torch kernels only: with flash-linear-attention installed, transformers
-binds fla's fused kernels at import and every value but attention_output waits for
-``nncanon.route_kernels(model.family, "torch")`` (`KERNEL_VALUES`). ``state`` and ``states``
+binds fla's fused kernels at import and every value read at the kernel waits for
+``nncanon.route_kernels(model.family, "torch")`` (`KERNEL_VALUES`); attention_output, the conv state, time_steps and
+decay_rates are read outside it. ``state`` and ``states``
 exist only on that route (`TOKEN_ROUTE`): only the token-by-token kernel holds the state
 after each token of a prompt.
+
+The decay ``g = -exp(A_log) · softplus(a + dt_bias)`` is Mamba-2's ``dt · A`` and takes its names:
+``time_steps`` (the softplus, read where the forward computes it), ``decay_rates`` (A, read-only) and
+``decays`` (g, at the kernel). The causal convolution's cache state is `_conv`'s, shared with Mamba-2.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from typing import Any
 
 from .. import kernels
 from ..hosts import host
-from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States
-from ..locators import Tap, own
+from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
+from ..locators import Tap, op, own
 from ..relations import relation
-from ..values import Condition, Value
+from ..values import Condition, Value, View
 from ..views import READ_ONLY
+from . import _conv
 
 _KERNEL = "the kernel this call runs (a prompt's chunked one or a decode step's recurrent one)"
 _ROUTE = 'nncanon.route_kernels(model.family, "torch")'
@@ -75,6 +81,34 @@ def states_note(config: Any) -> str:
             f"(float32, linear_num_value_heads x linear_key_head_dim x linear_value_head_dim)")
 
 
+def _text(config: Any) -> Any:
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def conv_dims(config: Any) -> tuple[int, int]:
+    """(conv_dim, conv_kernel) of the DeltaNet's convolution: q, k (key heads x key_dim each) and v (value heads x
+    value_dim) channels, linear_conv_kernel_dim positions."""
+    config = _text(config)
+    conv_dim = (2 * config.linear_num_key_heads * config.linear_key_head_dim
+                + config.linear_num_value_heads * config.linear_value_head_dim)
+    return conv_dim, config.linear_conv_kernel_dim
+
+
+def conv_state_note(model: Any) -> str:
+    config = model.text_config
+    conv_dim, kernel = conv_dims(config)
+    return (f"{human_bytes(_conv.conv_state_bytes(conv_dim, kernel, config))} per block in a decode cache "
+            f"({conv_dim} channels: q, k, v; x {kernel} positions, {_conv.dtype_name(config)})")
+
+
+def cache_note(model: Any) -> str:
+    """``states``' note: its size per token, and what a decode cache holds per block besides (the conv state)."""
+    config = model.text_config
+    conv_dim, kernel = conv_dims(config)
+    return (f"{states_note(config)}; a decode cache holds one such state per block, plus the conv state, "
+            f"{human_bytes(_conv.conv_state_bytes(conv_dim, kernel, config))} per block")
+
+
 
 # -- locators -------------------------------------------------------------------
 
@@ -102,7 +136,7 @@ LinearAttentionBase = host("LinearAttentionBase", values=[
           TOKEN_STATE, conditions=(TOKEN_ROUTE,)),
     Value("states", States,
           "The recurrent state after every token of this call; needs route_kernels(family, 'torch')",
-          TOKEN_STATES, view=READ_ONLY, conditions=(TOKEN_ROUTE,), note=lambda model: states_note(model.text_config),
+          TOKEN_STATES, view=READ_ONLY, conditions=(TOKEN_ROUTE,), note=cache_note,
           no_grad="a stack of every token's state made for the reader; the forward computes with each token's "
                   "state (read state under tracer.iter for its gradient)",
           extra={"bytes_per_token": state_bytes_per_token, "note": states_note}),
@@ -110,7 +144,17 @@ LinearAttentionBase = host("LinearAttentionBase", values=[
 
 _K = (KERNEL_VALUES,)
 
+#: one number per head (the mixers' decay rate A)
+PerHead = layout("PerHead", "heads")
+#: the forward computes g = -exp(A_log) · softplus(a + dt_bias): it holds exp(A_log), A is its negation (a copy)
+NEGATED = View("negated, read-only", lambda host, x: -x, None, derived=True)
+
 DeltaNet = host("DeltaNet", LinearAttentionBase, values=[
+    *_conv.conv_values("q, k, v", note=conv_state_note),
+    Value("time_steps", Gates, "dt: softplus(a + dt_bias) in float32, per token and head; decays = time_steps · "
+          "decay_rates", op("F_softplus_0")),
+    Value("decay_rates", PerHead, "A: each head's decay rate, -exp(A_log) in float32 (negative), the log decay per "
+          "unit of time step; read-only", op("exp_0"), view=NEGATED),
     Value("attention_queries", LinearQK, "The queries entering the delta rule", kernel_arg(0), conditions=_K),
     Value("attention_keys", LinearQK, "The keys entering the delta rule", kernel_arg(1), conditions=_K),
     Value("attention_values", LinearV, "The values entering the delta rule", kernel_arg(2), conditions=_K),
@@ -143,11 +187,14 @@ def layer_types(model: Any) -> list[str]:
 def dim_sizes(model: Any) -> dict[str, int]:
     """The DeltaNet's dimensions, as its layouts name them."""
     config = model.text_config
+    conv_dim, conv_kernel = conv_dims(config)
     return {
         "key_heads": config.linear_num_key_heads,
         "heads": config.linear_num_value_heads,
         "key_dim": config.linear_key_head_dim,
         "value_dim": config.linear_value_head_dim,
+        "conv_dim": conv_dim,
+        "conv_kernel": conv_kernel,
     }
 
 
@@ -157,6 +204,7 @@ def prepare(model: Any, modeling: Any) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, DeltaNet):
             kernels.track(envoy)
+    _conv.prepare(model, modeling, DeltaNet)
 
 
 def explain_missing(model: Any, envoy: Any, name: str) -> str | None:
@@ -228,5 +276,42 @@ def _states(host, r):
     return [(r["states"][:, -1], r["state_output"]), (r["state"], r["states"][:, 0])]
 
 
-DeltaNet.RELATIONS = (_kernel, _out, _states)
+def _a(module, x):
+    """The decay's input a per token and head, by the mixer's own projection (Qwen3-Next: in_proj_ba's a)."""
+    if hasattr(module, "in_proj_a"):
+        return module.in_proj_a(x)
+    return module.fix_query_key_value_ordering(module.in_proj_qkvz(x), module.in_proj_ba(x))[5]
+
+
+@relation("time_steps == softplus(a + dt_bias) in float32, a = in_proj_a(input) (Qwen3-Next: in_proj_ba's a); "
+          "decay_rates == -exp(A_log) in float32", proves="time_steps decay_rates",
+          reads="inputs time_steps decay_rates")
+def _rates(host, r):
+    import torch
+
+    module = host._module
+    a = _a(module, _conv.masked_input(r["inputs"]))
+    return [(torch.nn.functional.softplus(a.float() + module.dt_bias), r["time_steps"]),
+            (-module.A_log.float().exp(), r["decay_rates"])]
+
+
+@relation("decays == time_steps · decay_rates", proves="decays", reads="time_steps decay_rates decays")
+def _decays(host, r):
+    return [(r["time_steps"] * r["decay_rates"], r["decays"])]
+
+
+def _conv_input(host, inputs):
+    """The conv's input [batch, conv_dim, seq] by the mixer's own projections of its masked input: Qwen3.5's
+    in_proj_qkv, or Qwen3-Next's in_proj_qkvz split per key head by its own fix_query_key_value_ordering."""
+    import torch
+
+    module, x = host._module, _conv.masked_input(inputs)
+    if hasattr(module, "in_proj_qkv"):
+        return module.in_proj_qkv(x).transpose(1, 2)
+    q, k, v, *_ = module.fix_query_key_value_ordering(module.in_proj_qkvz(x), module.in_proj_ba(x))
+    return torch.cat([t.flatten(2) for t in (q, k, v)], dim=-1).transpose(1, 2)
+
+
+DeltaNet.RELATIONS = (_kernel, _out, _states, _rates, _decays,
+                      *_conv.conv_relations(_conv_input, "in_proj_qkv(input) (Qwen3-Next: in_proj_qkvz's q, k, v)"))
 LinearAttentionBase.RELATIONS = ()

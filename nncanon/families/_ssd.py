@@ -16,8 +16,10 @@ per head. Mamba-2's is written by B (``dt · B xᵀ``) and read by C over ``stat
 ``head_dim`` numbers: B plays the key, C the query, x the value. So its values take DeltaNet's names
 and layouts with ``key_dim = state_size``, ``value_dim = head_dim``, ``key_heads = n_groups`` (B and C
 are shared by the heads of a group, as a DeltaNet's keys by its value heads) and ``heads = num_heads``:
-``attention_keys`` is B, ``attention_queries`` C, ``attention_values`` x, ``decays`` the per-token log
-decay ``dt · A``. transformers keeps the state as ``[heads, head_dim, state_size]``; ``state``,
+``attention_keys`` is B, ``attention_queries`` C, ``attention_values`` x, ``time_steps`` dt,
+``decay_rates`` A (``-exp(A_log)`` per head, float32, as the scan receives it) and ``decays`` the per-token log
+decay ``dt · A`` (the DeltaNet's gate factors the same way: ``g = -exp(A_log) · softplus(a + dt_bias)``). The
+conv state before the scan is `_conv`'s, shared with the DeltaNet. transformers keeps the state as ``[heads, head_dim, state_size]``; ``state``,
 ``states``, ``state_input`` and ``state_output`` serve it transposed (a view: edits land), as
 ``State [batch heads key_dim value_dim]``.
 """
@@ -36,7 +38,8 @@ from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, Sta
 from ..locators import child, own
 from ..relations import relation
 from ..values import Condition, Value, View
-from ._deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, human_bytes, kernel_arg, kernel_out
+from . import _conv
+from ._deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, PerHead, human_bytes, kernel_arg, kernel_out
 
 KERNELS = ("mamba2_chunk_scan", "mamba2_selective_state_update")
 
@@ -159,6 +162,7 @@ def prepare(model: Any, modeling: Any) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, SSD):
             kernels.track(envoy)
+    _conv.prepare(model, modeling, SSD)
 
 
 def reference_scan(modeling):
@@ -196,13 +200,27 @@ def state_bytes_per_token(model: Any) -> int:
     return sizes["heads"] * sizes["key_dim"] * sizes["value_dim"] * 4
 
 
+def conv_state_bytes(model: Any) -> int:
+    """Bytes of one block's conv state in a decode cache: conv_dim x conv_kernel in the model's dtype."""
+    sizes = model.dim_sizes()
+    return _conv.conv_state_bytes(sizes["conv_dim"], sizes["conv_kernel"], model.text_config)
+
+
 def states_note(model: Any) -> str:
     return (f"materialized only when read: {human_bytes(state_bytes_per_token(model))} per token per block "
-            f"(float32, heads x key_dim x value_dim: the mixer's heads x state size x head size)")
+            f"(float32, heads x key_dim x value_dim: the mixer's heads x state size x head size); a decode cache "
+            f"holds one such state per block, plus the conv state, {human_bytes(conv_state_bytes(model))} per block")
+
+
+def conv_state_note(model: Any) -> str:
+    sizes = model.dim_sizes()
+    return (f"{human_bytes(conv_state_bytes(model))} per block in a decode cache ({sizes['conv_dim']} channels: x, "
+            f"B, C; x {sizes['conv_kernel']} positions, {_conv.dtype_name(model.text_config)})")
 
 
 SSD = host("SSD", values=[
     Value("attention_output", Residual, "What the mixer adds to the residual stream", own("output")),
+    *_conv.conv_values("x, B, C", note=conv_state_note),
     Value("attention_values", LinearV, "x: what each token writes into the state, per head (after the convolution)",
           kernel_arg(0), conditions=_K),
     Value("attention_keys", LinearQK, "B: the direction each token writes along, per group of heads",
@@ -211,8 +229,10 @@ SSD = host("SSD", values=[
           kernel_arg(4), conditions=_K),
     Value("time_steps", Gates, "dt: softplus(dt + dt_bias), clamped; scales each token's write and its decay; "
           "read-only", kernel_arg(1), view=TIME_STEPS, conditions=_K),
-    Value("decays", Gates, "The per-token log decay of the recurrent state: dt · A, A = -exp(A_log); read-only",
-          kernel_arg(1), view=DECAYS, conditions=_K),
+    Value("decay_rates", PerHead, "A: each head's decay rate, -exp(A_log) in float32 (negative), the log decay "
+          "per unit of time step", kernel_arg(2), conditions=_K),
+    Value("decays", Gates, "The per-token log decay of the recurrent state: time_steps · decay_rates (dt · A); "
+          "read-only", kernel_arg(1), view=DECAYS, conditions=_K),
     Value("state_input", MaybeState,
           "The recurrent state entering the layer, or None at the start of a prompt (a copy of the cache's buffer)",
           kernel_arg("initial_state"), view=AS_STATE, conditions=_K),
@@ -249,30 +269,39 @@ def recurrence(x, dt, A, B, C, D, dt_bias, initial_state, dt_limit):
     return torch.stack(outputs, 1), torch.stack(states, 1)
 
 
+def _projected(host, inputs):
+    """(z, the conv's input [batch, conv_dim, seq], dt) by the mixer's own in_proj on its masked input."""
+    module = host._module
+    x = _conv.masked_input(inputs)
+    # Falcon-H1 scales the mixer's input by ssm_in_multiplier and the projection by its muP vector (absent: 1)
+    projected = module.in_proj(x * getattr(module, "ssm_in_multiplier", 1.0)) * getattr(module, "mup_vector", 1.0)
+    gate, xbc, dt = projected.split([module.intermediate_size, module.conv_dim, module.num_heads], dim=-1)
+    return gate, xbc.transpose(1, 2), dt
+
+
 @relation("attention_values, attention_keys, attention_queries, dt == split(act(conv1d(in_proj(input)))) on the real "
-          "tokens; time_steps == clamp(softplus(dt + dt_bias)); decays == time_steps · -exp(A_log)",
-          proves="attention_values attention_keys attention_queries time_steps decays",
-          reads="inputs attention_values attention_keys attention_queries time_steps decays", tolerance=1e-4)
+          "tokens; time_steps == clamp(softplus(dt + dt_bias)); decay_rates == -exp(A_log) in float32; decays == "
+          "time_steps · decay_rates",
+          proves="attention_values attention_keys attention_queries time_steps decay_rates decays",
+          reads="inputs attention_values attention_keys attention_queries time_steps decay_rates decays", tolerance=1e-4)
 def _inputs(host, r):
-    module, (args, kwargs) = host._module, r["inputs"]
-    x = args[0] if args else kwargs["hidden_states"]
+    module, kwargs = host._module, r["inputs"][1]
     mask = kwargs.get("attention_mask")
     keep = (lambda t: t) if mask is None else (lambda t: t * mask[:, :, None].to(t.dtype))
-    # Falcon-H1 scales the mixer's input by ssm_in_multiplier and the projection by its muP vector (absent: 1)
-    projected = module.in_proj(keep(x) * getattr(module, "ssm_in_multiplier", 1.0)) * getattr(module, "mup_vector", 1.0)
-    gate, xbc, dt = projected.split([module.intermediate_size, module.conv_dim, module.num_heads], dim=-1)
-    seq = xbc.shape[1]
-    xbc = keep(module.act(module.conv1d(xbc.transpose(1, 2))[..., :seq]).transpose(1, 2))
+    _, xbc, dt = _projected(host, r["inputs"])
+    seq = xbc.shape[-1]
+    xbc = keep(module.act(module.conv1d(xbc)[..., :seq]).transpose(1, 2))
     size = module.n_groups * module.ssm_state_size
     xs, B, C = xbc.split([module.intermediate_size, size, size], dim=-1)
     steps = torch.nn.functional.softplus(dt.float() + module.dt_bias.float()).clamp(*module.time_step_limit)
+    rates = -torch.exp(module.A_log.float())
     return [(xs.unflatten(-1, (module.num_heads, module.head_dim)), r["attention_values"]),
             (B.unflatten(-1, (module.n_groups, -1)), r["attention_keys"]),
             (C.unflatten(-1, (module.n_groups, -1)), r["attention_queries"]),
-            (steps, r["time_steps"]), (steps * -torch.exp(module.A_log.float()), r["decays"])]
+            (steps, r["time_steps"]), (rates, r["decay_rates"]), (steps * r["decay_rates"], r["decays"])]
 
 
-_SCAN = "attention_values attention_keys attention_queries time_steps decays state_input"
+_SCAN = "attention_values attention_keys attention_queries time_steps decay_rates decays state_input"
 
 
 @relation("(attention_head_outputs, state_output) == the recurrence from state_input, token by token: state = state · "
@@ -282,7 +311,7 @@ _SCAN = "attention_values attention_keys attention_queries time_steps decays sta
           reads=f"{_SCAN} attention_head_outputs state_output", tolerance=1e-4)
 def _scan(host, r):
     module = host._module
-    outputs, states = recurrence(r["attention_values"], _raw_dt(module, r["time_steps"]), -torch.exp(module.A_log.float()),
+    outputs, states = recurrence(r["attention_values"], _raw_dt(module, r["time_steps"]), r["decay_rates"],
                                  r["attention_keys"], r["attention_queries"], module.D, torch.zeros_like(module.dt_bias),
                                  _flip(r["state_input"]), (0.0, float("inf")))
     return [(outputs, r["attention_head_outputs"]), (_flip(states[:, -1]), r["state_output"])]
@@ -314,7 +343,7 @@ def _states(host, r):
     scan = reference_scan(inspect.getmodule(type(module)))
     x, B, C = r["attention_values"], r["attention_keys"], r["attention_queries"]
     dt = _raw_dt(module, r["time_steps"]).float()
-    A, initial = -torch.exp(module.A_log.float()), _flip(r["state_input"])
+    A, initial = r["decay_rates"], _flip(r["state_input"])
     pairs = [(r["states"][:, -1], r["state_output"]), (r["state"], r["states"][:, 0])]
     full, _ = scan(x, dt, A, B, C, chunk_size=module.chunk_size, D=module.D, initial_states=initial, dt_softplus=True,
                    return_final_states=True)
@@ -326,4 +355,9 @@ def _states(host, r):
     return pairs
 
 
-SSD.RELATIONS = (_inputs, _scan, _out, _states)
+def conv_input(host, inputs):
+    return _projected(host, inputs)[1]
+
+
+CONV_RELATIONS = _conv.conv_relations(conv_input, "in_proj(input)'s x, B, C columns")
+SSD.RELATIONS = (_inputs, _scan, _out, _states, *CONV_RELATIONS)

@@ -31,7 +31,7 @@ from ..locators import FIRST, child, own
 from ..model import StandardModel
 from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, first, pick, relation, rows
 from ..values import Condition, Value
-from . import _ssd
+from . import _conv, _ssd
 from ._decoder import ROOT_VALUES, Attention, text_only
 from ._ssd import KERNELS, SSD  # noqa: F401  (KERNELS: a family with kernel routes, see generator/loads.py)
 
@@ -154,11 +154,15 @@ def _gated_out(host, r):
     return [(module.out_proj(y), r["attention_output"])]
 
 
+CONV_RELATIONS = _conv.conv_relations(_ssd.conv_input, "(in_proj(input · ssm_in_multiplier) · muP vector)'s x, B, "
+                                                        "C columns")
+
 FalconSSD = host("FalconSSD", SSD, values=[
     Value("gated_norm_output", Neurons, "The gated RMSNorm's output (mamba_rms_norm true only), what out_proj reads",
           child("norm"), conditions=(GATED_NORM,)),
-], HOST="model.layers[i].mamba", RELATIONS=(*SSD.RELATIONS[:2], _gated_out, SSD.RELATIONS[3]))
+], HOST="model.layers[i].mamba", RELATIONS=(*SSD.RELATIONS[:2], _gated_out, SSD.RELATIONS[3], *CONV_RELATIONS))
 assert SSD.RELATIONS[2].text.startswith("attention_output == out_proj(gated_norm_output)")  # the one replaced
+assert SSD.RELATIONS[4:] == _ssd.CONV_RELATIONS  # stated again with Falcon-H1's projection
 
 # -- the root: multiplied embedding and logits -------------------------------------------------------------------
 
@@ -202,5 +206,7 @@ def required_paths(model: StandardModel) -> list[str]:
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
     config = model.text_config
+    ssm = config.mamba_d_ssm if config.mamba_d_ssm is not None else int(config.mamba_expand * config.hidden_size)
     return {"key_heads": config.mamba_n_groups, "heads": config.mamba_n_heads, "key_dim": config.mamba_d_state,
-            "value_dim": config.mamba_d_head, "intermediate_size": config.intermediate_size}
+            "value_dim": config.mamba_d_head, "intermediate_size": config.intermediate_size,
+            "conv_dim": ssm + 2 * config.mamba_n_groups * config.mamba_d_state, "conv_kernel": config.mamba_d_conv}

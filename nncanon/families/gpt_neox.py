@@ -157,25 +157,21 @@ _DOWN = (pick(MLP_RELATIONS, "mlp_output == down_proj"),)
 UngatedMLP = host("UngatedMLP", MLP, RELATIONS=(*_DOWN, _two_linears))
 
 ENVOYS = {hf.GPTNeoXLayer: ParallelBlock, hf.GPTNeoXAttention: FusedAttention, hf.GPTNeoXMLP: UngatedMLP}
+# GPTNeoXConfig has no num_key_value_heads: StandardModel.num_kv_heads falls back to the heads (each has its own)
 ROOT = host("GPTNeoXStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
-            family_module=sys.modules[__name__],
-            # GPTNeoXConfig has no num_key_value_heads: every head has its own keys and values
-            num_kv_heads=property(lambda self: self.text_config.num_attention_heads))
+            family_module=sys.modules[__name__])
 
 build = text_only(hf.GPTNeoXForCausalLM)
 layer_types = attention_layer_types  # GPTNeoXConfig has no layer_types: full attention on every block
 
 
 def prepare(model: StandardModel) -> None:
-    """Refuse the sequential block: the values and relations here are the parallel block's. GPTNeoXConfig
-    has no num_key_value_heads (every head has its own keys and values): it is set to num_attention_heads
-    for readers of the config that expect one, as ROOT.num_kv_heads already says."""
+    """Refuse the sequential block: the values and relations here are the parallel block's. The user's
+    config is left as it was given."""
     config = model.text_config
     if not config.use_parallel_residual:
         raise FamilyMismatch(f"{FAMILY}: use_parallel_residual is false (the sequential block); nncanon serves "
                              "GPT-NeoX checkpoints with the parallel block, as Pythia and GPT-NeoX-20B are released")
-    if getattr(config, "num_key_value_heads", None) is None:
-        config.num_key_value_heads = config.num_attention_heads
 
 
 def required_paths(model: StandardModel) -> list[str]:

@@ -14,7 +14,10 @@ DeltaNet's: B is ``attention_keys``, C ``attention_queries``, x ``attention_valu
 is ``State [batch heads key_dim value_dim]`` with ``key_dim = state_size`` and ``value_dim =
 head_dim`` (transformers' ``[heads, head_dim, state_size]``, transposed); ``state`` and ``states``
 (every token's state) exist under ``nncanon.route_kernels(model.family, "torch")``, which runs every
-call token by token.
+call token by token. dt is ``time_steps`` and A ``decay_rates`` (``decays`` = their product), as on a DeltaNet.
+What the cache keeps of the convolution is ``conv_state_input`` / ``conv_state_output`` (`_conv`):
+``[batch, conv_dim, conv_kernel]``, the x, B, C channels at the last ``conv_kernel`` positions, shared with
+the DeltaNet families.
 """
 
 from __future__ import annotations
@@ -82,5 +85,7 @@ def required_paths(model: StandardModel) -> list[str]:
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
     config = model.text_config
+    inner = int(config.expand * config.hidden_size)
     return {"key_heads": config.n_groups, "heads": config.num_heads, "key_dim": config.state_size,
-            "value_dim": config.head_dim, "intermediate_size": config.expand * config.hidden_size}
+            "value_dim": config.head_dim, "intermediate_size": inner,
+            "conv_dim": inner + 2 * config.n_groups * config.state_size, "conv_kernel": config.conv_kernel}
