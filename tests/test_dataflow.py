@@ -115,7 +115,7 @@ def test_every_pair_is_a_solid_arc_and_a_value_no_pair_feeds_a_dashed_one(facts)
 
 def test_the_pairs_are_the_ones_the_relations_state(model):
     """On the DeltaNet block, by hand from the relations' equations (nncanon/relations.py,
-    nncanon/families/_deltanet.py): the terms on the two sides of each ``==``, both value rows of the block,
+    nncanon/families/_deltanet.py, _conv.py): the terms on the two sides of each ``==``, both value rows of the block,
     from the one produced first. A root value (attention_mask) or a module's call ({mixer}.input, input)
     makes none; an addend is tied to the sum, not to the other addend."""
     from generator.claims import block_of_kind
@@ -139,6 +139,8 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
         # (head outputs, state_output) == gated delta rule(queries, keys, values, decays, betas, from state_input)
         *((k, f"{la}.attention_head_outputs") for k in kernel), *((k, f"{la}.state_output") for k in kernel),
         (f"{la}.attention_head_outputs", f"{la}.attention_output"),  # out_proj(norm(head outputs, gate))
+        (f"{la}.time_steps", f"{la}.decays"), (f"{la}.decay_rates", f"{la}.decays"),  # decays == time_steps · rates
+        (f"{la}.conv_state_input", f"{la}.conv_state_output"),  # the last columns of [conv_state_input, ...]
         (f"{la}.states", f"{la}.state_output"), (f"{la}.state", f"{la}.states"),  # states[:, -1], states[:, 0]
         (f"{mlp}.router_logits", f"{mlp}.expert_indices"),  # top_k(softmax(router_logits))
         (f"{mlp}.expert_outputs", f"{mlp}.routed_output"),  # Σ over routing slots
@@ -148,7 +150,7 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
     }
     # this load (sdpa, the kernel's own route) serves no state nor states: their pairs need both measured
     expected = {p for p in expected if set(p) <= set(rows)}
-    assert len(expected) == 28  # 30 less the two of state and states
+    assert len(expected) == 31  # 33 less the two of state and states
     assert pairs == expected, (pairs - expected, expected - pairs)
     at = {row: i for i, row in enumerate(rows)}
     assert all(at[a] < at[b] for a, b in pairs)
