@@ -1,11 +1,13 @@
-"""The family page in Chromium: the bytes it transfers, and the time from navigation start to interactive.
+"""The family page in Chromium: the bytes it transfers, and the time from navigation start to interactive,
+with each block's inside (generator/interiors.py) and without it, side by side in one run.
 
-Run: python bench/bench_page.py [--site DIR] [--family NAME] [--repeats N]
+Run: python bench/bench_page.py [--family NAME] [--repeats N]
 
-Without --site, renders and builds the site from build/facts (else tests/fixtures/facts) into a
-temporary directory. Serves it with a threaded http.server on 127.0.0.1 (no compression, like a
-plain static host), opens the family page in Debian's chromium through playwright, each time in
-a fresh context (a cold cache), and prints:
+Renders and builds the site twice from build/facts (else tests/fixtures/facts) into a temporary
+directory: as published, and with the interiors left out (``render_site(..., interiors=False)``, an
+option only this bench uses). Serves both with a threaded http.server on 127.0.0.1 (no compression,
+like a plain static host), opens the family page of each in turn in Debian's chromium through
+playwright, each time in a fresh context (a cold cache), and prints, for the published page:
 
 - transferred: every response of the page load from the network log (the HTML and every asset it
   loads: styles, scripts, the search worker, images), headers + body bytes, by type, with what gzip
@@ -13,7 +15,9 @@ a fresh context (a cold cache), and prints:
   adds (the search index, which a page view does not load);
 - timings, ms from navigation start (medians over the repeats): the HTML received, DOMContentLoaded,
   load, and interactive: the diagrams' init done (``window.__nncanonReady``, set by
-  site_templates/assets/nncanon.js), and how long that init itself took.
+  site_templates/assets/nncanon.js), and how long that init itself took;
+
+then both pages side by side: bytes and medians, and their ratio (with / without the interiors).
 """
 
 from __future__ import annotations
@@ -33,15 +37,15 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
-def build_site(out: Path) -> Path:
+def build_site(out: Path, interiors: bool = True) -> Path:
     sys.path.insert(0, str(ROOT))
     from generator.render import mkdocs_build, render_site
 
     facts = ROOT / "build" / "facts"
     if not any(p for p in facts.glob("*.json") if p.name != "index.json"):
         facts = ROOT / "tests" / "fixtures" / "facts"
-    print(f"site: built from {facts.relative_to(ROOT)}")
-    render_site(facts, out / "docs")
+    print(f"site {'with' if interiors else 'without'} the interiors: built from {facts.relative_to(ROOT)}")
+    render_site(facts, out / "docs", interiors=interiors)
     mkdocs_build(out / "docs", out / "site")
     return out / "site"
 
@@ -105,7 +109,6 @@ def load_once(browser, url: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--site", type=Path, help="a built site (default: build one from the facts)")
     ap.add_argument("--family", default="qwen3_5_moe_text")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
@@ -113,17 +116,23 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        site = args.site or build_site(Path(tmp))
-        server = site_server(site).start()
-        url = f"{server.url}/families/{args.family}/"
+        sites = {k: build_site(Path(tmp) / k, interiors=k == "with") for k in ("with", "without")}
+        servers = {k: site_server(site).start() for k, site in sites.items()}
+        urls = {k: f"{server.url}/families/{args.family}/" for k, server in servers.items()}
+        both: dict[str, list] = {"with": [], "without": []}
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                runs = [load_once(browser, url) for _ in range(args.repeats + 1)][1:]  # the first warms up
+                for n in range(args.repeats + 1):  # the first of each warms up; the two pages alternate
+                    for k in (("with", "without") if n % 2 else ("without", "with")):
+                        run = load_once(browser, urls[k])
+                        if n:
+                            both[k].append(run)
                 browser.close()
         finally:
-            server.shutdown()
-
+            for server in servers.values():
+                server.shutdown()
+    runs, url = both["with"], urls["with"]
     res = runs[-1]["resources"]
     by_kind: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for r in res:
@@ -157,7 +166,34 @@ def main() -> int:
     ):
         xs = [r["timings"][key] for r in runs]
         print(f"  {label:<30}{statistics.median(xs):>8.1f}   ({min(xs):.1f}–{max(xs):.1f})")
+    compare(both)
     return 0
+
+
+def compare(both: dict[str, list]) -> None:
+    """The page with its interiors against the page without them, measured in the same run."""
+    def weight(runs: list, field: str, kind: str | None = None) -> int:
+        res = runs[-1]["resources"]
+        return sum(r[field] + (r["headers"] if field == "body" else 0) for r in res if kind in (None, r["kind"]))
+
+    def median(runs: list, key: str) -> float:
+        return statistics.median(r["timings"][key] for r in runs)
+
+    rows = [("HTML, bytes", lambda rs: weight(rs, "body", "html")),
+            ("HTML, gzipped", lambda rs: weight(rs, "gzip", "html")),
+            ("page transferred, bytes", lambda rs: weight(rs, "body")),
+            ("page transferred, gzipped", lambda rs: weight(rs, "gzip") + weight(rs, "headers")),
+            ("DOMContentLoaded, ms", lambda rs: median(rs, "dcl")),
+            ("load, ms", lambda rs: median(rs, "load")),
+            ("interactive, ms", lambda rs: median(rs, "ready")),
+            ("  the diagrams' init, ms", lambda rs: median(rs, "init"))]
+    n = len(both["with"])
+    print(f"\nwith the interiors vs without (same run, {n} alternating cold loads each; times are medians):")
+    print(f"  {'':<28}{'with':>12}{'without':>12}{'ratio':>8}")
+    for label, f in rows:
+        a, b = f(both["with"]), f(both["without"])
+        digits = 1 if label.endswith("ms") else 0
+        print(f"  {label:<28}{a:>12,.{digits}f}{b:>12,.{digits}f}{(a / b if b else float('nan')):>8.2f}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any
 from generator.claim_error import ClaimError
 from generator.claims import block_of_kind, check_identities, check_value_claims
 from generator.configs import config_tables, full_size
+from generator.dataflow import dataflow
 from generator.family import REPO_ROOT, Family, get_family
 from generator.loads import Models, resolve_loads
 from generator.measure import full_size_notes, host_rows, run_inputs
@@ -108,10 +109,11 @@ def marked_blocks(family_module: Any, full: Any) -> list[dict]:
 
 def produced(models: Models, index: int) -> dict:
     """The order one forward produces every value of block ``index``'s hosts in (``host.name``), under the
-    load that produces the most of them: the diagram draws it and the build checks its arrows against it."""
+    load that produces the most of them, and which of them feed which (``generator/dataflow.py``): the
+    diagram draws both and the build checks its arrows against the order."""
     from nncanon.order import block_sequence
 
-    best: tuple[list, str] = ([], "")
+    best: tuple[list, str, Any] = ([], "", None)
     for load in models.all:
         model = models.get(load.label)
         if load.task != "text-generation":
@@ -119,8 +121,23 @@ def produced(models: Models, index: int) -> dict:
         with load.within(model):
             sequence = block_sequence(model, index) or []
         if len(sequence) > len(best[0]):
-            best = (sequence, load.label)
-    return {"sequence": [f"{host}.{name}" for host, name in best[0]], "sequence_load": best[1]}
+            best = (sequence, load.label, model)
+    rows = [f"{host}.{name}" for host, name in best[0]]
+    edges = dataflow(best[2], f"model.layers[{index}]", rows) if best[2] is not None else []
+    return {"sequence": rows, "sequence_load": best[1], "dataflow": edges}
+
+
+def vision_produced(models: Models, family_module: Any) -> dict:
+    """The vision block's sequence and dataflow, as :func:`produced`, measured on the image load's prompt
+    with images (a text prompt never runs the encoder)."""
+    from nncanon.order import vision_block_sequence
+
+    load = models.loads["image"]
+    model = models.get("image")
+    with load.within(model):
+        args, kwargs = run_inputs(model, family_module, PROMPTS)
+        rows = [f"{host}.{name}" for host, name in vision_block_sequence(model, args, kwargs)]
+    return {"sequence": rows, "sequence_load": "image", "dataflow": dataflow(model, "model.vision.layers[0]", rows)}
 
 
 def parts(family: Family, model: Any, block: str, standard: str, declared: list, field: str) -> list[dict]:
@@ -240,7 +257,8 @@ def vision(family: Family, family_module: Any, models: Models, identities: list[
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
             "parts": parts(family, model, "vision.layers.0", "vision.layers[i]", spec.get("parts", []),
-                           "page.vision")}
+                           "page.vision"),
+            **vision_produced(models, family_module)}
 
 
 def notes(family: Family, checkpoint: Path, models: Models, progress: Callable[[str], None]) -> dict:

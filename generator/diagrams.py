@@ -88,6 +88,8 @@ class Box:
     note: str = ""
     count: int | None = None
     section: str = "text"
+    # a value chip's incoming arrows: (the source's path, "flow" a relation ties them | "order" the one before)
+    inputs: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def aria(self) -> str:
@@ -99,6 +101,10 @@ class Box:
             out += f", value {self.value_row.rsplit('.', 1)[-1]}"
         elif self.note:
             out += f", {self.note}"
+        if self.inputs:
+            # the sources by their path within the block (the chip's own path says which block)
+            out += ", arrows from " + ", ".join(p.split("].", 1)[-1] + (" (the value before)" if how == "order" else "")
+                                                for p, how in self.inputs)
         return out
 
 
@@ -370,6 +376,7 @@ def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dic
                 "lines": b.lines,
                 "note": b.note,
                 "count": b.count,
+                **({"from": [list(i) for i in b.inputs]} if b.inputs else {}),
             }
             host, _, name = b.value_row.rpartition(".")
             v = lookup.get((host, name))

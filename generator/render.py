@@ -245,8 +245,11 @@ def normalize(facts: dict) -> dict:
     return f
 
 
-def page_context(facts: dict) -> dict:
+def page_context(facts: dict, interiors: bool = True) -> dict:
+    """What the family page's template reads. ``interiors=False`` leaves every block's inside out (only
+    bench/bench_page.py asks, to weigh the page with and without them side by side)."""
     facts = normalize(facts)
+    inside = interior if interiors else lambda *_args, **_kw: {"runs": [], "boxes": [], "edges": []}
     lookup = {(h["path"], v["name"]): v for h in facts["hosts"] for v in h["values"]}
     kinds = facts["stack"].get("block_kinds", [])
     kind_names = [k["kind"] for k in kinds]
@@ -261,13 +264,13 @@ def page_context(facts: dict) -> dict:
             "diagram": block_diagram(
                 k.get("parts", []), k["adds"], lookup, f"part-{slug(k['kind'])}", links
             ),
-            "interior": interior(k, lookup, links, f"part-{slug(k['kind'])}-in"),
+            "interior": inside(k, lookup, links, f"part-{slug(k['kind'])}-in"),
         }
         for n, k in enumerate(kinds)
     ]
     for b in blocks:
-        check_order(facts["family"], b["kind"]["kind"], b["kind"].get("sequence") or [],
-                    b["diagram"]["edges"] + b["interior"]["edges"])
+        check_order(facts["family"], f"page.block_kinds.{b['kind']['kind']}", b["kind"].get("sequence") or [],
+                    b["diagram"]["edges"] + b["interior"]["edges"], b["kind"].get("dataflow") or [])
     marked = [dict(m, where="blocks " + ranges(m["blocks"])) for m in facts["stack"].get("marked") or []]
     vision = facts.get("vision")
     vision_ctx = None
@@ -278,13 +281,17 @@ def page_context(facts: dict) -> dict:
                                    root="vision.layers[i]")
             if vision.get("parts")
             else None,
+            "interior": inside(vision, lookup, links, "part-vision-in", "vision"),
         }
+        check_order(facts["family"], "page.vision", vision.get("sequence") or [],
+                    (vision_ctx["block"] or {}).get("edges", []) + vision_ctx["interior"]["edges"],
+                    vision.get("dataflow") or [])
     hosts = [h for h in facts["hosts"] if h.get("section", "text") != "vision"]
     vhosts = [h for h in facts["hosts"] if h.get("section", "text") == "vision"]
     chain = chain_diagram(facts["stack"].get("chain", []), "chain", links)
     drawn = [(None, chain)] + [(b["kind"]["kind"], d) for b in blocks for d in (b["diagram"], b["interior"])]
     if vision_ctx:
-        drawn += [(None, d) for d in (vision_ctx["chain"], vision_ctx["block"]) if d]
+        drawn += [(None, d) for d in (vision_ctx["chain"], vision_ctx["block"], vision_ctx["interior"]) if d]
     drawn_rows = {box.value_row for _, d in drawn for box in d["boxes"] if box.value_row}
     return {
         "f": facts,
@@ -304,10 +311,10 @@ def page_context(facts: dict) -> dict:
     }
 
 
-def render_family(facts: dict) -> str:
+def render_family(facts: dict, interiors: bool = True) -> str:
     """The family page: mkdocs markdown with inline HTML, sections in the reference page's order."""
     _check(facts, f"facts of {facts.get('family', '?')}")
-    return _env().get_template("family.md.j2").render(**page_context(facts))
+    return _env().get_template("family.md.j2").render(**page_context(facts, interiors))
 
 
 # ---------------------------------------------------------------- the site
@@ -373,7 +380,7 @@ def replace_dir(new: Path, target: Path) -> None:
 
 
 def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = None,
-                transformer_lens: dict[str, dict] | None = None) -> None:
+                transformer_lens: dict[str, dict] | None = None, interiors: bool = True) -> None:
     """Write the whole docs tree into out_dir (replacing it): deterministic, byte for byte.
 
     Only ``families`` are rendered (default: every facts file in facts_dir). The tree is written
@@ -390,14 +397,14 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     staged = Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))
     staged.chmod(0o755)
     try:
-        _write_tree(loaded, staged)
+        _write_tree(loaded, staged, interiors)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
     replace_dir(staged, out_dir)
 
 
-def _write_tree(families: list[dict], out_dir: Path) -> None:
+def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True) -> None:
     (out_dir / MARKER).write_text("made by generator/render.py; replaced on every render\n")
     for src in sorted(DOCS_SRC.rglob("*")):
         if src.is_file():
@@ -415,7 +422,7 @@ def _write_tree(families: list[dict], out_dir: Path) -> None:
     entries = [index_entry(f, block_kind_summary(f)) for f in families]
     env = _env()
     for facts in families:
-        (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts), encoding="utf-8")
+        (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts, interiors), encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
         env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries)), encoding="utf-8"

@@ -61,10 +61,7 @@ def _signature(model: Any) -> dict[int, tuple]:
 
 def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
     """One forward, one worker per value: on the root and on the first block of each kind of block."""
-    from nnsight.intervention.interleaver import OutOfOrderError
-
     from .hosts import index
-    from .values import Unavailable
 
     signatures = _signature(model)
     representative: dict[tuple, int] = {}
@@ -81,18 +78,7 @@ def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
             for value in kind.cls.values():
                 if all(condition.holds(model) for condition in value.conditions):
                     targets.append(((kind.host, kind.cls.__name__), relative, value.name, index(path)))
-    produced: list[tuple] = []
-    try:
-        with torch.no_grad(), model.trace() as tracer:
-            with tracer.invoke(PROMPT):
-                pass
-            for target in targets:
-                with tracer.invoke():
-                    host = model.get(target[1]) if target[1] else model
-                    getattr(host, target[2])
-                    produced.append((target[0], target[2], target[3]))
-    except (OutOfOrderError, Unavailable):
-        pass  # a value this prompt never reaches: the ones it reached are recorded
+    produced = _record(model, targets, (PROMPT,), {})
     key = _load_key(model)
     model.__dict__.setdefault("_forward_sequences", {})[key] = (
         [(k[0], n, b) for k, n, b in produced], {b: representative[s] for b, s in signatures.items()})
@@ -102,6 +88,46 @@ def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
         if name not in names:
             names.append(name)
     return order
+
+
+def _record(model: Any, targets: list[tuple], args: tuple, kwargs: dict) -> list[tuple]:
+    """One forward on ``args``/``kwargs``, one invoke per target (key, relative path, value name, block), each
+    appending (key, name, block) when served: the list is the order the forward produced them in."""
+    from nnsight.intervention.interleaver import OutOfOrderError
+
+    from .values import Unavailable
+
+    produced: list[tuple] = []
+    try:
+        with torch.no_grad(), model.trace() as tracer:
+            with tracer.invoke(*args, **kwargs):
+                pass
+            for target in targets:
+                with tracer.invoke():
+                    host = model.get(target[1]) if target[1] else model
+                    getattr(host, target[2])
+                    produced.append((target[0], target[2], target[3]))
+    except (OutOfOrderError, Unavailable):
+        pass  # a value this input never reaches: the ones it reached are recorded
+    return produced
+
+
+def vision_block_sequence(model: Any, args: tuple, kwargs: dict) -> list[tuple[str, str]]:
+    """The values of the vision encoder's first block and its sublayers, (host pattern, name), in the order one
+    forward on ``args``/``kwargs`` (a prompt with images: a text prompt never runs the encoder) produced them."""
+    from .hosts import index
+
+    targets = []
+    for kind in model.host_kinds():
+        if not kind.host.startswith("model.vision.layers[i]"):
+            continue
+        for path in kind.paths:
+            if index(path) != 0:
+                continue
+            relative = path[len("model."):].replace("[", ".").replace("]", "")
+            targets += [((kind.host, kind.cls.__name__), relative, value.name, 0) for value in kind.cls.values()
+                        if all(condition.holds(model) for condition in value.conditions)]
+    return [(key[0], name) for key, name, _ in _record(model, targets, args, kwargs)]
 
 
 def positions(model: Any) -> Any:

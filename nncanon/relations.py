@@ -356,8 +356,8 @@ def _routed_is_all(host, r):
     return [(rows(r["routed_output"]), rows(r["mlp_output"]))]
 
 
-@relation("mlp_output == routed_output + shared_expert_output, the shared expert scaled by "
-          "sigmoid(shared_expert_gate(input))", proves="routed_output shared_expert_output",
+@relation("mlp_output == routed_output + shared_expert_output; shared_expert_output == "
+          "sigmoid(shared_expert_gate(input)) · shared_experts.mlp_output", proves="routed_output shared_expert_output",
           reads="input routed_output shared_experts.mlp_output shared_expert_output mlp_output")
 def _routed_plus_shared(host, r):
     import torch

@@ -322,7 +322,7 @@ def lit(page, selector: str) -> list[str]:
     return page.eval_on_selector_all(selector, "els => els.map(e => e.dataset.path)")
 
 
-def test_linked_highlighting_both_ways(tab, base):
+def test_linked_highlighting_both_ways(tab, base, facts):
     page = tab.open(family_url(base, "?block=7"))
     # a part lights its value's row and its printout lines, of the block picked only
     part(page, "layers[i].mlp.router").hover()
@@ -363,7 +363,9 @@ def test_linked_highlighting_both_ways(tab, base):
     page.locator('pre.nc-printout .line[data-path="model.layers[i].mlp.router"]').first.hover()
     assert lit(page, ".nc-part.nc-linked") == ["layers[i].mlp.router"]
     page.locator('pre.nc-printout .line[data-path="model.vision.layers[i].self_attn"]').first.hover()
-    assert lit(page, ".nc-part.nc-linked") == ["vision.layers[i].self_attn"]
+    # the module's part, and the chips of the values its host holds (the vision block's inside)
+    chips = [r[len("model."):] for r in facts["vision"]["sequence"] if r.startswith("model.vision.layers[i].self_attn.")]
+    assert lit(page, ".nc-part.nc-linked") == ["vision.layers[i].self_attn", *chips] and len(chips) == 6
 
 
 # ---------------------------------------------------------------- instant navigation, schemes, phones

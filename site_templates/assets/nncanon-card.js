@@ -67,6 +67,16 @@
       row("read at", function (d) {
         d.appendChild(el("span", "nc-card-read", v.read_at));
       });
+      if (info.from) {
+        // a chip's incoming arrows: the values a relation ties it to, or (dashed) the one produced before it
+        row("arrows in", function (d) {
+          info.from.forEach(function (f, i) {
+            if (i) d.appendChild(document.createTextNode(", "));
+            d.appendChild(ident("code", null, page.indexed(info, f[0])));
+            if (f[1] === "order") d.appendChild(el("span", "nc-card-dims", " (the value before: no relation ties them)"));
+          });
+        });
+      }
       v.conditions.forEach(function (c) {
         var p = el("p", "nc-card-cond");
         p.appendChild(document.createTextNode("⚠︎ needs "));
@@ -113,12 +123,24 @@
     card.appendChild(p);
   }
 
+  // Where the card of part goes, in its section's box (.nc-view).
   function place(part, card) {
     var view = card.closest(".nc-view");
     if (!view || card.hidden) return;
     // under the part's figure and its identity line (never over the diagram), lined up with the part
     var box = view.getBoundingClientRect();
     var r = part.getBoundingClientRect();
+    var inside = part.closest(".nc-interior-scroll");
+    if (inside) {
+      // a value chip of a block's inside (a tall column): beside the column at the chip's height where the
+      // page has room (over the equations, not the diagram), else just under the chip
+      var column = inside.querySelector("svg") || inside;
+      var right = Math.min(column.getBoundingClientRect().right, inside.getBoundingClientRect().right) - box.left + 8;
+      var beside = box.width - right >= card.offsetWidth;
+      card.style.left = Math.round(beside ? right : Math.max(0, Math.min(r.left - box.left, box.width - card.offsetWidth))) + "px";
+      card.style.top = Math.round((beside ? r.top : r.bottom + 4) - box.top) + "px";
+      return;
+    }
     var under = part.closest(".nc-figure") || part.closest(".nc-scroll") || part;
     var next = under.nextElementSibling;
     if (next && next.classList.contains("nc-identity")) under = next;

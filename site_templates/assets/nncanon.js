@@ -11,7 +11,8 @@
 //   block's kind, and the identity line and card follow;
 // - keeps the picked block and the pinned part in the URL (?block=7&part=layers[i].mlp.router), so
 //   a link opens the page in that state;
-// - links the views: a part lights its rows and printout lines, a row or line lights its parts.
+// - links the views: a part lights its rows and printout lines (a value chip also its dataflow arcs and the
+//   chips at their other ends), a row or line lights its parts.
 //
 // Material's navigation.instant swaps pages without reloading this script, so everything per page
 // runs from document$ (it emits on every page), and the listeners are delegated from document
@@ -199,6 +200,7 @@
     var info = this.info(part);
     part.classList.add("nc-active");
     this.lit.push(part);
+    this.lightEdges(part);
     if (!info) return;
     info.rows.forEach(function (r, n) {
       (self.rows[r] || []).forEach(function (tr) {
@@ -230,6 +232,21 @@
       }
     }
     this.showCard(part, info);
+  };
+
+  // A chip's dataflow arcs, and the chips at their other ends.
+  Page.prototype.lightEdges = function (part) {
+    var self = this;
+    var id = CSS.escape(part.id);
+    all(document, '.nc-edge[data-from="' + id + '"], .nc-edge[data-to="' + id + '"]').forEach(function (e) {
+      var other = document.getElementById(e.getAttribute(e.getAttribute("data-from") === part.id ? "data-to" : "data-from"));
+      [e, other].forEach(function (x) {
+        if (x) {
+          x.classList.add("nc-lit");
+          self.lit.push(x);
+        }
+      });
+    });
   };
 
   Page.prototype.hideCard = function (card) {
