@@ -74,7 +74,8 @@ def size_kind(name: str) -> str | None:
 
 def _zero_allowed(name: str) -> bool:
     """Counts that may be 0: no experts (a dense model), no multi-token-prediction layers."""
-    return "experts" in name or name.startswith("mtp_") or name == "max_window_layers"
+    return ("experts" in name or name.startswith("mtp_") or name == "num_nextn_predict_layers"
+            or name == "max_window_layers")
 
 
 def check_sizes(file: Path, config: Mapping, prefix: str, limits: dict[str, int], fix: str) -> None:
