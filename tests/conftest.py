@@ -45,7 +45,7 @@ UNITS = {name: unit for unit, files in SHARED.values() for name in files}
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        for fixture, (unit, files) in SHARED.items():
+        for fixture, (_, files) in SHARED.items():
             if fixture in getattr(item, "fixturenames", ()) and item.path.name not in files:
                 raise pytest.UsageError(f"{item.nodeid} uses the session fixture {fixture!r}: add {item.path.name!r} "
                                         f"to its unit's files in tests/conftest.py SHARED (so one worker computes it)")
