@@ -60,6 +60,13 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             return UNITS.get(Path(path).name, path)
 
+        def _assign_work_unit(self, node) -> None:
+            # the longest units first (the facts' collections run for minutes), so neither ends the run alone
+            for unit in ("browser", "facts"):
+                if unit in self.workqueue:
+                    self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
+
     return SharedFixtureScheduling(config, log)
 
 
