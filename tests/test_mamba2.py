@@ -36,21 +36,29 @@ def ids(model):
     return ids
 
 
-def test_scan_inputs_are_the_convolution_split(model, ids):
+def _read_with_projection(model, ids, *names):
+    """The mixer's values ``names`` read in one trace, and in_proj's output caught by a plain hook (times
+    Falcon-H1's muP vector, which the forward applies after in_proj)."""
     mixer = mixer_of(model)
     module = mixer._module
     seen = {}
     handle = module.in_proj.register_forward_hook(lambda mod, args, out: seen.setdefault("proj", out))
+    saved = {}
     try:
         with torch.no_grad(), model.trace(ids):
-            x = mixer.attention_values.save()
-            B = mixer.attention_keys.save()
-            C = mixer.attention_queries.save()
+            for name in names:  # a loop, not a comprehension: nnsight runs the block's own frame
+                saved[name] = getattr(mixer, name).save()
     finally:
         handle.remove()
+    return [saved[name] for name in names], seen["proj"] * getattr(module, "mup_vector", 1.0)
+
+
+def test_scan_inputs_are_the_convolution_split(model, ids):
+    mixer = mixer_of(model)
+    module = mixer._module
+    (x, B, C), projected = _read_with_projection(model, ids, "attention_values", "attention_keys", "attention_queries")
     # the forward runs the convolution functionally (causal_conv1d_fn): the module's own conv1d on the hooked
     # projection, cut to the causal part, is the same map
-    projected = seen["proj"] * getattr(module, "mup_vector", 1.0)  # Falcon-H1's muP vector (after in_proj)
     _, xbc, _ = projected.split([module.intermediate_size, module.conv_dim, module.num_heads], dim=-1)
     with torch.no_grad():
         xbc = module.act(module.conv1d(xbc.transpose(1, 2))[..., :ids.shape[1]]).transpose(1, 2)
@@ -118,19 +126,11 @@ def test_decay_rates_are_A_and_decays_are_time_steps_times_A(model, ids):
     step; decays is time_steps · A, time_steps softplus(dt + dt_bias) of a plain hook's dt."""
     mixer = mixer_of(model)
     module = mixer._module
-    seen = {}
-    handle = module.in_proj.register_forward_hook(lambda mod, args, out: seen.setdefault("proj", out))
-    try:
-        with torch.no_grad(), model.trace(ids):
-            rates = mixer.decay_rates.save()
-            steps = mixer.time_steps.save()
-            decays = mixer.decays.save()
-    finally:
-        handle.remove()
+    (rates, steps, decays), projected = _read_with_projection(model, ids, "decay_rates", "time_steps", "decays")
     A = -torch.exp(module.A_log.detach().float())
     assert rates.dtype == torch.float32 and rates.shape == (module.num_heads,)
     assert torch.equal(rates, A) and bool((rates < 0).all())
-    dt = (seen["proj"] * getattr(module, "mup_vector", 1.0))[..., -module.num_heads:]
+    dt = projected[..., -module.num_heads:]
     expected = torch.nn.functional.softplus(dt.float() + module.dt_bias.float()).clamp(*module.time_step_limit)
     torch.testing.assert_close(steps, expected)
     torch.testing.assert_close(decays, expected * A)
