@@ -36,7 +36,7 @@ def pytest_configure(config):
 
 #: expensive session fixture -> (its unit, the test files that use it)
 SHARED = {
-    "facts_by_capability": ("facts", {"test_build.py", "test_portable_pins.py", "test_diagram_interiors.py",
+    "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_diagram_interiors.py",
                                       "test_site_index.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py"}),
 }
@@ -74,7 +74,7 @@ def pytest_xdist_make_scheduler(config, log):
 def facts_by_capability(tmp_path_factory):
     """Every family's facts, collected once per run into fresh build directories, twice at once: under
     this machine's own kernels and under ATEN_CPU_CAPABILITY=default. The build tests start warm from
-    the native ones; tests/test_portable_pins.py checks the two are byte-identical."""
+    the native ones; tests/test_portable_facts.py checks the two are byte-identical."""
     import subprocess
     import sys
     from pathlib import Path
