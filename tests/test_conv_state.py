@@ -66,6 +66,16 @@ def test_decode_steps_chain_conv_states(model):
         assert not torch.equal(left[..., -1], given[..., -1])
 
 
+def _next_after_a_zeroed_conv_state(model, ids):
+    """A plain model's last logits for its greedy next token after the prompt ``ids``, its cache's conv state on
+    block BLOCK zeroed in between; and that token."""
+    out, cache = plain(model, ids)
+    token = out.logits[:, -1:].argmax(-1)
+    cache.get_conv_state(BLOCK).zero_()
+    following, _ = plain(model, token, cache)
+    return following.logits[:, -1], token
+
+
 def test_an_edit_of_conv_state_input_lands_as_in_the_native_cache(model):
     """Zeroing conv_state_input on the first decode step gives the logits a plain model gives when its cache's
     conv state is zeroed before that step."""
@@ -76,12 +86,9 @@ def test_an_edit_of_conv_state_input_lands_as_in_the_native_cache(model):
             if step == 1:
                 mixer.conv_state_input[:] = 0
                 edited = model.logits.save()
-    out, cache = plain(model, ids)
-    token = out.logits[:, -1:].argmax(-1)
+    following, token = _next_after_a_zeroed_conv_state(model, ids)
     unedited, _ = plain(model, token, plain(model, ids)[1])
-    cache.get_conv_state(BLOCK).zero_()
-    following, _ = plain(model, token, cache)
-    torch.testing.assert_close(edited[:, -1], following.logits[:, -1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(edited[:, -1], following, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(edited[:, -1], unedited.logits[:, -1])  # the edit matters
 
 
@@ -96,10 +103,8 @@ def test_an_edit_of_conv_state_output_reaches_the_next_step(model):
                 mixer.conv_state_output = torch.zeros_like(mixer.conv_state_output)
             if step == 1:
                 edited = model.logits.save()
-    out, cache = plain(model, ids)
-    cache.get_conv_state(BLOCK).zero_()
-    following, _ = plain(model, out.logits[:, -1:].argmax(-1), cache)
-    torch.testing.assert_close(edited[:, -1], following.logits[:, -1], atol=1e-5, rtol=1e-5)
+    following, _ = _next_after_a_zeroed_conv_state(model, ids)
+    torch.testing.assert_close(edited[:, -1], following, atol=1e-5, rtol=1e-5)
 
 
 def test_a_prompt_continuing_a_cache_starts_from_its_conv_state(model):
