@@ -1,4 +1,5 @@
-# Two commands a new user runs on a fresh machine: `make site` and `make test`.
+# Two commands a new user runs on a fresh machine: `make site` and `make test`. The venv carries the
+# TransformerLens extra, so a newcomer's `make test` runs what CI runs (the TransformerLens checks too).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e ".[dev]"
+	$(PY) -m pip install -e ".[dev,transformer-lens]"
 
 setup: $(PY)
 

@@ -21,6 +21,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin
 
+from limits import HANG
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "facts"
 FAMILY = "qwen3_5_moe_text"
@@ -126,7 +128,7 @@ class _Links(HTMLParser):
 
 def fetch(url: str) -> tuple[int, str, str]:
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=HANG) as r:
             kind = r.headers.get_content_type()
             body = r.read().decode("utf-8", "replace") if kind == "text/html" else ""
             return r.status, kind, body

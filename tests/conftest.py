@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from limits import HANG
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -72,16 +73,18 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def facts_by_capability(tmp_path_factory):
-    """Every family's facts, collected once per run into fresh build directories, twice at once: under
-    this machine's own kernels and under ATEN_CPU_CAPABILITY=default. The build tests start warm from
-    the native ones; tests/test_portable_facts.py checks the two are byte-identical."""
+    """Every family's facts, collected once per run into fresh build directories, at once under each of
+    ``capabilities()``. The build tests start warm from the native ones; tests/test_portable_facts.py checks
+    they are byte-identical."""
     import subprocess
     import sys
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
     runs, dirs = {}, {}
-    for capability in ("native", "default"):
+    from capabilities import capabilities
+
+    for capability in capabilities():
         build = tmp_path_factory.mktemp(f"facts-{capability}")
         env = {k: v for k, v in os.environ.items()
                if k not in ("ATEN_CPU_CAPABILITY", "NNCANON_BUILD", "NNCANON_FAMILIES")}
@@ -92,7 +95,7 @@ def facts_by_capability(tmp_path_factory):
                                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         dirs[capability] = build / "facts"
     for capability, run in runs.items():
-        _, err = run.communicate(timeout=1800)
+        _, err = run.communicate(timeout=HANG)
         assert run.returncode == 0, f"collecting facts under {capability}: {err[-3000:]}"
     return dirs
 

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from float_error import within
 from plain_hooks import mixer_calls
 
 KERNEL_VALUES = ("attention_queries", "attention_keys", "attention_values", "decays", "betas", "state_input",
                  "attention_head_outputs", "state_output")
 
 
-def close(actual, expected, atol=1e-5):
-    """Within 1e-4 of the expected's scale, and within ``atol`` where that scale is below 0.1: the
-    chunked and token kernels round differently in float32, so the bound follows the values' size."""
-    actual, expected = actual.detach().float(), expected.detach().float()
-    error, scale = (actual - expected).abs().max(), expected.abs().max()
-    assert error <= 1e-4 * scale, f"max error {error:.3g} against a scale of {scale:.3g}"
-    assert error <= max(atol, 1e-4 * scale), f"max error {error:.3g} over {atol:.3g}"
+#: the roundings of one DeltaNet block of the tiny checkpoint (hidden 40, conv window 4, key dim 18, value
+#: dim 20 x 10 heads): the projections, the conv, the chunked kernel's 64-token triangular solve over the
+#: key dim and the state carried across three chunks, the gated norm, the out projection
+BLOCK = 40 + 4 + 64 * 18 + 3 * 18 + 20 + 10 * 20
+
+
+def close(actual, expected, n=BLOCK):
+    """Equal up to two float32 orders of ``n`` roundings (tests/float_error.py): the chunked kernel, the
+    token recurrence and the float64 delta rule accumulate in different orders. Values that cancel below
+    0.1 are held to the scale of the terms they sum, the block's inputs, which are above 0.1 here."""
+    within(actual, expected, n, floor=0.1)
 
 
 def differs(actual, expected):

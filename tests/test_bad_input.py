@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from limits import HANG
 
 from generator.family import FamilyYamlError, load_family
 
@@ -81,7 +82,7 @@ def test_billion_laughs_is_refused_at_once(tmp_path):
         "try:\n    load_family(sys.argv[1])\nexcept FamilyYamlError as e:\n    print(e)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=HANG
     )
     assert done.stdout == (
         f"{path}: line {line}: YAML anchors and aliases are not allowed (write the value out)\n"
@@ -464,7 +465,7 @@ def test_a_call_that_never_returns_to_python_stops_the_build(tmp_path):
     )
     env = {**os.environ, "NNCANON_NOTE_TIMEOUT": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=HANG, env=env
     )
     assert done.returncode == -signal.SIGTERM and "returned" not in done.stdout
     assert done.stderr == (

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 BROWSER_TESTS = 13
@@ -29,7 +30,7 @@ def run_browser_tests(ci: str | None) -> subprocess.CompletedProcess:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG,
     )
 
 

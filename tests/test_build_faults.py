@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from limits import HANG
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "facts"
@@ -112,7 +113,7 @@ def start(ws: Path, site: Path, pause: float | None = None) -> subprocess.Popen:
     )
 
 
-def wait_for(proc: subprocess.Popen, text: str, timeout: float = 120) -> str:
+def wait_for(proc: subprocess.Popen, text: str, timeout: float = HANG) -> str:
     """Read proc's output until a line holds ``text``; returns what it read."""
     seen, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -136,8 +137,8 @@ def test_two_builds_at_once_leave_one_complete_site(ws):
     first = start(ws, site, pause=4)  # holds the lock 4 s between the swap's renames
     head = wait_for(first, "pausing")
     second = start(ws, site)
-    out2, _ = second.communicate(timeout=180)
-    out1, _ = first.communicate(timeout=180)
+    out2, _ = second.communicate(timeout=HANG)
+    out1, _ = first.communicate(timeout=HANG)
     assert first.returncode == 0, head + out1
     assert second.returncode == 0, out2
     assert [line for line in out2.splitlines() if "another build is running" in line], out2
@@ -160,7 +161,7 @@ def test_a_kill_between_the_swap_renames_keeps_the_old_site(ws):
     killed = start(ws, site, pause=120)
     wait_for(killed, "pausing")
     killed.kill()
-    killed.communicate(timeout=30)
+    killed.communicate(timeout=HANG)
     assert not site.exists() and (ws / ".site.old").is_dir()  # the state the kill leaves
 
     yaml_path = ws / "families" / f"{FAMILY}.yaml"
@@ -383,7 +384,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "generator", *args], cwd=REPO, capture_output=True, text=True, timeout=180
+        [sys.executable, "-m", "generator", *args], cwd=REPO, capture_output=True, text=True, timeout=HANG
     )
 
 

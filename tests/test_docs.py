@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from limits import HANG
 
 from generator.docs_run import PAGES, DocsError, run_page, run_pages
 
@@ -73,5 +74,5 @@ def test_a_fresh_process_pages_code_runs(page):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HOME", "HF_HUB_OFFLINE")}
     env["PYTHONPATH"] = os.pathsep.join([str(DOCS.parent), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-c", RUNNER, repr(blocks), page], cwd=DOCS.parent, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=HANG)
     assert done.returncode == 0, done.stderr[-3000:]

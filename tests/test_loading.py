@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 import torch
+from limits import HANG
 
 REPO_ID = "nncanon-tiny/llama"
 PROMPT = "The cat sat on the mat because it was warm."
@@ -64,7 +65,7 @@ def test_a_hub_id_loads_offline_from_the_cache(tmp_path, llama_checkpoint):
     out = tmp_path / "found.json"
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", HUB_SCRIPT, str(llama_checkpoint), snapshot.name, str(out)],
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=HANG)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(out.read_text())
     assert found["meta_first"] and found["same_support"] and found["same_printout"]

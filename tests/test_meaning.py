@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from limits import HANG
 
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
@@ -45,7 +46,7 @@ def run(copy: Path, command: str) -> subprocess.CompletedProcess:
     argv = command.split()
     assert argv[:3] == ["python", "-m", "generator"], command
     return subprocess.run([sys.executable, *argv[1:]], cwd=copy, env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=HANG)
 
 
 def contributing_steps() -> list[str]:

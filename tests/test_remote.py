@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from float_error import forward_roundings, within
+from limits import HANG
 
 REPO_ID = "nncanon-tiny/llama"
 MOE_ID = "nncanon-tiny/qwen3_5_moe_text"
@@ -59,7 +61,7 @@ def ndif(monkeypatch, hf_home, tmp_path):
         paths[1].write_bytes(blob)
         env = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
         done = subprocess.run([sys.executable, str(SERVER), *map(str, paths)], env=env, capture_output=True,
-                              text=True, timeout=300)
+                              text=True, timeout=HANG)
         assert done.returncode == 0, done.stderr[-3000:]
         result = torch.load(paths[2], weights_only=False)
         runs.append({"request": request, "bytes": len(blob), **result})
@@ -126,8 +128,14 @@ def test_a_hybrid_mixture_remotely(ndif, checkpoint, model, prompts):
         want_attention = model.layers[3].self_attn.attention_output.save()
         want_logits = model.logits.save()
     assert router.shape[:2] == tuple(want_logits.shape[:2])
-    assert torch.equal(router, want_router) and torch.equal(attention, want_attention)
-    assert torch.equal(logits, want_logits)
+    # block 0's router reads the edited stream through the same plain modules on both sides: to the bit
+    assert torch.equal(router, want_router)
+    # past block 0 the two forwards are different code (the server's plain modules, the local nncanon's
+    # kernel taps and source-rewritten forwards), so vector kernels may round them differently on a CPU
+    # without AVX-512: equal up to two orders of the forward's roundings
+    chain = forward_roundings(model.text_config, logits.shape[1])
+    within(attention, want_attention, chain)
+    within(logits, want_logits, chain)
 
 
 def test_a_local_directory_cannot_run_remotely(llama_checkpoint):

@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from limits import HANG  # noqa: E402
+
 from generator.render import (  # noqa: E402
     FactsError,
     MkdocsBuildError,
@@ -318,7 +320,7 @@ def test_site_builds_strictly_without_torch(tmp_path):
         [sys.executable, "-c", code, str(ROOT), str(FIXTURES), str(docs), str(site)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG,
     )
     assert run.returncode == 0, run.stderr[-3000:]
 

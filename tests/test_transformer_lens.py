@@ -1,7 +1,7 @@
 """TransformerLens names, checked: for every family, each value nncanon maps to a TransformerLens 4.3 hook
 (generator/tl_names.py) equals what TransformerBridge's run_with_cache holds there, on the tiny checkpoint.
 
-An optional extra (``pip install nncanon[transformer-lens]``, installed by CI): skipped without it. A family
+An optional extra of the library (``pip install nncanon[transformer-lens]``), which `make setup` installs, so `make test` runs these as CI does; skipped without it. A family
 TransformerLens does not bridge (its adapter refuses the model) is reported as such; the families the issue
 names (llama, qwen3, qwen3_moe) must be bridged and agree everywhere."""
 
