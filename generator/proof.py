@@ -112,18 +112,19 @@ def _snapshot(x: Any) -> Any:
 
 
 def read_all(model: Any, wanted: dict[tuple[str, str], Any], args: tuple, kwargs: dict) -> dict[tuple[str, str], Any]:
-    """Every (envoy path, attr) of ``wanted`` ({key: envoy}), one trace per (path pattern, attr)."""
+    """Every (envoy path, attr) of ``wanted`` ({key: envoy}) in one forward: the inputs in the first invoke, and
+    one empty invoke per read, which nnsight runs as its own worker over the same batch, so the reads need no
+    order among them (a single invoke must read in the order the forward produces, which a relation's terms do
+    not follow). One forward instead of one per (path pattern, attr): the relations' share of a collect."""
     import torch
 
-    groups: dict[tuple[str, str], list[tuple[str, Any]]] = defaultdict(list)
-    for (path, attr), envoy in wanted.items():
-        groups[(pattern(path), attr)].append((path, envoy))
     read: dict[tuple[str, str], Any] = {}
-    for (_, attr), members in groups.items():
-        members.sort(key=lambda item: [int(n) for n in re.findall(r"\[(\d+)\]", item[0])])
-        with torch.no_grad(), model.trace(*args, **kwargs):
-            for path, envoy in members:
-                read[(path, attr)] = _snapshot(getattr(envoy, attr))
+    with torch.no_grad(), model.trace() as tracer:
+        with tracer.invoke(*args, **kwargs):
+            pass
+        for key, envoy in wanted.items():
+            with tracer.invoke():
+                read[key] = _snapshot(getattr(envoy, key[1]))
     return read
 
 
