@@ -391,21 +391,33 @@ def pin(family: str | Path | Family) -> str:
 # full-size checkpoints on the meta device
 
 
-def meta_model(family: str | Path | Family, checkpoint_id: str):
-    """The full-size model of a ``checkpoints:`` item built on the ``meta`` device (no weights).
-
-    Its class is the config's first ``architectures`` entry (else ``tiny.class``)."""
-    import torch
-
+def meta_config(family: str | Path | Family, checkpoint_id: str):
+    """The full-size config of a ``checkpoints:`` item and the class it builds: the config's first
+    ``architectures`` entry (else ``tiny.class``)."""
     fam = get_family(family)
     config: dict[str, Any] = fam.checkpoint_config(checkpoint_id)
     index = fam.checkpoint_ids.index(checkpoint_id)
     name = (config.get("architectures") or [fam.tiny["class"]])[0]
     model_cls = transformers_class(fam, name, f"checkpoints[{index}].config.architectures")
     try:
-        cfg = model_cls.config_class(**config)
+        return model_cls.config_class(**config), model_cls
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
+        raise _unbuildable(fam, index, model_cls, e) from None
+
+
+def meta_model(family: str | Path | Family, checkpoint_id: str):
+    """The full-size model of a ``checkpoints:`` item built on the ``meta`` device (no weights)."""
+    import torch
+
+    fam = get_family(family)
+    cfg, model_cls = meta_config(fam, checkpoint_id)
+    try:
         with torch.device("meta"):
             return model_cls(cfg)
     except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
-        raise FamilyYamlError(fam.path, f"checkpoints[{index}].config", f"{model_cls.__name__} cannot be built "
-                                                                       f"from it: {type(e).__name__}: {e}") from None
+        raise _unbuildable(fam, fam.checkpoint_ids.index(checkpoint_id), model_cls, e) from None
+
+
+def _unbuildable(fam: Family, index: int, model_cls: type, e: Exception) -> FamilyYamlError:
+    return FamilyYamlError(fam.path, f"checkpoints[{index}].config", f"{model_cls.__name__} cannot be built "
+                                                                    f"from it: {type(e).__name__}: {e}")

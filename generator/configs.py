@@ -14,20 +14,20 @@ def full_size(family: Family, family_module: Any, checkpoint_id: str, task: str,
     ``nncanon.load`` builds it (`nncanon.loading.meta_module`); ``causal_lm`` is the class the tiny load built,
     which the meta build must match."""
     import nncanon
-    from generator.checkpoints import checkpoint_dir, meta_model
+    from generator.checkpoints import checkpoint_dir, meta_config, meta_model
     from nncanon.loading import meta_module
     from nncanon.processing import load_processor
 
-    module = meta_model(family, checkpoint_id)
     directory = checkpoint_dir(family)
     if task == "text-generation":
         from nncanon.families import _loading
 
-        module = meta_module(family_module, module.config, task)
+        module = meta_module(family_module, meta_config(family, checkpoint_id)[0], task)
         if type(module) is not causal_lm:
             raise nncanon.FamilyMismatch(f"{family.family}: a meta-first load builds {type(module).__name__}, the "
                                          f"tiny checkpoint loads {causal_lm.__name__}; set build.causal_lm")
         return nncanon.wrap(family_module, module, task, tokenizer=_loading.tokenizer(directory), device="meta")
+    module = meta_model(family, checkpoint_id)
     processor = load_processor(directory)
     return nncanon.wrap(family_module, module, task, tokenizer=processor.tokenizer, processor=processor,
                         device="meta")

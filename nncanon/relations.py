@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .precision import STEP, SUBBLOCK
+
 Pairs = list[tuple[Any, Any]]
 
 
@@ -37,8 +39,9 @@ class Relation:
     reads: tuple[str, ...]
     #: (host envoy, {term: what was read}) -> [(computed, read), ...]; both sides of each pair must agree
     compute: Callable[[Any, dict[str, Any]], Pairs]
-    #: the largest error allowed, relative to the read side's scale (at least 1)
-    tolerance: float = 1e-5
+    #: the largest error allowed, relative to the read side's scale (at least 1): a level of the float32 error
+    #: model (nncanon/precision.py) for the chain of roundings the check recomputes
+    tolerance: float = STEP
     #: (stream in, what is added, stream out[, the stream the branch reads]): a residual add the block
     #: diagram draws; the fourth element, when it is the block's input, marks a parallel branch
     adds: tuple[str, ...] | None = None
@@ -63,7 +66,7 @@ def pick(relations: tuple[Relation, ...], start: str) -> Relation:
     return next(r for r in relations if r.text.startswith(start))
 
 
-def relation(text: str, proves: str, reads: str, tolerance: float = 1e-5, adds: tuple | None = None,
+def relation(text: str, proves: str, reads: str, tolerance: float = STEP, adds: tuple | None = None,
              exact: bool = True):
     """A decorator: ``@relation("a + b == c", proves="c", reads="a b c")`` over the compute function."""
     def wrap(compute):
@@ -254,7 +257,7 @@ def real_queries(padding: Any, x: Any, seq_dim: int) -> Any:
 @relation("attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + causal mask) · "
           "attention_values", proves="attention_queries attention_keys attention_values attention_head_outputs",
           reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _attention(host, r):
     padding = r["model.attention_mask"]
     _, probabilities = pattern(attending(host), r["attention_queries"], r["attention_keys"], padding)
@@ -266,7 +269,7 @@ def _attention(host, r):
           "attention_probabilities == softmax(attention_scores)",
           proves="attention_scores attention_probabilities",
           reads="model.attention_mask attention_queries attention_keys attention_scores attention_probabilities",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _pattern(host, r):
     import torch
 

@@ -23,6 +23,7 @@ from .. import kernels
 from ..hosts import host
 from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
 from ..locators import Tap, op, own
+from ..precision import RECURRENCE, SUBBLOCK
 from ..relations import relation
 from ..values import Condition, Value, View
 from ..views import READ_ONLY
@@ -255,14 +256,14 @@ _KERNEL_TERMS = "attention_queries attention_keys attention_values decays betas 
 @relation("(attention_head_outputs, state_output) == gated delta rule(attention_queries, attention_keys, "
           "attention_values, decays, betas, from state_input)",
           proves=f"{_KERNEL_TERMS} attention_head_outputs state_output",
-          reads=f"{_KERNEL_TERMS} attention_head_outputs state_output", tolerance=1e-3)
+          reads=f"{_KERNEL_TERMS} attention_head_outputs state_output", tolerance=RECURRENCE)
 def _kernel(host, r):
     outputs, states = delta_rule(*(r[name] for name in _KERNEL_TERMS.split()))
     return [(outputs, r["attention_head_outputs"]), (states[:, -1], r["state_output"])]
 
 
 @relation("attention_output == out_proj(norm(attention_head_outputs, gate))", proves="attention_head_outputs",
-          reads="attention_head_outputs norm.inputs attention_output", tolerance=1e-4)
+          reads="attention_head_outputs norm.inputs attention_output", tolerance=SUBBLOCK)
 def _out(host, r):
     module, heads = host._module, r["attention_head_outputs"]
     gate = r["norm.inputs"][0][1]

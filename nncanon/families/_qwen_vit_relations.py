@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..hosts import index
+from ..precision import SUBBLOCK
 from ..relations import MLP_RELATIONS, ROOT_RELATIONS, Relation, first, relation
 from ._qwen_vit_windows import segment_bounds, window_order
 
@@ -110,7 +111,7 @@ def _scatter(host, r):
 
 
 @relation("patch_embeddings == patch_embed.proj over each patch: its pixel_values row · proj.weight (+ proj.bias)",
-          proves="patch_embeddings", reads="inputs patch_embeddings", tolerance=1e-4)
+          proves="patch_embeddings", reads="inputs patch_embeddings", tolerance=SUBBLOCK)
 def _patches(host, r):
     conv = host.patch_embed.proj._module
     pixels = first(r["inputs"]).double()
@@ -182,7 +183,7 @@ def resampled_positions(vision: Any, grid_thw: Any) -> Any:
 @relation("layers[0].layer_input == patch_embeddings + pos_embed resampled to each image's grid (bilinear, corners "
           "aligned), in merge-block order; layers[i].layer_output == layers[i+1].layer_input, on every block",
           proves="layers[*].layer_input", reads="inputs patch_embeddings layers[*].layer_input layers[*].layer_output",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _positioned_stack(host, r):
     positions = resampled_positions(host._module, grid_of(r["inputs"]))
     return [(r["patch_embeddings"][0].double() + positions, r["layers[*].layer_input"][0][0]), *_block_to_block(r)]
@@ -259,7 +260,7 @@ def rotate_half(x: Any) -> Any:
 @relation("attention_queries, attention_keys == qkv(input)'s queries and keys turned by the call's vision rotary "
           "(x·cos + rotate_half(x)·sin); attention_values == qkv(input)'s values",
           proves="attention_queries attention_keys attention_values",
-          reads="inputs attention_queries attention_keys attention_values", tolerance=1e-4)
+          reads="inputs attention_queries attention_keys attention_values", tolerance=SUBBLOCK)
 def _qkv(host, r):
     module, (args, kwargs) = host._module, r["inputs"]
     x = args[0]
@@ -276,7 +277,7 @@ def _qkv(host, r):
           "block (Qwen2.5-VL outside fullatt_block_indexes) each window's; the call's cu_seqlens are those bounds",
           proves="attention_head_outputs",
           reads="inputs model.vision.inputs attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _packed_attention(host, r):
     import torch
 

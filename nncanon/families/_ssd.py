@@ -36,6 +36,7 @@ from .. import kernels
 from ..hosts import host
 from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
 from ..locators import child, own
+from ..precision import SUBBLOCK
 from ..relations import relation
 from ..values import Condition, Value, View
 from . import _conv
@@ -283,7 +284,7 @@ def _projected(host, inputs):
           "tokens; time_steps == clamp(softplus(dt + dt_bias)); decay_rates == -exp(A_log) in float32; decays == "
           "time_steps · decay_rates",
           proves="attention_values attention_keys attention_queries time_steps decay_rates decays",
-          reads="inputs attention_values attention_keys attention_queries time_steps decay_rates decays", tolerance=1e-4)
+          reads="inputs attention_values attention_keys attention_queries time_steps decay_rates decays", tolerance=SUBBLOCK)
 def _inputs(host, r):
     module, kwargs = host._module, r["inputs"][1]
     mask = kwargs.get("attention_mask")
@@ -308,7 +309,7 @@ _SCAN = "attention_values attention_keys attention_queries time_steps decay_rate
           "exp(decays) + time_steps · attention_values attention_keysᵀ, attention_head_outputs = state · "
           "attention_queries + D · attention_values",
           proves="state_input attention_head_outputs state_output",
-          reads=f"{_SCAN} attention_head_outputs state_output", tolerance=1e-4)
+          reads=f"{_SCAN} attention_head_outputs state_output", tolerance=SUBBLOCK)
 def _scan(host, r):
     module = host._module
     outputs, states = recurrence(r["attention_values"], _raw_dt(module, r["time_steps"]), r["decay_rates"],
@@ -326,7 +327,7 @@ def _raw_dt(module, steps):
 @relation("attention_output == out_proj(gated_norm_output); gated_norm_output == rms(attention_head_outputs · "
           "silu(z)) · norm.weight, z = in_proj(input)'s first intermediate_size columns",
           proves="attention_head_outputs gated_norm_output attention_output",
-          reads="attention_head_outputs norm.inputs gated_norm_output attention_output", tolerance=1e-4, exact=False)
+          reads="attention_head_outputs norm.inputs gated_norm_output attention_output", tolerance=SUBBLOCK, exact=False)
 def _out(host, r):
     module, heads = host._module, r["attention_head_outputs"]
     gate = r["norm.inputs"][0][1]
@@ -337,7 +338,7 @@ def _out(host, r):
 @relation("states[:, -1] == state_output; state (its first visit) == states[:, 0]; states[:, t] == the state of the "
           "prompt cut after token t, by transformers' chunked scan; the route's attention_head_outputs == the chunked "
           "scan's", proves="states state",
-          reads=f"{_SCAN} state states attention_head_outputs state_output", tolerance=1e-4)
+          reads=f"{_SCAN} state states attention_head_outputs state_output", tolerance=SUBBLOCK)
 def _states(host, r):
     module = host._module
     scan = reference_scan(inspect.getmodule(type(module)))

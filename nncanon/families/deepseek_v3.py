@@ -33,6 +33,7 @@ from ..hosts import host
 from ..layouts import HeadOutputs, Layout, Residual, layout
 from ..locators import child, op
 from ..model import StandardModel
+from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, MOE_RELATIONS, first, relation, rows
 from ..values import Condition, Value
 from ..views import View, heads
@@ -118,7 +119,7 @@ def _reconstruct(host, r):
           "first qk_nope_head_dim and last qk_rope_head_dim columns of attention_queries and attention_keys",
           proves="attention_queries_nope attention_queries_rope attention_keys_rope query_latent",
           reads="inputs query_latent attention_queries attention_queries_nope attention_queries_rope attention_keys "
-                "attention_keys_nope attention_keys_rope", tolerance=1e-4)
+                "attention_keys_nope attention_keys_rope", tolerance=SUBBLOCK)
 def _parts(host, r):
     import torch
 

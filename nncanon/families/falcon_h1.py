@@ -29,6 +29,7 @@ from ..hosts import host
 from ..layouts import Neurons, Residual
 from ..locators import FIRST, child, own
 from ..model import StandardModel
+from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, first, pick, relation, rows
 from ..values import Condition, Value
 from . import _conv, _ssd
@@ -91,7 +92,7 @@ ParallelBlock = host("ParallelBlock", values=[
 
 @relation("attention_queries == rotary(q_proj(input)); attention_keys == rotary(k_proj(input) · key_multiplier); "
           "attention_values == v_proj(input), per head", proves="attention_queries attention_keys attention_values",
-          reads="inputs attention_queries attention_keys attention_values", tolerance=1e-4)
+          reads="inputs attention_queries attention_keys attention_values", tolerance=SUBBLOCK)
 def _projections(host, r):
     module, (args, kwargs) = host._module, r["inputs"]
     x = first(args) if args else kwargs["hidden_states"]
@@ -137,7 +138,7 @@ GATED_NORM = Condition(needs="", why="the checkpoint sets mamba_rms_norm false: 
 @relation("attention_output == out_proj(attention_head_outputs · silu(z)), z = (in_proj(input · ssm_in_multiplier) · "
           "muP vector)'s first mamba_d_ssm columns (mamba_rms_norm false: no norm)",
           proves="attention_head_outputs attention_output", reads="inputs attention_head_outputs attention_output",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _gated_out(host, r):
     module, (args, kwargs) = host._module, r["inputs"]
     x = first(args) if args else kwargs["hidden_states"]

@@ -26,6 +26,7 @@ from ..hosts import host
 from ..layouts import Pattern, Residual
 from ..locators import child, op
 from ..model import StandardModel
+from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, causal_mask, mix, pick, real_queries, relation
 from ..values import Value
 from ._decoder import (
@@ -140,7 +141,7 @@ def capped_pattern(module, queries, keys, padding):
           "attention_values, softcap(s) = attn_logit_softcapping · tanh(s / attn_logit_softcapping)",
           proves="attention_queries attention_keys attention_values attention_head_outputs",
           reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _capped_attention(host, r):
     padding = r["model.attention_mask"]
     _, _, probabilities = capped_pattern(host._module, r["attention_queries"], r["attention_keys"], padding)
@@ -154,7 +155,7 @@ def _capped_attention(host, r):
           proves="attention_scores_uncapped attention_scores attention_probabilities",
           reads="model.attention_mask attention_queries attention_keys attention_scores_uncapped attention_scores "
                 "attention_probabilities",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _capped_scores(host, r):
     import torch
 

@@ -30,6 +30,7 @@ from ..hosts import host
 from ..layouts import Layout, Pattern, Residual
 from ..locators import op, own
 from ..model import StandardModel
+from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, MOE_RELATIONS, causal_mask, first, real_queries, relation, rows
 from ..values import Value
 from ..views import derived
@@ -78,7 +79,7 @@ def sink_pattern(module, queries, keys, padding):
           "[..., :-1] · attention_values: the head's sink logit joins each query's softmax and takes no value",
           proves="attention_queries attention_keys attention_values attention_head_outputs",
           reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _sink_attention(host, r):
     padding = r["model.attention_mask"]
     _, probabilities, _ = sink_pattern(host._module, r["attention_queries"], r["attention_keys"], padding)
@@ -94,7 +95,7 @@ def _sink_attention(host, r):
           proves="attention_scores attention_probabilities attention_sink_probability",
           reads="model.attention_mask attention_queries attention_keys attention_scores attention_probabilities "
                 "attention_sink_probability",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _sink_scores(host, r):
     import torch
 
@@ -156,7 +157,7 @@ def clamped_swiglu(experts, gate_up):
 @relation("expert_outputs[slot] == expert_weights[slot] · (down_proj[e] · clamped_swiglu(gate_up_proj[e] · input + "
           "bias) + bias), e = expert_indices[slot]; clamped_swiglu(g, u) = (clamp(u, ±swiglu_limit) + 1) · "
           "min(g, swiglu_limit) · sigmoid(swiglu_alpha · min(g, swiglu_limit))",
-          proves="expert_outputs", reads="input expert_indices expert_weights expert_outputs", tolerance=1e-4)
+          proves="expert_outputs", reads="input expert_indices expert_weights expert_outputs", tolerance=SUBBLOCK)
 def _experts(host, r):
     experts = host._module.experts
     x = rows(first(r["input"])).double()

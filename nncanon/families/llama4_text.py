@@ -32,6 +32,7 @@ from ..hosts import host
 from ..layouts import Layout, Neurons, Residual, RouterLogits
 from ..locators import child, op, own
 from ..model import StandardModel
+from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, first, real_queries, relation, rows
 from ..values import Value
 from ..views import View, _tokens_read, _tokens_write
@@ -81,7 +82,7 @@ def pattern(module, queries, keys, padding):
           "the mask is causal, and on chunked_attention blocks keeps only the keys of the query's chunk of "
           "attention_chunk_size tokens", proves="attention_queries attention_keys attention_values attention_head_outputs",
           reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _attention(host, r):
     padding = r["model.attention_mask"]
     _, probabilities = pattern(host._module, r["attention_queries"], r["attention_keys"], padding)
@@ -93,7 +94,7 @@ def _attention(host, r):
 @relation("attention_scores == attention_queries · attention_keysᵀ · scaling + the (chunked) causal mask; "
           "attention_probabilities == softmax(attention_scores)", proves="attention_scores attention_probabilities",
           reads="model.attention_mask attention_queries attention_keys attention_scores attention_probabilities",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _pattern(host, r):
     padding = r["model.attention_mask"]
     scores, probabilities = pattern(host._module, r["attention_queries"], r["attention_keys"], padding)
@@ -105,7 +106,7 @@ def _pattern(host, r):
 @relation("attention_queries, attention_keys == q_proj(input), k_proj(input) per head: on chunked_attention blocks "
           "rotated and L2-normed (qk_norm); on full_attention blocks not rotated, the queries multiplied by "
           "1 + attn_scale · log(1 + floor((position + 1) / floor_scale))",
-          proves="attention_queries attention_keys", reads="inputs attention_queries attention_keys", tolerance=1e-4)
+          proves="attention_queries attention_keys", reads="inputs attention_queries attention_keys", tolerance=SUBBLOCK)
 def _positions(host, r):
     module, (args, kwargs) = host._module, r["inputs"]
     x = first(args) if args else kwargs["hidden_states"]
@@ -192,7 +193,7 @@ def _routing(host, r):
 @relation("expert_inputs[..., e, :] == router_scores[..., e] · input; expert_outputs[..., e, :] == down_proj[e]"
           "(act(gate) · up) of gate, up = expert_inputs[..., e, :] · gate_up_proj[e]",
           proves="expert_inputs expert_outputs", reads="input router_scores expert_inputs expert_outputs",
-          tolerance=1e-4)
+          tolerance=SUBBLOCK)
 def _experts(host, r):
     experts = host._module.experts
     x = first(r["input"]).reshape(*r["router_scores"].shape[:2], -1)
