@@ -31,6 +31,7 @@ def norm_gain(norm: Any) -> str:
         eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
         rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
         out = norm(x)
+        # the two candidates differ by rms * 1, of order 1; the norm's own rounding at this scale is far below 1e-4
         if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4):
             return "1 + weight"
         return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"

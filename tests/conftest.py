@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from limits import HANG
+from limits import HANG, WAIT
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -198,8 +198,20 @@ def browser():
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        b.new_context, b.new_page = _patient(b.new_context), _patient(b.new_page)
         yield b
         b.close()
+
+
+def _patient(make):
+    """``browser.new_context``/``new_page`` whose waits (Playwright's default is 30 s) give up only on a hang:
+    a page on a machine at 8x load can take longer than 30 s to run its scripts, and is not wrong for it."""
+    def made(*args, **kwargs):
+        thing = make(*args, **kwargs)
+        thing.set_default_timeout(WAIT * 1000)
+        thing.set_default_navigation_timeout(WAIT * 1000)
+        return thing
+    return made
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import threading
 
 import pytest
 from browser_site import Tab, card, family_url, html_pages, part
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser]
 
@@ -167,14 +168,15 @@ def test_print_shows_every_block_kind_and_the_whole_printout(browser, base, site
     assert not t.errors, t.errors
 
 
-def _in_view(page, locator, seconds: float = 5) -> bool:
-    """Whether the element comes into the viewport within `seconds` (a loaded machine scrolls late)."""
+def _in_view(page, locator) -> bool:
+    """Whether the element comes into the viewport: a loaded machine scrolls late, so this waits for it up to
+    the page's default wait (tests/limits.py WAIT); a wrong scroll stays wrong, so waiting hides no bug."""
     check = "e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight }"
-    for _ in range(int(seconds / 0.1)):
-        if locator.evaluate(check):
-            return True
-        page.wait_for_timeout(100)
-    return locator.evaluate(check)
+    try:
+        page.wait_for_function(check, arg=locator.element_handle())
+    except PlaywrightTimeout:
+        return False
+    return True
 
 
 def _in_its_box(locator) -> bool:

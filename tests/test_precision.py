@@ -42,3 +42,9 @@ def test_every_relation_tolerance_is_a_level():
 def test_gamma_refuses_a_meaningless_chain():
     with pytest.raises(ValueError, match="meaningless"):
         precision.gamma(2 ** 24)
+
+
+def test_the_transformer_lens_comparison_is_one_step():
+    from generator import tl_names
+
+    assert tl_names.ATOL == tl_names.RTOL == precision.STEP
