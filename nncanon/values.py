@@ -177,9 +177,10 @@ class ValueProperty(eproperty):
         """The value's location, standard path and the native object it is read from, in forward order: an
         out-of-order request is re-raised naming the standard values."""
         host._require(self.value)
-        location = self._location(host)
         where = f"{host._standard_path()}.{self.value.name}"
         try:
+            # inside the try: locating a nested op (an op of an op's .source) already waits on the forward
+            location = self._location(host)
             return location, where, Mediator.value(location)
         except OutOfOrderError as error:
             named = read_out_of_order(error, where)

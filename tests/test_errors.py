@@ -28,6 +28,19 @@ def test_a_read_out_of_order_names_both_values(model):
     assert isinstance(caught.value, __import__("nnsight").intervention.interleaver.OutOfOrderError)
 
 
+def test_a_nested_op_read_out_of_order_names_both_values(eager_model):
+    """attention_probabilities is an op inside the attention call's own .source: locating it waits on the
+    forward too, so a late read is the same ReadOrderError, not nnsight's op path."""
+    with pytest.raises(nncanon.ReadOrderError) as caught:
+        with eager_model.trace(PROMPTS):
+            eager_model.layers[3].layer_output.save()
+            eager_model.layers[3].self_attn.attention_probabilities.save()
+    message = str(caught.value)
+    assert message.startswith("model.layers[3].self_attn.attention_probabilities was read after "
+                              "model.layers[3].layer_output"), message
+    assert "source" not in message and "\n" not in message
+
+
 def test_a_gradient_out_of_order_names_both_values(model):
     with pytest.raises(nncanon.ReadOrderError) as caught:
         with model.trace(PROMPTS):
