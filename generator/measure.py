@@ -43,13 +43,26 @@ def run_inputs(model: Any, family_module: Any, prompts: list[str]) -> tuple[tupl
     return (prompts,), {}
 
 
-def measure(model: Any, path: str, name: str, args: tuple, kwargs: dict) -> dict | None:
-    """Shape and dtype of one value read on ``model`` at the concrete host ``path``."""
+def measure_many(model: Any, wanted: list[tuple[str, str]], args: tuple, kwargs: dict) -> dict[tuple[str, str], dict]:
+    """Shape and dtype of each (concrete host path, value name) of ``wanted``, in one forward: the inputs in the
+    first invoke, one empty invoke per value (nnsight runs each as its own worker over the batch, so the reads
+    need no order among them)."""
     import torch
 
-    with torch.no_grad(), model.trace(*args, **kwargs):
-        host = model.get(path) if path else model
-        read = getattr(host, name).save()
+    measured: dict[tuple[str, str], dict] = {}
+    with torch.no_grad(), model.trace() as tracer:
+        with tracer.invoke(*args, **kwargs):
+            pass
+        for path, name in wanted:
+            with tracer.invoke():
+                host = model.get(path) if path else model
+                measured[(path, name)] = _described(getattr(host, name))
+    return measured
+
+
+def _described(read: Any) -> dict:
+    import torch
+
     if read is None:
         return {"shape": None, "dtype": "None", "value": None}
     if isinstance(read, torch.Tensor):
@@ -79,6 +92,7 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
     by_kind: dict[tuple[str, str], dict] = {}
     #: per host kind, (how many values a load serves, the order its forward produces them in), best load first
     orders: dict[tuple[str, str], list[tuple[int, list[str]]]] = {}
+    pending: list[tuple[Any, Any, dict]] = []  # (kind, row, value entry) to measure under the current load
     for load in models.all:
         model = models.get(load.label)
         with load.within(model):
@@ -95,14 +109,20 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
                 entry["blocks"] = sorted(set(entry["blocks"] or []) | set(kind.blocks))
             mine = [row for row in rows if (row.host, row.host_class) == (kind.host, kind.native)]
             orders.setdefault(key, []).append((sum(row.available for row in mine), [row.name for row in mine]))
-            for row in rows:
-                if (row.host, row.host_class) != (kind.host, kind.native):
-                    continue
+            for row in mine:
                 value = entry["values"].setdefault(row.name, _value_entry(row, kind.cls))
                 value["availability"][load.label] = row.available
                 if row.available and value["measured"] is None:
-                    with load.within(model):
-                        value["measured"] = _measure_value(model, family, family_module, kind, row, prompts)
+                    pending.append((kind, row, value))
+        if pending:
+            # every value this load is the first to serve, measured in one forward
+            with load.within(model):
+                args, kwargs = run_inputs(model, family_module, prompts)
+                measured = measure_many(model, [(nnsight_path(k.paths[0]), r.name) for k, r, _ in pending], args, kwargs)
+                for kind, row, value in pending:
+                    value["measured"] = _checked(model, family, family_module, kind, row,
+                                                 measured[(nnsight_path(kind.paths[0]), row.name)], args, kwargs)
+            pending.clear()
     hosts = []
     for key, entry in by_kind.items():
         # in the forward order of the load that serves the most of them (support() measures it per load:
@@ -142,12 +162,11 @@ def nnsight_path(standard: str) -> str:
     return relative(standard).replace("[", ".").replace("]", "")
 
 
-def _measure_value(model: Any, family: Family, family_module: Any, kind: Any, row: Any, prompts: list[str]) -> dict:
+def _checked(model: Any, family: Family, family_module: Any, kind: Any, row: Any, measured: dict, args: tuple,
+             kwargs: dict) -> dict:
     """The value measured on the first module of its kind, its shape checked against its layout."""
     path = nnsight_path(kind.paths[0])
-    args, kwargs = run_inputs(model, family_module, prompts)
     where = f"{kind.host}.{row.name}"
-    measured = measure(model, path, row.name, args, kwargs)
     if row.dims and measured["shape"] is None and not (measured["dtype"] == "None" and "None" in row.layout):
         raise ClaimError(family.family, f"layout of {where}",
                          f"the layout {row.layout} [{' '.join(row.dims)}] promises a tensor, but the value read on "
