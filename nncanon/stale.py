@@ -14,6 +14,7 @@ so every trace starts from a fresh frame) is on the Recipes page.
 from __future__ import annotations
 
 import itertools
+import types
 import warnings
 from typing import Any
 
@@ -39,11 +40,36 @@ def current_run(mediator: Any) -> int | None:
 
 
 def stamp(tensor: Any, run: int | None) -> None:
-    if run is not None:
-        try:
-            setattr(tensor, RUN, run)
-        except (AttributeError, TypeError):
-            pass
+    """Mark ``tensor`` and the storage it views with ``run``: a slice of it (``h[:, pos]``) views the same base,
+    so a name bound to the slice is traced back to its trace too."""
+    if run is None:
+        return
+    for target in (tensor, getattr(tensor, "_base", None)):
+        if target is not None:
+            try:
+                setattr(target, RUN, run)
+            except (AttributeError, TypeError):
+                pass
+
+
+def _run_of(tensor: Any) -> int | None:
+    """The trace that served ``tensor`` or the tensor it is a view of (a slice of a served value)."""
+    run = getattr(tensor, RUN, None)
+    return run if run is not None else getattr(getattr(tensor, "_base", None), RUN, None)
+
+
+def _referenced(mediator: Any) -> set[str]:
+    """The names the invoke's own code reads (its block and any function or comprehension inside it)."""
+    names = mediator.__dict__.get("_nncanon_names")
+    if names is None:
+        names, codes = set(), [getattr(mediator.code, "__code__", mediator.code)]
+        while codes:
+            code = codes.pop()
+            names.update(getattr(code, "co_names", ()), getattr(code, "co_varnames", ()),
+                         getattr(code, "co_freevars", ()), getattr(code, "co_cellvars", ()))
+            codes.extend(c for c in getattr(code, "co_consts", ()) if isinstance(c, types.CodeType))
+        mediator.__dict__["_nncanon_names"] = names
+    return names
 
 
 def check(mediator: Any, run: int | None) -> None:
@@ -53,11 +79,12 @@ def check(mediator: Any, run: int | None) -> None:
     if not shared or run is None:
         return
     warned = mediator.__dict__.setdefault("_nncanon_warned", set())
+    referenced = _referenced(mediator)
     for name, fresh in list(shared.items()):
-        if name in warned or not dict.__contains__(scope, name):
-            continue
+        if name in warned or name not in referenced or not dict.__contains__(scope, name):
+            continue  # a name this invoke never reads cannot mislead it
         old = dict.__getitem__(scope, name)
-        before = getattr(old, RUN, None)
+        before = _run_of(old)
         if old is fresh or before is None or before == run:
             continue
         warned.add(name)

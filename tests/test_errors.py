@@ -125,9 +125,10 @@ def test_the_token_route_serves_states_before_the_head_outputs(model):
     assert states.shape[1] == heads.shape[1]
 
 
-def _patch_in_a_loop(model, safe: bool) -> list[float]:
+def _patch_in_a_loop(model, safe: bool, sliced: bool = False) -> list[float]:
     """Patch block l's last position from a clean invoke into a corrupt one, l = 0, 1, 2; how far the tensor the
-    corrupt invoke used is from the clean value of block l."""
+    corrupt invoke used is from the clean value of block l. ``sliced``: the clean invoke saves the position's
+    slice; and it binds ``ids`` too, which the corrupt invoke never reads."""
     import warnings
 
     from nncanon.stale import StaleValueWarning
@@ -139,12 +140,21 @@ def _patch_in_a_loop(model, safe: bool) -> list[float]:
             if safe and layer:
                 del clean  # noqa: F821  (bound by the trace below, pushed back into this frame)
             with torch.no_grad(), model.trace() as tracer:
-                with tracer.invoke(PROMPTS[0]):
-                    clean = model.layers[layer].layer_output.save()
-                with tracer.invoke(PROMPTS[1]):
-                    out = model.layers[layer].layer_output
-                    used = clean[:, -1].clone().save()
-                    out[:, -1] = used
+                if sliced:
+                    with tracer.invoke(PROMPTS[0]):
+                        ids = model.input_ids.save()  # noqa: F841  (bound again by every trace, read by none)
+                        clean = model.layers[layer].layer_output[:, -1].save()
+                    with tracer.invoke(PROMPTS[1]):
+                        out = model.layers[layer].layer_output
+                        used = clean.clone().save()
+                        out[:, -1] = used
+                else:
+                    with tracer.invoke(PROMPTS[0]):
+                        clean = model.layers[layer].layer_output.save()
+                    with tracer.invoke(PROMPTS[1]):
+                        out = model.layers[layer].layer_output
+                        used = clean[:, -1].clone().save()
+                        out[:, -1] = used
             with torch.no_grad(), model.trace(PROMPTS[0]):
                 truth = model.layers[layer].layer_output.save()
             errors.append(float((used - truth[:, -1]).abs().max()))
@@ -158,3 +168,12 @@ def test_a_stale_name_from_the_previous_trace_is_warned(model):
     assert len(warned) == 2 and "'clean' in this invoke is the tensor an earlier trace left" in str(warned[0].message)
     errors, warned = _patch_in_a_loop(model, safe=True)
     assert max(errors) < 1e-5 and not warned, errors
+
+
+def test_a_stale_slice_is_warned_and_a_name_the_invoke_never_reads_is_not(model):
+    errors, warned = _patch_in_a_loop(model, safe=False, sliced=True)
+    assert errors[0] < 1e-5 and errors[1] > 0.1 and errors[2] > 0.1, errors  # the slice is stale too
+    assert len(warned) == 2 and all("'clean' in this invoke" in str(w.message) for w in warned), \
+        [str(w.message) for w in warned]
+    errors, warned = _patch_in_a_loop(model, safe=True, sliced=True)  # del clean; ids stays, unread
+    assert max(errors) < 1e-5 and not warned, [str(w.message) for w in warned]
