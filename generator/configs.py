@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from generator.family import Family, FamilyYamlError
@@ -74,9 +75,14 @@ def config_tables(family: Family, family_module: Any, task: str, causal_lm: type
     page = family.get("page") or {}
     text_tables: list[dict] = []
     vision_tables: list[dict] = []
+    # a checkpoint whose config equals one already built (a base and its instruct, `same_as`) reuses its model:
+    # a full-size meta model and its envoy tree are most of a collect's cost for a family of large mixtures
+    by_config = {json.dumps(family.checkpoint_config(cid), sort_keys=True): model for cid, model in (built or {}).items()}
     for checkpoint_id in family.checkpoint_ids:
-        model = (built or {}).get(checkpoint_id) or full_size(family, family_module, checkpoint_id, task, causal_lm)
         raw = family.checkpoint_config(checkpoint_id)
+        key = json.dumps(raw, sort_keys=True)
+        model = by_config.get(key) or full_size(family, family_module, checkpoint_id, task, causal_lm)
+        by_config[key] = model
         inferred = inferred_fields(family, checkpoint_id)
         text = {"accessors": accessors(model, "model", TEXT_ACCESSORS),
                 "raw": raw_fields(family, raw, page.get("config_fields", []), "text_config")}
