@@ -194,7 +194,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     A family YAML that does not validate (FamilyYamlError, also for a tiny.config that transformers
     rejects), a checkpoint that does not match its pin, a claim, a note or a tag that does not hold,
     facts the renderer cannot read, a failed strict mkdocs build or an unsafe URL on a page,
-    another build holding the lock, and the file system's errors (permission denied, disk full).
+    another build holding the lock, a --site or build directory the build did not make, and the file system's errors (permission denied, disk full).
     """
     from generator.build import BuildBusy
     from generator.checkpoints import PinMismatch
@@ -202,6 +202,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from generator.docs_run import DocsError
     from generator.examples import NoteError
     from generator.family import FamilyYamlError
+    from generator.ownership import NotOurDirectory
     from generator.render import FactsError, MkdocsBuildError
     from generator.safe_urls import UnsafeUrlError
 
@@ -215,6 +216,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
         MkdocsBuildError,
         UnsafeUrlError,
         BuildBusy,
+        NotOurDirectory,
         OSError,
     )
 
