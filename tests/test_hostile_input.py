@@ -1,0 +1,233 @@
+"""Nothing the build is given can delete a user's files or put a script on the site (issue 31).
+
+Every case is a bad input the build or the library was once given: each must end in one ``error:``
+line naming the file, field or value and the fix, or be accepted correctly; never a traceback, a
+silent accept or lost files. No model is collected: the site cases run at render level on the
+fixture facts, the ownership cases stop before anything is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from generator.__main__ import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _error(capsys, argv: list[str]) -> str:
+    """Run the CLI in-process; assert it ended in exactly one ``error:`` line, and return it."""
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+# ---------------------------------------------------------------- the build writes only where it owns
+
+
+@pytest.fixture
+def users_dir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    mine = tmp_path / "thesis"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("\\documentclass{article}\n")
+    return mine
+
+
+def test_a_users_directory_is_refused_as_the_site_and_kept(users_dir, capsys):
+    err = _error(capsys, ["build", "--site", str(users_dir)])
+    assert str(users_dir) in err and ".nncanon-site" in err
+    assert (users_dir / "thesis.tex").read_text() == "\\documentclass{article}\n"
+
+
+@pytest.mark.parametrize("site", ["", ".", "/", str(REPO), str(REPO / "docs_src"), str(REPO / "families"),
+                                  str(REPO.parent), str(REPO / "docs_src" / "x")])
+def test_the_repository_its_sources_and_the_working_directory_are_refused(users_dir, capsys, monkeypatch, site):
+    monkeypatch.chdir(users_dir)
+    before = sorted(p.name for p in (REPO / "docs_src").iterdir())
+    err = _error(capsys, ["build", "--site", site])
+    assert "--site" in err and "name a new directory" in err
+    assert sorted(p.name for p in (REPO / "docs_src").iterdir()) == before
+    assert (users_dir / "thesis.tex").exists()
+
+
+def test_a_users_directory_beside_the_site_is_not_deleted(users_dir, tmp_path, capsys):
+    leftover = tmp_path / ".site.new"  # what a killed build leaves beside site/, here the user's
+    leftover.mkdir()
+    (leftover / "keep.txt").write_text("mine\n")
+    (tmp_path / "build").mkdir()
+    from generator.build import recover
+    from generator.ownership import NotOurDirectory
+
+    with pytest.raises(NotOurDirectory, match=r"\.site\.new"):
+        recover(tmp_path / "site", progress=lambda line: None)
+    assert (leftover / "keep.txt").exists()
+
+
+def test_a_users_directory_is_refused_as_the_build_directory(users_dir, capsys, monkeypatch):
+    monkeypatch.setenv("NNCANON_BUILD", str(users_dir))
+    (users_dir / "docs").mkdir()  # a build once deleted a docs/ without its marker here
+    (users_dir / "docs" / "chapter1.tex").write_text("x\n")
+    err = _error(capsys, ["verify", "nosuch"])
+    assert f"NNCANON_BUILD={users_dir}" in err and "thesis.tex" in err
+    assert (users_dir / "docs" / "chapter1.tex").exists() and not (users_dir / ".nncanon-build").exists()
+
+
+def test_a_build_directory_of_ours_from_before_the_marker_is_accepted(tmp_path):
+    from generator.ownership import BUILD_MARKER, check_build_dir
+
+    (tmp_path / "b" / "facts").mkdir(parents=True)
+    (tmp_path / "b" / "docs_run").mkdir()
+    check_build_dir(tmp_path / "b")
+    assert (tmp_path / "b" / BUILD_MARKER).exists()
+    check_build_dir(tmp_path / "c")  # absent: made
+    assert (tmp_path / "c" / BUILD_MARKER).exists()
+
+
+def test_a_site_of_ours_empty_or_absent_is_accepted(tmp_path):
+    from generator.ownership import SITE_MARKER, check_site_dir
+
+    build = tmp_path / "build"
+    check_site_dir(tmp_path / "absent", build)
+    (tmp_path / "empty").mkdir()
+    check_site_dir(tmp_path / "empty", build)
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / SITE_MARKER).write_text("")
+    (tmp_path / "ours" / "index.html").write_text("")
+    check_site_dir(tmp_path / "ours", build)
+
+
+# ---------------------------------------------------------------- no script reaches a page
+
+FIXTURES = REPO / "tests" / "fixtures" / "facts"
+FAMILY = "qwen3_5_moe_text"
+IMG = "<img src=x onerror=alert(1)>"
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "<script>alert(1)</script>",
+        '<script src="https://evil.example/x.js"></script>',
+        '<script src="../assets/evil.js"></script>',
+        '<img src="x" onerror="alert(1)">',
+        '<div OnMouseOver="alert(1)">x</div>',
+        '<iframe srcdoc="&lt;script&gt;alert(1)&lt;/script&gt;"></iframe>',
+        '<svg><animate attributeName="href" values="javascript:alert(1)"/></svg>',
+        '<a href="javascript:alert(1)">x</a>',
+    ],
+)
+def test_the_guard_finds_scripts_handlers_and_unsafe_urls(markup):
+    from generator.html_guard import unsafe_html
+
+    assert len(unsafe_html(f"<p>before</p>\n{markup}\n")) == 1, markup
+    assert unsafe_html(f"<p>before</p>\n{markup}\n")[0][0] == 2
+
+
+def test_the_guard_passes_the_sites_own_scripts():
+    from generator.html_guard import unsafe_html
+
+    page = (
+        '<script src="../assets/javascripts/bundle.a5f9d56c.min.js"></script><script src="../../assets/nncanon.js">'
+        '</script><script id="__config" type="application/json">{"base": ".."}</script>'
+        '<script>__md_scope=new URL("..",location),__md_hash=e=>[...e].reduce(((e,_)=>(e<<5)-e+_.charCodeAt(0)),0),'
+        '__md_get=(e,_=localStorage,t=__md_scope)=>JSON.parse(_.getItem(t.pathname+"."+e)),'
+        '__md_set=(e,_,t=localStorage,a=__md_scope)=>{try{t.setItem(a.pathname+"."+e,JSON.stringify(_))}catch(e){}}'
+        "</script><p>&lt;script&gt;alert(1)&lt;/script&gt; as text, onerror=x as text</p>"
+    )
+    assert unsafe_html(page) == []
+
+
+# What each note-prose case once let through escape_markdown as "code" that Python-Markdown took for HTML.
+NOTE_CASES = {
+    "span-blank": "a `start\n\n<script>alert('span-blank')</script>\n\nend` b",
+    "fence4": "para\n\n    ```\n<script>alert('fence4')</script>\n```\n",
+    "ticks-nl": "one ` tick\n<script>alert('ticks-nl')</script>\nand ` another",
+    "escaped-tick": "one \\` tick <script>alert('escaped-tick')</script> and ` another`",
+}
+
+
+def _render(tmp_path: Path, facts: dict) -> Path:
+    import json
+
+    from generator.render import render_site
+
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / f"{FAMILY}.json").write_text(json.dumps(facts), encoding="utf-8")
+    render_site(tmp_path / "facts", tmp_path / "docs")
+    return tmp_path / "docs"
+
+
+def _fixture() -> dict:
+    import json
+
+    return json.loads((FIXTURES / f"{FAMILY}.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", sorted(NOTE_CASES))
+def test_note_prose_markdown_reads_as_html_is_escaped(case):
+    import markdown
+
+    from generator.escaping import escape_markdown
+
+    html = markdown.markdown(escape_markdown(NOTE_CASES[case]), extensions=["attr_list", "md_in_html",
+                                                                             "pymdownx.superfences"])
+    assert "<script>" not in html, html
+
+
+def test_a_script_link_in_a_note_is_an_unsafe_url_naming_the_note(tmp_path):
+    from generator.render import FactsError
+
+    facts = _fixture()
+    facts["notes"][1]["markdown"] += "\n\nSee [a](javascript:alert(1)).\n"
+    with pytest.raises(FactsError) as caught:
+        _render(tmp_path, facts)
+    message = str(caught.value)
+    assert f"families/{FAMILY}.notes.md note {facts['notes'][1]['title']!r}" in message
+    assert "'javascript:alert(1)'" in message and "only http(s)" in message
+
+
+@pytest.mark.slow
+def test_yaml_text_and_note_prose_reach_the_built_site_as_text(tmp_path):
+    """The nav title (a group, or lines[0] without one) and every note-prose case: built, no live script."""
+    from generator.html_guard import unsafe_html
+    from generator.render import mkdocs_build
+
+    facts = _fixture()
+    facts["group"] = IMG
+    facts["notes"][0]["markdown"] += "\n\n" + "\n\n".join(NOTE_CASES.values()) + "\n"
+    mkdocs_build(_render(tmp_path, facts), tmp_path / "site")  # the guard passes every page
+    page = (tmp_path / "site" / "families" / FAMILY / "index.html").read_text(encoding="utf-8")
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and IMG not in page
+    for case in NOTE_CASES:
+        assert f"alert('{case}')" in page and f"<script>alert('{case}')" not in page, case
+    assert unsafe_html(page) == []
+
+
+def test_the_nav_title_is_escaped_at_its_source(tmp_path):
+    import json
+    import types
+
+    from site_templates import hooks
+
+    docs = tmp_path
+    (docs / "families").mkdir()
+    (docs / "families" / "llama.md").write_text("x")
+    (docs / "facts").mkdir()
+    (docs / "facts" / "index.json").write_text(json.dumps({"families": [{"family": "llama", "group": IMG}]}))
+    config = types.SimpleNamespace(nav=[{"Families": []}], docs_dir=str(docs))
+    nav = hooks.on_config(config).nav[0]["Families"]
+    assert nav[1] == {"&lt;img src=x onerror=alert(1)&gt;": [{"llama": "families/llama.md"}]}
+
+
+def test_a_live_script_on_a_built_page_fails_the_build_naming_page_line_and_source(tmp_path):
+    from generator.html_guard import UnsafeHtmlError, check_site
+
+    (tmp_path / "families" / "llama").mkdir(parents=True)
+    (tmp_path / "families" / "llama" / "index.html").write_text("<p>x</p>\n<p>y<script>alert(1)</script></p>\n")
+    with pytest.raises(UnsafeHtmlError) as caught:
+        check_site(tmp_path)
+    assert "families/llama/index.html:2:" in str(caught.value) and "families/llama.yaml" in str(caught.value)
