@@ -56,10 +56,11 @@ class FamilyYamlError(ValueError):
 
 
 def _display(path: str | Path) -> str:
-    """The path relative to the repository when it lies inside it, else as given."""
+    """The path relative to the repository when it lies inside it, else as given (a symlink's own name,
+    not its target's: the user knows the file by the name they gave)."""
     p = Path(path)
     try:
-        return str(p.resolve().relative_to(REPO_ROOT))
+        return str(Path(os.path.abspath(p)).relative_to(REPO_ROOT))
     except ValueError:
         return str(p)
 
@@ -344,6 +345,21 @@ def families_dir() -> Path:
     return Path(os.environ.get("NNCANON_FAMILIES") or REPO_ROOT / "families")
 
 
+# A family's name is its page's path (families/<name>/) and its facts' (facts/<name>.json), beside the
+# site's own: so an identifier, and none of the names those directories already hold.
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+RESERVED_NAMES = frozenset({"index", "families", "facts", "assets", "search", "shared", "sitemap", "llms", "404"})
+
+
+def check_name(path: Path) -> None:
+    name = path.stem
+    if not _NAME.fullmatch(name) or name in RESERVED_NAMES:
+        why = ("is one of the site's own paths" if name in RESERVED_NAMES
+               else "is not lowercase letters, digits and underscores starting with a letter")
+        raise FamilyYamlError(path, None, f"the family name {name!r} (the file's name) {why}; rename the file and its "
+                              f"'family:' field to an identifier not in {', '.join(sorted(RESERVED_NAMES))}")
+
+
 def family_path(name: str) -> Path:
     path = families_dir() / f"{name}.yaml"
     if not path.is_file():
@@ -358,6 +374,7 @@ def load_family(path: str | Path) -> Family:
     from generator.yaml_strict import StrictYamlError, load
 
     path = Path(path)
+    check_name(path)
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -430,5 +447,19 @@ def get_family(family: str | Path | Family) -> Family:
 
 
 def all_families() -> list[Family]:
-    """Every ``families/*.yaml``, loaded and validated, sorted by name."""
-    return [load_family(p) for p in sorted(families_dir().glob("*.yaml"))]
+    """Every ``families/*.yaml``, loaded and validated, sorted by name; no ``*.yml`` beside them (it would
+    be ignored without a word), and no two serving one library module (two pages for one family)."""
+    directory = families_dir()
+    if not directory.is_dir():
+        raise FamilyYamlError(directory, None, "no such directory of family YAMLs; set NNCANON_FAMILIES to one, "
+                              "or unset it for the repository's families/")
+    for stray in sorted(directory.glob("*.yml")):
+        raise FamilyYamlError(stray, None, f"a family file must end in .yaml; rename it to {stray.stem}.yaml")
+    families = [load_family(p) for p in sorted(directory.glob("*.yaml"))]
+    by_module: dict[str, Family] = {}
+    for family in families:
+        if family.module in by_module:
+            raise FamilyYamlError(family.path, "module", f"{family.module} is also {by_module[family.module].path.name}'s "
+                                  f"module: one family, one YAML; remove one or point it at its own module")
+        by_module[family.module] = family
+    return families

@@ -231,3 +231,92 @@ def test_a_live_script_on_a_built_page_fails_the_build_naming_page_line_and_sour
     with pytest.raises(UnsafeHtmlError) as caught:
         check_site(tmp_path)
     assert "families/llama/index.html:2:" in str(caught.value) and "families/llama.yaml" in str(caught.value)
+
+
+# ---------------------------------------------------------------- family names, files and paths
+
+
+def _family_dir(tmp_path: Path, name: str = "qwen3", as_name: str | None = None) -> Path:
+    """families/ holding one family's YAML (renamed to ``as_name``, its family: field too) and its notes."""
+    import shutil
+
+    directory = tmp_path / "families"
+    directory.mkdir(exist_ok=True)
+    text = (REPO / "families" / f"{name}.yaml").read_text(encoding="utf-8")
+    as_name = as_name or name
+    (directory / f"{as_name}.yaml").write_text(text.replace(f"family: {name}\n", f"family: {as_name}\n", 1))
+    shutil.copy(REPO / "families" / f"{name}.notes.md", directory / f"{name}.notes.md")
+    return directory
+
+
+@pytest.mark.parametrize("name", ["index", "assets", "search", "Llama", "my-family", "<img src=x>"])
+def test_a_family_name_that_is_not_an_identifier_or_is_a_site_path_is_refused(tmp_path, name):
+    from generator.family import FamilyYamlError, load_family
+
+    path = _family_dir(tmp_path, as_name=name) / f"{name}.yaml"
+    with pytest.raises(FamilyYamlError) as caught:
+        load_family(path)
+    assert repr(name) in str(caught.value) and "rename the file" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_yml_file_and_a_second_yaml_for_one_module_are_refused(tmp_path, monkeypatch):
+    from generator.family import FamilyYamlError, all_families
+
+    directory = _family_dir(tmp_path)
+    monkeypatch.setenv("NNCANON_FAMILIES", str(directory))
+    assert [f.family for f in all_families()] == ["qwen3"]
+    (directory / "x.yml").write_text("family: x\n")
+    with pytest.raises(FamilyYamlError, match=r"x\.yml: a family file must end in \.yaml; rename it to x\.yaml"):
+        all_families()
+    (directory / "x.yml").unlink()
+    _family_dir(tmp_path, as_name="qwen3_copy")
+    with pytest.raises(FamilyYamlError, match=r"qwen3_copy\.yaml: field 'module': nncanon\.families\.qwen3 is also "
+                                              r"qwen3\.yaml's module"):
+        all_families()
+
+
+def test_a_missing_families_directory_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NNCANON_FAMILIES", str(tmp_path / "nonexistent"))
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    err = _error(capsys, ["verify"])
+    assert "nonexistent" in err and "NNCANON_FAMILIES" in err and "build first" not in err
+
+
+def test_a_notes_file_symlinked_out_of_the_repository_is_refused(tmp_path):
+    from generator.family import FamilyYamlError, load_family
+    from generator.notes_parse import _notes_source
+
+    directory = _family_dir(tmp_path)
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("## Secret\n\nnot reviewed\n")
+    (directory / "qwen3.notes.md").unlink()
+    (directory / "qwen3.notes.md").symlink_to(outside)
+    with pytest.raises(FamilyYamlError) as caught:
+        _notes_source(load_family(directory / "qwen3.yaml"), "notes", "qwen3.notes.md")
+    assert "qwen3.notes.md" in str(caught.value) and "outside" in str(caught.value)
+
+
+def test_a_symlinked_yaml_is_named_by_its_own_name(tmp_path):
+    from generator.family import FamilyYamlError, load_family
+
+    directory = _family_dir(tmp_path)
+    target = tmp_path / "target.txt"
+    target.write_text("family: [\n")
+    (directory / "broken.yaml").symlink_to(target)
+    with pytest.raises(FamilyYamlError) as caught:
+        load_family(directory / "broken.yaml")
+    assert str(caught.value).startswith(str(directory / "broken.yaml")), str(caught.value)
+
+
+@pytest.mark.parametrize("title", ["Support", "Config", "Printout"])
+def test_a_note_whose_id_is_one_of_the_pages_own_is_refused(tmp_path, title):
+    from generator.notes_parse import NoteError, parse_notes
+
+    notes = tmp_path / "x.notes.md"
+    notes.write_text(f"## A note\n\ntext\n\n## {title}\n\ntext\n")
+    with pytest.raises(NoteError) as caught:
+        parse_notes(notes, "x")
+    assert f"note {title!r} ({notes}:5)" in str(caught.value) and "explicit id" in str(caught.value)
+    notes.write_text(f"## {title} {{#note-{title.lower()}}}\n\ntext\n")
+    assert parse_notes(notes, "x")[1][0].slug == f"note-{title.lower()}"
