@@ -73,6 +73,11 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
         identity = next((i for i in identities if i["kind"] == kind), None)
         block = block_of_kind(tiny, family_module, kind)
         index = int(block.rsplit(".", 1)[-1])
+        try:  # the mixer is printed on the page and the index's facets: it must be a module of the block
+            tiny.get(f"{block}.{spec['mixer']}")
+        except AttributeError:
+            raise ClaimError(family.family, f"page.block_kinds.{kind}.mixer", f"{spec['mixer']!r} is not a module of "
+                                                                                f"{block}; name its mixer, e.g. self_attn") from None
         # the residual adds the diagram draws: the block relations that state one, on a block of this kind
         mine = on_block(relations, "model.layers[i]", index)
         adds = flow([r["adds"] for r in mine if r["host"] == "model.layers[i]" and r["adds"]])

@@ -362,6 +362,10 @@ def check_name(path: Path) -> None:
 
 def family_path(name: str) -> Path:
     path = families_dir() / f"{name}.yaml"
+    if not _NAME.fullmatch(name):  # "../../x" would read a YAML, and the code it names, from anywhere
+        known = ", ".join(sorted(p.stem for p in families_dir().glob("*.yaml"))) or "none"
+        raise FamilyYamlError(families_dir(), None, f"{name!r} is not a family name (the stem of a families/*.yaml "
+                                                    f"file: one of {known})")
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in families_dir().glob("*.yaml"))) or "none"
         raise FamilyYamlError(path, None, f"no such family file (known families: {known})")
@@ -441,7 +445,7 @@ def get_family(family: str | Path | Family) -> Family:
     """A Family from a Family, a family name, or a YAML path."""
     if isinstance(family, Family):
         return family
-    if isinstance(family, Path) or str(family).endswith((".yaml", ".yml")):
+    if isinstance(family, Path):
         return load_family(family)
     return load_family(family_path(str(family)))
 

@@ -320,3 +320,85 @@ def test_a_note_whose_id_is_one_of_the_pages_own_is_refused(tmp_path, title):
     assert f"note {title!r} ({notes}:5)" in str(caught.value) and "explicit id" in str(caught.value)
     notes.write_text(f"## {title} {{#note-{title.lower()}}}\n\ntext\n")
     assert parse_notes(notes, "x")[1][0].slug == f"note-{title.lower()}"
+
+
+# ---------------------------------------------------------------- recipes and claims that cannot hold
+
+
+def _mutated(tmp_path: Path, edit, name: str = "llama") -> Path:
+    import shutil
+
+    import yaml
+
+    path = tmp_path / f"{name}.yaml"
+    data = yaml.safe_load((REPO / "families" / f"{name}.yaml").read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    shutil.copy(REPO / "families" / f"{name}.notes.md", tmp_path)
+    return path
+
+
+def _set(*keys, value):
+    def edit(data):
+        for key in keys[:-1]:
+            data = data[key]
+        data[keys[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, field, says",
+    [
+        (_set("tiny", "config", "vocab_size", value=300), "tiny.config.bos_token_id", "past the embedding (vocab_size 300)"),
+        (_set("tiny", "config", "vocab_size", value=362), "tiny.tokenizer.special_tokens.<|reserved_special_token_0|>",
+         "id 362 is past"),
+        (_set("tiny", "config", "num_key_value_heads", value=3), "tiny.config.num_key_value_heads",
+         "3 does not divide num_attention_heads 8"),
+        (lambda d: d["claims"]["identities"][0].update(tolerance=float("inf")), "claims.identities[0].tolerance",
+         "must be a finite number"),
+        (lambda d: d["claims"]["identities"][0].update(tolerance=float("nan")), "claims.identities[0].tolerance",
+         "must be a finite number"),
+    ],
+)
+def test_a_recipe_or_claim_that_cannot_run_or_hold_is_refused_at_load(tmp_path, edit, field, says):
+    from generator.family import FamilyYamlError, load_family
+
+    with pytest.raises(FamilyYamlError) as caught:
+        load_family(_mutated(tmp_path, edit))
+    assert f"field '{field}'" in str(caught.value) and says in str(caught.value), str(caught.value)
+
+
+def test_pin_refuses_a_class_of_another_family(tmp_path):
+    from generator.checkpoints import build_model
+    from generator.family import FamilyYamlError, load_family
+
+    family = load_family(_mutated(tmp_path, _set("tiny", "class", value="GPT2LMHeadModel")))
+    with pytest.raises(FamilyYamlError, match=r"field 'tiny\.class': GPT2LMHeadModel is a 'gpt2' model, but "
+                                              r"nncanon\.families\.llama serves llama"):
+        build_model(family)
+
+
+@pytest.mark.parametrize("name", ["../../x", "/etc/passwd", "llama.yaml", "../families/llama"])
+def test_a_family_argument_is_a_name_not_a_path(capsys, name):
+    err = _error(capsys, ["checkpoint", name])
+    assert repr(name) in err and "is not a family name" in err
+
+
+def test_a_mixer_that_is_not_a_module_of_the_block_fails_the_claims(tmp_path):
+    import types
+
+    from generator.collect import ClaimError, stack
+    from generator.family import load_family
+
+    family = load_family(_mutated(tmp_path, _set("page", "block_kinds", "full_attention", "mixer", value="nosuch")))
+
+    class Tiny:
+        def get(self, path):
+            if path.endswith("nosuch"):
+                raise AttributeError(path)
+
+    models = types.SimpleNamespace(default="eager", get=lambda load: Tiny())
+    module = types.SimpleNamespace(layer_types=lambda model: ["full_attention"] * 4)
+    with pytest.raises(ClaimError, match=r"page\.block_kinds\.full_attention\.mixer: 'nosuch' is not a module of "
+                                         r"layers\.0"):
+        stack(family, module, None, models, [], [])
