@@ -23,6 +23,10 @@ class ReadOrderError(OutOfOrderError):
     """
 
 
+class OutsideTrace(ValueError):
+    """A standard value read with no trace running, said by its standard name (nnsight names ``model.output``)."""
+
+
 def _mediator() -> Mediator | None:
     try:
         return Mediator.current("a standard value")

@@ -141,6 +141,9 @@ class StandardModel(Host, TransformersModel):
         return super(StandardModel, self)._wrap(module, *args, **kwargs)
 
     def trace(self, *inputs: Any, remote: bool | str = False, **kwargs: Any) -> Any:
+        from .inputs import check_inputs
+
+        check_inputs(self, inputs, kwargs)  # trace(123), an empty prompt, an id past the vocabulary: one line
         if remote:
             ship_by_value()
         return super(StandardModel, self).trace(*inputs, remote=remote, **kwargs)

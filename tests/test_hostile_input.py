@@ -8,6 +8,7 @@ fixture facts, the ownership cases stop before anything is written.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -402,3 +403,107 @@ def test_a_mixer_that_is_not_a_module_of_the_block_fails_the_claims(tmp_path):
     with pytest.raises(ClaimError, match=r"page\.block_kinds\.full_attention\.mixer: 'nosuch' is not a module of "
                                          r"layers\.0"):
         stack(family, module, None, models, [], [])
+
+
+# ---------------------------------------------------------------- the library: bad checkpoints, bad inputs
+
+
+@pytest.fixture(scope="module")
+def llama_dir() -> Path:
+    from generator.checkpoints import checkpoint_dir
+
+    return checkpoint_dir("llama")
+
+
+@pytest.fixture(scope="module")
+def llama(llama_dir):
+    import nncanon
+
+    return nncanon.load(llama_dir)
+
+
+def _damaged(tmp_path: Path, llama_dir: Path, edit) -> Path:
+    import shutil
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(llama_dir, copy)
+    edit(copy)
+    return copy
+
+
+def _no_hidden_size(d: Path) -> None:
+    import json
+
+    config = json.loads((d / "config.json").read_text())
+    del config["hidden_size"]
+    (d / "config.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    "edit, names",
+    [
+        (_no_hidden_size, ["config.json", "hidden_size missing"]),
+        (lambda d: (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:5000]),
+         ["model.safetensors", "truncated or damaged"]),
+        (lambda d: (d / "model.safetensors").write_bytes(bytes((d / "model.safetensors").stat().st_size)),
+         ["model.safetensors", "truncated or damaged"]),
+        (lambda d: [(d / f).unlink() for f in ("tokenizer.json", "tokenizer_config.json")],
+         ["no tokenizer files", "tokenizer.json"]),
+    ],
+    ids=["no-hidden-size", "truncated-weights", "zeroed-weights", "no-tokenizer"],
+)
+def test_a_damaged_checkpoint_names_the_file(tmp_path, llama_dir, edit, names):
+    import nncanon
+    from nncanon.families import CheckpointError
+
+    with pytest.raises(CheckpointError) as caught:
+        nncanon.load(_damaged(tmp_path, llama_dir, edit))
+    assert all(n in str(caught.value) for n in names) and "\n" not in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        (123, "trace(input): got int 123"),
+        ([], "trace(input): an empty list"),
+        ("torch.zeros(1, 0, dtype=torch.long)", "trace(input): no tokens"),
+        ([[999]], "token id 999 is outside the vocabulary (vocab_size 384)"),
+        ([[-1, 2]], "token id -1 is negative"),
+        ("torch.ones(1, 3)", "token ids of dtype torch.float32"),
+    ],
+)
+def test_a_bad_trace_input_names_the_argument(llama, value, says):
+    import torch  # noqa: F401 - the tensor cases are written as text, so their ids read well
+
+    from nncanon.inputs import InputError
+
+    value = eval(value) if isinstance(value, str) else value
+    with pytest.raises(InputError, match=re.escape(says)):
+        with llama.trace(value):
+            llama.logits.save()
+
+
+def test_the_cache_names_a_name_that_is_not_a_string(llama):
+    from nncanon.inputs import InputError
+
+    with pytest.raises(InputError, match=r"model.cache\(names\): 123 \(int\) is not a name"):
+        llama.cache([123], "hello")
+
+
+def test_a_value_read_outside_a_trace_is_named_in_standard_names(llama):
+    from nncanon.errors import OutsideTrace
+
+    with pytest.raises(OutsideTrace, match=r"^model\.logits is read inside a `with model\.trace"):
+        llama.logits.save()
+    with pytest.raises(OutsideTrace, match=r"^model\.layers\[0\]\.self_attn\.attention_output is read inside"):
+        llama.layers[0].self_attn.attention_output.save()
+
+
+def test_good_inputs_still_run(llama):
+    import torch
+
+    for value in ("hello", ["hello", "world"], [[1, 2, 3]], torch.tensor([[1, 2, 3]]), llama.tokenizer("hi",
+                                                                                                       return_tensors="pt")):
+        with llama.trace(value):
+            logits = llama.logits.save()
+        assert logits.shape[-1] == 384
