@@ -126,13 +126,27 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from generator.build import SITE
+    import errno
+
+    from generator import build
     from generator.serve import site_server
 
+    SITE = build.SITE
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port {args.port}: a port is 0 to 65535 (0: any free one)", file=sys.stderr)
+        return 1
     if not SITE.exists():
         print("error: no site/ yet; run `python -m generator build` first", file=sys.stderr)
         return 1
-    with site_server(SITE, args.port, quiet=False) as server:
+    try:
+        server = site_server(SITE, args.port, quiet=False)
+    except OSError as e:
+        if e.errno not in (errno.EADDRINUSE, errno.EACCES):
+            raise
+        why = "is in use" if e.errno == errno.EADDRINUSE else "needs privileges"
+        print(f"error: port {args.port} on 127.0.0.1 {why}; pass another with --port", file=sys.stderr)
+        return 1
+    with server:
         print(f"serving {SITE} at {server.url}/ (Ctrl-C stops)")
         try:
             server.serve_forever()

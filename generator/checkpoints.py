@@ -97,7 +97,12 @@ class PinMismatch(RuntimeError):
 def cache_root() -> Path:
     """``$NNCANON_CACHE`` or ``<repo>/build/checkpoints``."""
     env = os.environ.get("NNCANON_CACHE")
-    return Path(env) if env else REPO_ROOT / "build" / "checkpoints"
+    root = Path(env) if env else REPO_ROOT / "build" / "checkpoints"
+    if root.exists() and not root.is_dir():  # else mkdir's bare "[Errno 17] File exists"
+        from generator.ownership import NotOurDirectory
+
+        raise NotOurDirectory(f"NNCANON_CACHE={root}: it is a file, not a directory; set it to a directory")
+    return root
 
 
 def recipe_key(family: str | Path | Family) -> str:

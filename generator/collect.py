@@ -334,8 +334,13 @@ def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
     directory = facts_dir()
     path, key_path = directory / f"{name}.json", directory / f"{name}.key"
     if not force and path.exists() and key_path.exists() and key_path.read_text().strip() == key:
-        progress(f"{name}: facts cached ({key})")
-        return json.loads(path.read_text()), False
+        try:
+            facts = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):  # cut short or damaged: the cache only saves time, so collect
+            progress(f"{name}: {path} is not valid JSON; collecting again")
+        else:
+            progress(f"{name}: facts cached ({key})")
+            return facts, False
     facts = collect(family, progress=progress)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{name}.json.{os.getpid()}.tmp")  # its own: another process may write the same facts

@@ -191,6 +191,12 @@ def _plain(file: Path, value: Any, dotted: str) -> None:
     elif isinstance(value, list):
         for i, item in enumerate(value):
             _plain(file, item, f"{dotted}[{i}]")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:  # "\ud800" in a quoted string: no file (facts, pages) can store it
+            raise FamilyYamlError(file, dotted, f"holds a lone surrogate {value[e.start]!r} at character {e.start}, "
+                                                f"which UTF-8 cannot store; write the character itself") from None
     elif not isinstance(value, (str, int, float, bool)) and value is not None:
         raise FamilyYamlError(
             file, dotted, f"{_short(value)} is a YAML {type(value).__name__}, not plain data; quote it"

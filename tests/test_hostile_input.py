@@ -507,3 +507,65 @@ def test_good_inputs_still_run(llama):
         with llama.trace(value):
             logits = llama.logits.save()
         assert logits.shape[-1] == 384
+
+
+# ---------------------------------------------------------------- the rest of the build's inputs
+
+
+def test_a_lone_surrogate_in_a_yaml_string_is_named(tmp_path):
+    from generator.family import FamilyYamlError, load_family
+
+    path = _mutated(tmp_path, _set("tagline", value="a \ud800 b"))  # written as the escape "\uD800"
+    with pytest.raises(FamilyYamlError) as caught:
+        load_family(path)
+    assert "field 'tagline'" in str(caught.value) and "surrogate" in str(caught.value), str(caught.value)
+
+
+def test_a_truncated_facts_file_in_the_cache_is_collected_again(tmp_path, monkeypatch):
+    import generator.collect as collect
+
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    facts = tmp_path / "build" / "facts"
+    facts.mkdir(parents=True)
+    (facts / "llama.json").write_text('{"schema": 1, "fam')
+    (facts / "llama.key").write_text(collect.cache_key("llama") + "\n")
+    monkeypatch.setattr(collect, "collect", lambda family, progress: {"family": "llama", "again": True})
+    said = []
+    assert collect.cached_facts("llama", progress=said.append) == ({"family": "llama", "again": True}, True)
+    assert any("llama.json" in line and "collecting again" in line for line in said), said
+
+
+def test_a_cache_directory_that_is_a_file_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NNCANON_CACHE", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("x\n")
+    err = _error(capsys, ["checkpoint", "llama"])
+    assert f"NNCANON_CACHE={tmp_path / 'a-file'}" in err and "not a directory" in err and "Errno" not in err
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_serve_refuses_a_port_out_of_range(capsys, port):
+    err = _error(capsys, ["serve", "--port", port])
+    assert f"--port {port}" in err and "0 to 65535" in err
+
+
+def test_serve_names_a_busy_port(capsys, monkeypatch, tmp_path):
+    import socket
+
+    import generator.build as build
+
+    monkeypatch.setattr(build, "SITE", tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        err = _error(capsys, ["serve", "--port", str(port)])
+    assert f"port {port}" in err and "--port" in err
+
+
+def test_a_symlink_loop_among_the_families_is_one_line(tmp_path, monkeypatch, capsys):
+    directory = _family_dir(tmp_path)
+    (directory / "loop.yaml").symlink_to(directory / "loop.yaml")
+    monkeypatch.setenv("NNCANON_FAMILIES", str(directory))
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    err = _error(capsys, ["verify"])
+    assert "loop.yaml" in err and "symbolic links" in err
