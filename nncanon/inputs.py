@@ -21,6 +21,28 @@ class InputError(ValueError):
     """An input a trace or a cache call cannot run; the message names the argument and what it takes."""
 
 
+def _positions(model: Any) -> int | None:
+    """How many positions a learned absolute position embedding holds (gpt2's wpe), else None: rotary has no limit."""
+    cached = model.__dict__.get("_nncanon_positions", False)
+    if cached is not False:
+        return cached
+    found = None
+    for name, module in model._module.named_modules():
+        if isinstance(module, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in ("wpe", "embed_positions") \
+                and "vision" not in name and "visual" not in name:
+            found = module.num_embeddings
+            break
+    model.__dict__["_nncanon_positions"] = found
+    return found
+
+
+def _check_length(model: Any, length: int, where: str) -> None:
+    limit = _positions(model)
+    if limit is not None and length > limit:
+        raise InputError(f"{where}: {length} tokens, over the {limit} positions the model's position embedding "
+                         f"holds; shorten the prompt to {limit} tokens")
+
+
 def _vocab(model: Any) -> int | None:
     try:
         return int(model._module.get_input_embeddings().num_embeddings)
@@ -35,6 +57,7 @@ def _check_ids(ids: torch.Tensor, where: str, model: Any) -> None:
         raise InputError(f"{where}: token ids of dtype {ids.dtype}; pass integer ids (torch.long)")
     if ids.device.type == "meta":
         return
+    _check_length(model, ids.shape[-1], where)
     vocab, low, high = _vocab(model), int(ids.min()), int(ids.max())
     if low < 0:
         raise InputError(f"{where}: token id {low} is negative; ids run from 0 to the vocabulary's size - 1")
@@ -58,6 +81,8 @@ def _as_ids(value: list) -> torch.Tensor | None:
 def check_input(model: Any, value: Any, where: str = "trace(input)") -> None:
     """Raise :class:`InputError` if ``value`` (one positional input of a trace or invoke) cannot run."""
     if isinstance(value, str):
+        if _positions(model) is not None and getattr(model, "tokenizer", None) is not None:
+            _check_length(model, len(model.tokenizer(value)["input_ids"]), where)
         return
     if isinstance(value, torch.Tensor):
         _check_ids(value, where, model)
@@ -70,6 +95,8 @@ def check_input(model: Any, value: Any, where: str = "trace(input)") -> None:
         if not value:
             raise InputError(f"{where}: an empty list; pass {_ACCEPTS}")
         if all(isinstance(p, str) for p in value):
+            for n, prompt in enumerate(value):
+                check_input(model, prompt, f"{where}[{n}]")
             return
         ids = _as_ids(value)
         if ids is not None:

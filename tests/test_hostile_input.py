@@ -569,3 +569,30 @@ def test_a_symlink_loop_among_the_families_is_one_line(tmp_path, monkeypatch, ca
     monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
     err = _error(capsys, ["verify"])
     assert "loop.yaml" in err and "symbolic links" in err
+
+
+@pytest.mark.parametrize("value, says", [("[1, 2]", "= list: assign a tensor of the value's shape"),
+                                         ("3", "= int: assign a tensor"),
+                                         ("torch.zeros(1, 4, 40, dtype=torch.float64)",
+                                          "is torch.float32; the assigned tensor is torch.float64")])
+def test_an_edit_that_is_not_a_tensor_of_the_values_dtype_is_named(llama, value, says):
+    import torch  # noqa: F401 - used by the eval'd cases
+
+    from nncanon.errors import EditTypeError
+
+    with pytest.raises(EditTypeError, match=r"^model\.layers\[0\]\.layer_output .*" + re.escape(says)):
+        with llama.trace("hello"):
+            llama.layers[0].layer_output = eval(value)
+            llama.logits.save()
+
+
+def test_a_prompt_over_the_position_embedding_is_named():
+    import nncanon
+    from generator.checkpoints import checkpoint_dir
+    from nncanon.inputs import InputError
+
+    gpt2 = nncanon.load(checkpoint_dir("gpt2"))
+    for value in ([[1] * 513], "hello " * 600, ["hi", "hello " * 600]):
+        with pytest.raises(InputError, match=r"tokens, over the 512 positions"):
+            with gpt2.trace(value):
+                gpt2.logits.save()
