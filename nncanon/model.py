@@ -148,6 +148,12 @@ class StandardModel(Host, TransformersModel):
             ship_by_value()
         return super(StandardModel, self).trace(*inputs, remote=remote, **kwargs)
 
+    def _remote_backend(self, *args: Any, **kwargs: Any) -> Any:
+        # NDIF unreachable: one line naming the host, not websocket's DNS error
+        from .remote import name_network_errors
+
+        return name_network_errors(super(StandardModel, self)._remote_backend(*args, **kwargs))
+
     def session(self, *args: Any, remote: bool | str = False, **kwargs: Any) -> Any:
         if remote:
             ship_by_value()

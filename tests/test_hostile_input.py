@@ -596,3 +596,19 @@ def test_a_prompt_over_the_position_embedding_is_named():
         with pytest.raises(InputError, match=r"tokens, over the 512 positions"):
             with gpt2.trace(value):
                 gpt2.logits.save()
+
+
+def test_remote_with_ndif_unreachable_names_the_host(llama_dir, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    import nncanon
+    from nncanon.hubcache import lay_out
+    from nncanon.remote import RemoteUnreachable
+
+    lay_out(llama_dir, "nncanon-tiny/llama", tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    model = nncanon.load("nncanon-tiny/llama")
+    with pytest.raises(RemoteUnreachable, match=r"^remote=True: NDIF at http://127\.0\.0\.1:9 cannot be reached"):
+        with model.trace("hello", remote="http://127.0.0.1:9"):  # the discard port: nothing listens
+            model.logits.save()
