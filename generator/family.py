@@ -426,6 +426,7 @@ def load_family(path: str | Path) -> Family:
     sections.check_tiny_config(path, tiny)
     checkpoints = _validate_checkpoints(path, data["checkpoints"])
     sections.check_full_configs(path, checkpoints)
+    sections.check_model_types(path, module, checkpoints)
     sections.check_page(path, data.get("page"))
     sections.check_claims(path, data.get("claims"))
     for key in sections.NOTES_DIRECTORIES:

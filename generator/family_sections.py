@@ -179,6 +179,41 @@ def check_recipe_runs(file: Path, tiny: Mapping) -> None:
                                                                    f"{heads}; pick a divisor of it")
 
 
+def served_model_types(module: str) -> set[str] | None:
+    """The module's ``MODEL_TYPES``, read from its source (no torch import: render-side commands load YAMLs too)."""
+    import ast
+
+    path = FAMILY_MODULES / f"{module.rsplit('.', 1)[-1]}.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODEL_TYPES" for t in node.targets):
+            try:
+                return set(ast.literal_eval(node.value))
+            except ValueError:
+                return None
+    return None
+
+
+def check_model_types(file: Path, module: str, checkpoints: tuple[dict[str, Any], ...]) -> None:
+    """A full-size config of another family (a bert config under llama) is named here, not by the first note
+    that reads it."""
+    served = served_model_types(module)
+    if not served:
+        return
+    for i, item in enumerate(checkpoints):
+        config = item.get("config")
+        if not isinstance(config, Mapping):
+            continue
+        text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else {}
+        types = {config.get("model_type"), text.get("model_type")} - {None}
+        if types and not types & served:
+            raise FamilyYamlError(file, f"checkpoints[{i}].config.model_type", f"{sorted(types)[0]!r} is not a model "
+                                  f"type {module} serves ({', '.join(sorted(served))}); is it this family's config.json?")
+
+
 def check_full_configs(file: Path, checkpoints: tuple[dict[str, Any], ...]) -> None:
     for i, item in enumerate(checkpoints):
         if "config" in item:

@@ -612,3 +612,12 @@ def test_remote_with_ndif_unreachable_names_the_host(llama_dir, tmp_path, monkey
     with pytest.raises(RemoteUnreachable, match=r"^remote=True: NDIF at http://127\.0\.0\.1:9 cannot be reached"):
         with model.trace("hello", remote="http://127.0.0.1:9"):  # the discard port: nothing listens
             model.logits.save()
+
+
+def test_a_full_size_config_of_another_family_is_named_not_a_note(tmp_path):
+    from generator.family import FamilyYamlError, load_family
+
+    path = _mutated(tmp_path, lambda d: d["checkpoints"][0]["config"].update(model_type="bert"))
+    with pytest.raises(FamilyYamlError, match=r"field 'checkpoints\[0\]\.config\.model_type': 'bert' is not a model "
+                                              r"type nncanon\.families\.llama serves \(llama\)"):
+        load_family(path)
