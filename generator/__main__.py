@@ -76,7 +76,7 @@ def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _build_arguments(parser: argparse.ArgumentParser) -> None:
     _verify_arguments(parser)
-    parser.add_argument("--site", type=Path, help="build the site into this directory (default: site/)")
+    parser.add_argument("--site", help="build the site into this directory (default: site/)")
 
 
 _progress = functools.partial(print, flush=True)
@@ -85,7 +85,10 @@ _progress = functools.partial(print, flush=True)
 def run_build(args: argparse.Namespace) -> int:
     from generator.build import SITE, build
 
-    build(site=args.site or SITE, progress=_progress, force=args.force, timeout=args.lock_timeout)
+    if args.site is not None and not args.site.strip():  # Path("") is ".": say what was typed
+        print(f"error: --site {args.site!r}: an empty path; name a new directory", file=sys.stderr)
+        return 1
+    build(site=Path(args.site) if args.site else SITE, progress=_progress, force=args.force, timeout=args.lock_timeout)
     return 0
 
 
