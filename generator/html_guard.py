@@ -37,11 +37,10 @@ class UnsafeHtmlError(UnsafeUrlError):
 @functools.cache
 def _own_scripts() -> tuple[frozenset[str], tuple[re.Pattern, ...]]:
     """(script srcs relative to the site root, patterns of the inline bodies our and the theme's templates write)."""
-    import yaml
     from material import templates
 
-    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nmarkdown_extensions:")[0])
-    srcs = frozenset(config.get("extra_javascript") or [])
+    # mkdocs.yml's extra_javascript: the scripts in site_templates/assets, which render_site copies to assets/
+    srcs = frozenset(f"assets/{p.name}" for p in (ROOT / "site_templates" / "assets").glob("*.js"))
     bodies = []
     sources = [*Path(templates.__file__).parent.rglob("*.html"), *(ROOT / "site_templates" / "overrides").rglob("*.html")]
     for path in sources:

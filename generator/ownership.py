@@ -5,8 +5,8 @@
 delete a user's files. Each directory the build writes carries a marker file (:data:`SITE_MARKER`,
 :data:`BUILD_MARKER`); a directory is only used if it is absent, empty or carries the marker. Two
 cases made before the markers existed are taken as ours: the default ``site/`` under the repository
-when it holds a built site (``sitemap.xml`` and ``search/``), and a build directory holding nothing
-but what the build writes there (``facts``, ``docs``, ...). Neither may ever be the repository, one of
+when it holds a built site (``sitemap.xml`` and ``search/``), and a build directory that is the
+repository's own ``build/`` or holds nothing but what the build writes there (``facts``, ``docs``, ...). Neither may ever be the repository, one of
 its source directories, an ancestor of either, or the directory the command runs in.
 """
 
@@ -20,7 +20,7 @@ from generator.family import REPO_ROOT
 SITE_MARKER = ".nncanon-site"
 BUILD_MARKER = ".nncanon-build"
 _SOURCES = ("docs_src", "families", "generator", "nncanon", "site_templates", "tests", "bench", ".git")
-_BUILD_ENTRIES = frozenset({"facts", "docs", "docs_run", "transformer_lens", ".lock", BUILD_MARKER})
+_BUILD_ENTRIES = frozenset({"facts", "docs", "docs_run", "transformer_lens", "checkpoints", ".lock", BUILD_MARKER})
 
 
 class NotOurDirectory(ValueError):
@@ -95,7 +95,7 @@ def check_build_dir(build: Path) -> None:
     _forbidden(build, "the build directory (NNCANON_BUILD)")
     if build.exists() and not build.is_dir():
         raise NotOurDirectory(f"NNCANON_BUILD={build}: it is a file, not a directory; set a new directory")
-    if build.is_dir():
+    if build.is_dir() and _real(build) != _real(REPO_ROOT / "build"):  # the repository's own (gitignored) build/
         foreign = sorted(e for e in os.listdir(build)
                          if e not in _BUILD_ENTRIES and not e.startswith((".tmp-", ".old-")))
         if foreign and BUILD_MARKER not in os.listdir(build):

@@ -621,3 +621,12 @@ def test_a_full_size_config_of_another_family_is_named_not_a_note(tmp_path):
     with pytest.raises(FamilyYamlError, match=r"field 'checkpoints\[0\]\.config\.model_type': 'bert' is not a model "
                                               r"type nncanon\.families\.llama serves \(llama\)"):
         load_family(path)
+
+
+def test_the_repositorys_own_build_directory_is_ours_whatever_it_holds(monkeypatch):
+    from generator import ownership
+
+    seen = []
+    monkeypatch.setattr(ownership.Path, "mkdir", lambda self, **kw: seen.append(self))
+    monkeypatch.setattr(ownership.Path, "write_text", lambda self, text: seen.append(self))
+    ownership.check_build_dir(REPO / "build")  # holds checkpoints/ and whatever older builds left
