@@ -452,7 +452,7 @@ def get_family(family: str | Path | Family) -> Family:
     """A Family from a Family, a family name, or a YAML path."""
     if isinstance(family, Family):
         return family
-    if isinstance(family, Path):
+    if isinstance(family, Path) or str(family).endswith(".yaml"):  # a file named on purpose; a name stays in families/
         return load_family(family)
     return load_family(family_path(str(family)))
 
