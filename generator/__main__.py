@@ -76,7 +76,7 @@ def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _build_arguments(parser: argparse.ArgumentParser) -> None:
     _verify_arguments(parser)
-    parser.add_argument("--site", type=Path, help="build the site into this directory (default: site/)")
+    parser.add_argument("--site", help="build the site into this directory (default: site/)")
 
 
 _progress = functools.partial(print, flush=True)
@@ -85,7 +85,10 @@ _progress = functools.partial(print, flush=True)
 def run_build(args: argparse.Namespace) -> int:
     from generator.build import SITE, build
 
-    build(site=args.site or SITE, progress=_progress, force=args.force, timeout=args.lock_timeout)
+    if args.site is not None and not args.site.strip():  # Path("") is ".": say what was typed
+        print(f"error: --site {args.site!r}: an empty path; name a new directory", file=sys.stderr)
+        return 1
+    build(site=Path(args.site) if args.site else SITE, progress=_progress, force=args.force, timeout=args.lock_timeout)
     return 0
 
 
@@ -126,13 +129,27 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from generator.build import SITE
+    import errno
+
+    from generator import build
     from generator.serve import site_server
 
+    SITE = build.SITE
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port {args.port}: a port is 0 to 65535 (0: any free one)", file=sys.stderr)
+        return 1
     if not SITE.exists():
         print("error: no site/ yet; run `python -m generator build` first", file=sys.stderr)
         return 1
-    with site_server(SITE, args.port, quiet=False) as server:
+    try:
+        server = site_server(SITE, args.port, quiet=False)
+    except OSError as e:
+        if e.errno not in (errno.EADDRINUSE, errno.EACCES):
+            raise
+        why = "is in use" if e.errno == errno.EADDRINUSE else "needs privileges"
+        print(f"error: port {args.port} on 127.0.0.1 {why}; pass another with --port", file=sys.stderr)
+        return 1
+    with server:
         print(f"serving {SITE} at {server.url}/ (Ctrl-C stops)")
         try:
             server.serve_forever()
@@ -194,7 +211,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     A family YAML that does not validate (FamilyYamlError, also for a tiny.config that transformers
     rejects), a checkpoint that does not match its pin, a claim, a note or a tag that does not hold,
     facts the renderer cannot read, a failed strict mkdocs build or an unsafe URL on a page,
-    another build holding the lock, and the file system's errors (permission denied, disk full).
+    another build holding the lock, a --site or build directory the build did not make, and the file system's errors (permission denied, disk full).
     """
     from generator.build import BuildBusy
     from generator.checkpoints import PinMismatch
@@ -202,6 +219,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from generator.docs_run import DocsError
     from generator.examples import NoteError
     from generator.family import FamilyYamlError
+    from generator.ownership import NotOurDirectory
     from generator.render import FactsError, MkdocsBuildError
     from generator.safe_urls import UnsafeUrlError
 
@@ -215,6 +233,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
         MkdocsBuildError,
         UnsafeUrlError,
         BuildBusy,
+        NotOurDirectory,
         OSError,
     )
 

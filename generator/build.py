@@ -11,6 +11,8 @@ in with two renames at the end. The build survives faults:
 - a kill anywhere else leaves leftovers (``.tmp-*`` and ``.old-*`` trees, half-written facts of a dead process,
   ``.site.new``, a half-deleted build/docs): the next build removes them; it holds the lock, so
   none of them belongs to a live build;
+- a ``--site`` or build directory the build did not make is refused, naming it, before anything is
+  written or deleted (:mod:`generator.ownership`): only what carries the build's marker is replaced;
 - facts in the cache of a family whose YAML was removed are not published: only the registered
   families (``families/*.yaml``) are rendered.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 from generator.collect import build_dir, cached_facts, facts_dir
 from generator.docs_run import run_pages
 from generator.family import REPO_ROOT, all_families
+from generator.ownership import NotOurDirectory, check_build_dir, check_leftover, check_site_dir, claim_site
 
 SITE = REPO_ROOT / "site"
 LOCK = ".lock"
@@ -52,7 +55,8 @@ def build_lock(progress: Callable[[str], None] = print, timeout: float | None = 
     The lock is the open file's ``flock``: the kernel drops it when its holder exits, killed or not.
     """
     directory = build_dir()
-    directory.mkdir(parents=True, exist_ok=True)
+    if (directory / LOCK).resolve() not in _held:
+        check_build_dir(directory)  # before anything is written or removed in it
     path = (directory / LOCK).resolve()
     if path in _held:
         yield
@@ -121,6 +125,7 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
     from generator.render import mkdocs_build, render_site
 
     site = Path(site)
+    check_site_dir(site, build_dir())
     with build_lock(progress, timeout):
         recover(site, progress)
         names = [family.family for family in all_families()]
@@ -133,6 +138,8 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         progress("render: pages from facts")
         render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens)
         progress("mkdocs: build --strict")
+        staged.mkdir(parents=True, exist_ok=True)
+        claim_site(staged)  # mkdocs keeps dot files, so a killed build's leftover is known as ours
         mkdocs_build(docs, staged)
         _swap(staged, site, progress)
         progress(f"site: {site}")
@@ -147,7 +154,7 @@ def recover(site: Path, progress: Callable[[str], None] = print) -> None:
     """Undo what a killed build left (call it holding the lock): the old site back if the swap was
     cut between its renames, and every leftover of a build removed."""
     _restore_site(site, progress)
-    shutil.rmtree(_beside(site, "new"), ignore_errors=True)
+    _remove_ours(_beside(site, "new"))
     directory = build_dir()
     if directory.is_dir():
         for stale in [*directory.glob(".tmp-*"), *directory.glob(".old-*")]:
@@ -191,17 +198,27 @@ def _restore_site(site: Path, progress: Callable[[str], None]) -> None:
     if old.exists() and not site.exists():
         progress(f"site: a build was cut off mid-swap; restoring {site} from {old.name}")
         old.rename(site)
-    shutil.rmtree(old, ignore_errors=True)
+    _remove_ours(old)
+
+
+def _remove_ours(path: Path) -> None:
+    """Delete a ``.<site>.new``/``.old`` beside the site only if a build made it: never a user's directory."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if not check_leftover(path):
+        raise NotOurDirectory(f"{path}: a build would delete it but did not make it (no .nncanon-site); move it away")
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _swap(staged: Path, site: Path, progress: Callable[[str], None] = print) -> None:
     _restore_site(site, progress)
     old = _beside(site, "old")
     if site.exists():
+        claim_site(site)  # checked as ours before the build (check_site_dir); a legacy site/ gets the marker here
         site.rename(old)
     pause = os.environ.get(PAUSE_SWAP)
     if pause:
         print(f"site: pausing {pause} s between the swap's renames (${PAUSE_SWAP})", flush=True)
         time.sleep(float(pause))
     staged.rename(site)
-    shutil.rmtree(old, ignore_errors=True)
+    _remove_ours(old)

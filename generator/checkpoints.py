@@ -97,7 +97,12 @@ class PinMismatch(RuntimeError):
 def cache_root() -> Path:
     """``$NNCANON_CACHE`` or ``<repo>/build/checkpoints``."""
     env = os.environ.get("NNCANON_CACHE")
-    return Path(env) if env else REPO_ROOT / "build" / "checkpoints"
+    root = Path(env) if env else REPO_ROOT / "build" / "checkpoints"
+    if root.exists() and not root.is_dir():  # else mkdir's bare "[Errno 17] File exists"
+        from generator.ownership import NotOurDirectory
+
+        raise NotOurDirectory(f"NNCANON_CACHE={root}: it is a file, not a directory; set it to a directory")
+    return root
 
 
 def recipe_key(family: str | Path | Family) -> str:
@@ -147,6 +152,7 @@ def build_model(family: str | Path | Family):
     fam = get_family(family)
     tiny = fam.tiny
     model_cls = transformers_class(fam, tiny["class"], "tiny.class")
+    _check_class_is_the_familys(fam, model_cls)
     torch.manual_seed(tiny["seed"])  # the init only decides which vectors are constant, and at what
     try:
         config = model_cls.config_class(**json.loads(json.dumps(tiny["config"])))
@@ -172,6 +178,19 @@ def build_model(family: str | Path | Family):
             f"{fam.family}: the tiny model's weights are not all random and finite: {'; '.join(bad)}"
         )
     return model
+
+
+def _check_class_is_the_familys(fam: Family, model_cls: type) -> None:
+    """A tiny.class of another family (GPT2LMHeadModel under llama) builds and pins, and then pages the wrong model."""
+    import importlib
+
+    served = getattr(importlib.import_module(fam.module), "MODEL_TYPES", None)
+    config_class = getattr(model_cls, "config_class", None)
+    model_type = getattr(config_class, "model_type", None)
+    text = (getattr(config_class, "sub_configs", None) or {}).get("text_config")  # a multimodal class: its text's
+    if served and model_type and model_type not in served and getattr(text, "model_type", None) not in served:
+        raise FamilyYamlError(fam.path, "tiny.class", f"{model_cls.__name__} is a {model_type!r} model, but {fam.module} "
+                                                      f"serves {', '.join(sorted(served))}; name one of its classes")
 
 
 @contextlib.contextmanager

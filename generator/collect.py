@@ -73,6 +73,11 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
         identity = next((i for i in identities if i["kind"] == kind), None)
         block = block_of_kind(tiny, family_module, kind)
         index = int(block.rsplit(".", 1)[-1])
+        try:  # the mixer is printed on the page and the index's facets: it must be a module of the block
+            tiny.get(f"{block}.{spec['mixer']}")
+        except AttributeError:
+            raise ClaimError(family.family, f"page.block_kinds.{kind}.mixer", f"{spec['mixer']!r} is not a module of "
+                                                                                f"{block}; name its mixer, e.g. self_attn") from None
         # the residual adds the diagram draws: the block relations that state one, on a block of this kind
         mine = on_block(relations, "model.layers[i]", index)
         adds = flow([r["adds"] for r in mine if r["host"] == "model.layers[i]" and r["adds"]])
@@ -329,8 +334,13 @@ def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
     directory = facts_dir()
     path, key_path = directory / f"{name}.json", directory / f"{name}.key"
     if not force and path.exists() and key_path.exists() and key_path.read_text().strip() == key:
-        progress(f"{name}: facts cached ({key})")
-        return json.loads(path.read_text()), False
+        try:
+            facts = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):  # cut short or damaged: the cache only saves time, so collect
+            progress(f"{name}: {path} is not valid JSON; collecting again")
+        else:
+            progress(f"{name}: facts cached ({key})")
+            return facts, False
     facts = collect(family, progress=progress)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{name}.json.{os.getpid()}.tmp")  # its own: another process may write the same facts

@@ -13,10 +13,28 @@ import re
 
 from markupsafe import Markup, escape
 
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
-_BAD_LINK = re.compile(r"\]\(\s*(?:javascript|vbscript|data):", re.I)
+# What is kept verbatim as code must be code to Python-Markdown too, or raw HTML in it goes live: so a
+# fence opens only at most 3 spaces in (4 make an indented code block, whose next lines are prose); a
+# code span is opened by a backtick run no backslash escapes, closed by a run of the same length, and
+# cannot cross a blank line or a line starting with "<" (Markdown ends the paragraph there, or starts an
+# HTML block). Text wrongly taken for prose is only shown escaped, text wrongly taken for code would be
+# live, so each rule errs to prose; any block boundary Markdown draws that these rules miss is caught on
+# the built page by generator/html_guard.py.
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+_CLOSE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+_SEGMENT = re.compile(r"(\n[ \t]*\n|\n(?= {0,3}<))")  # where a code span cannot reach across
+_BAD_LINK = re.compile(r"\]\(\s*((?:javascript|vbscript|data|livescript):(?:[^()\s]|\([^()\s]*\))*)", re.I)
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|])")
+
+
+class UnsafeLinkError(ValueError):
+    """A markdown link to a script URL in facts text: the renderer names the family and the note."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"a link to {url!r}: only http(s), mailto, relative and #fragment links may be on a page")
+        self.url = url
 
 
 def _escape_html_text(text: str) -> str:
@@ -28,7 +46,9 @@ def _escape_prose(text: str) -> str:
     """Markdown prose outside code: no raw HTML, no attribute lists, no script links."""
     text = _escape_html_text(text)
     text = text.replace("{", "\\{").replace("}", "\\}")
-    return _BAD_LINK.sub("](#", text)
+    if m := _BAD_LINK.search(text):
+        raise UnsafeLinkError(m.group(1))
+    return text
 
 
 def escape_markdown(md: str) -> str:
@@ -43,13 +63,14 @@ def escape_markdown(md: str) -> str:
 
     def flush() -> None:
         if prose:
-            text = "\n".join(prose)
-            parts, last = [], 0
-            for m in _CODE_SPAN.finditer(text):
-                parts.append(_escape_prose(text[last : m.start()]))
-                parts.append(m.group(0))
-                last = m.end()
-            parts.append(_escape_prose(text[last:]))
+            parts = []
+            for text in _SEGMENT.split("\n".join(prose)):
+                last = 0
+                for m in _CODE_SPAN.finditer(text):
+                    parts.append(_escape_prose(text[last : m.start()]))
+                    parts.append(m.group(0))
+                    last = m.end()
+                parts.append(_escape_prose(text[last:]))
             out.append("".join(parts))
             prose.clear()
 
@@ -62,6 +83,7 @@ def escape_markdown(md: str) -> str:
             out.append(f"{m.group(1)}{fence}{lang}")
         elif fence is not None:
             out.append(line)
+            m = _CLOSE.match(line)
             if m and m.group(2).startswith(fence) and not m.group(3).strip():
                 fence = None
         else:

@@ -56,10 +56,11 @@ class FamilyYamlError(ValueError):
 
 
 def _display(path: str | Path) -> str:
-    """The path relative to the repository when it lies inside it, else as given."""
+    """The path relative to the repository when it lies inside it, else as given (a symlink's own name,
+    not its target's: the user knows the file by the name they gave)."""
     p = Path(path)
     try:
-        return str(p.resolve().relative_to(REPO_ROOT))
+        return str(Path(os.path.abspath(p)).relative_to(REPO_ROOT))
     except ValueError:
         return str(p)
 
@@ -190,6 +191,12 @@ def _plain(file: Path, value: Any, dotted: str) -> None:
     elif isinstance(value, list):
         for i, item in enumerate(value):
             _plain(file, item, f"{dotted}[{i}]")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:  # "\ud800" in a quoted string: no file (facts, pages) can store it
+            raise FamilyYamlError(file, dotted, f"holds a lone surrogate {value[e.start]!r} at character {e.start}, "
+                                                f"which UTF-8 cannot store; write the character itself") from None
     elif not isinstance(value, (str, int, float, bool)) and value is not None:
         raise FamilyYamlError(
             file, dotted, f"{_short(value)} is a YAML {type(value).__name__}, not plain data; quote it"
@@ -344,8 +351,27 @@ def families_dir() -> Path:
     return Path(os.environ.get("NNCANON_FAMILIES") or REPO_ROOT / "families")
 
 
+# A family's name is its page's path (families/<name>/) and its facts' (facts/<name>.json), beside the
+# site's own: so an identifier, and none of the names those directories already hold.
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+RESERVED_NAMES = frozenset({"index", "families", "facts", "assets", "search", "shared", "sitemap", "llms", "404"})
+
+
+def check_name(path: Path) -> None:
+    name = path.stem
+    if not _NAME.fullmatch(name) or name in RESERVED_NAMES:
+        why = ("is one of the site's own paths" if name in RESERVED_NAMES
+               else "is not lowercase letters, digits and underscores starting with a letter")
+        raise FamilyYamlError(path, None, f"the family name {name!r} (the file's name) {why}; rename the file and its "
+                              f"'family:' field to an identifier not in {', '.join(sorted(RESERVED_NAMES))}")
+
+
 def family_path(name: str) -> Path:
     path = families_dir() / f"{name}.yaml"
+    if not _NAME.fullmatch(name):  # "../../x" would read a YAML, and the code it names, from anywhere
+        known = ", ".join(sorted(p.stem for p in families_dir().glob("*.yaml"))) or "none"
+        raise FamilyYamlError(families_dir(), None, f"{name!r} is not a family name (the stem of a families/*.yaml "
+                                                    f"file: one of {known})")
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in families_dir().glob("*.yaml"))) or "none"
         raise FamilyYamlError(path, None, f"no such family file (known families: {known})")
@@ -358,6 +384,7 @@ def load_family(path: str | Path) -> Family:
     from generator.yaml_strict import StrictYamlError, load
 
     path = Path(path)
+    check_name(path)
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -399,6 +426,7 @@ def load_family(path: str | Path) -> Family:
     sections.check_tiny_config(path, tiny)
     checkpoints = _validate_checkpoints(path, data["checkpoints"])
     sections.check_full_configs(path, checkpoints)
+    sections.check_model_types(path, module, checkpoints)
     sections.check_page(path, data.get("page"))
     sections.check_claims(path, data.get("claims"))
     for key in sections.NOTES_DIRECTORIES:
@@ -424,11 +452,25 @@ def get_family(family: str | Path | Family) -> Family:
     """A Family from a Family, a family name, or a YAML path."""
     if isinstance(family, Family):
         return family
-    if isinstance(family, Path) or str(family).endswith((".yaml", ".yml")):
+    if isinstance(family, Path) or str(family).endswith(".yaml"):  # a file named on purpose; a name stays in families/
         return load_family(family)
     return load_family(family_path(str(family)))
 
 
 def all_families() -> list[Family]:
-    """Every ``families/*.yaml``, loaded and validated, sorted by name."""
-    return [load_family(p) for p in sorted(families_dir().glob("*.yaml"))]
+    """Every ``families/*.yaml``, loaded and validated, sorted by name; no ``*.yml`` beside them (it would
+    be ignored without a word), and no two serving one library module (two pages for one family)."""
+    directory = families_dir()
+    if not directory.is_dir():
+        raise FamilyYamlError(directory, None, "no such directory of family YAMLs; set NNCANON_FAMILIES to one, "
+                              "or unset it for the repository's families/")
+    for stray in sorted(directory.glob("*.yml")):
+        raise FamilyYamlError(stray, None, f"a family file must end in .yaml; rename it to {stray.stem}.yaml")
+    families = [load_family(p) for p in sorted(directory.glob("*.yaml"))]
+    by_module: dict[str, Family] = {}
+    for family in families:
+        if family.module in by_module:
+            raise FamilyYamlError(family.path, "module", f"{family.module} is also {by_module[family.module].path.name}'s "
+                                  f"module: one family, one YAML; remove one or point it at its own module")
+        by_module[family.module] = family
+    return families

@@ -137,6 +137,7 @@ def check_tiny_config(file: Path, tiny: Mapping) -> None:
     check_sizes(file, tiny["config"], "tiny.config", TINY_LIMITS, fix)
     if isinstance(tiny.get("processor"), Mapping):
         check_sizes(file, tiny["processor"], "tiny.processor", TINY_LIMITS, fix)
+    check_recipe_runs(file, tiny)
     estimate = tiny_parameters(tiny["config"])
     if estimate > TINY_MAX_PARAMETERS:
         raise FamilyYamlError(
@@ -145,6 +146,72 @@ def check_tiny_config(file: Path, tiny: Mapping) -> None:
             f"about {estimate:,} parameters, over the tiny limit {TINY_MAX_PARAMETERS:,}; "
             "make the widths, layers or experts smaller",
         )
+
+
+def _token_ids(config: Mapping, prefix: str) -> dict[str, int]:
+    out = {}
+    for key, value in config.items():
+        if isinstance(key, str) and key.endswith(("_token_id", "_token_index")):
+            for token_id in value if isinstance(value, list) else [value]:
+                if isinstance(token_id, int) and not isinstance(token_id, bool):
+                    out[f"{prefix}{key}"] = max(out.get(f"{prefix}{key}", -1), token_id)
+    return out
+
+
+def check_recipe_runs(file: Path, tiny: Mapping) -> None:
+    """What transformers accepts but a forward cannot run: a token id past the embedding, kv heads that do not
+    divide the heads (``pin`` would write a pin for a checkpoint that fails its first trace)."""
+    config = tiny["config"]
+    text, where = (config["text_config"], "tiny.config.text_config.") if isinstance(config.get("text_config"),
+                                                                                      Mapping) else (config, "tiny.config.")
+    vocab = text.get("vocab_size", config.get("vocab_size"))
+    if isinstance(vocab, int):
+        specials = (tiny.get("tokenizer") or {}).get("special_tokens") or {}
+        ids = {**_token_ids(config, "tiny.config."), **_token_ids(text, where),
+               **{f"tiny.tokenizer.special_tokens.{token}": i for token, i in specials.items() if isinstance(i, int)}}
+        for field, token_id in ids.items():
+            if token_id >= vocab:
+                raise FamilyYamlError(file, field, f"id {token_id} is past the embedding (vocab_size {vocab}); "
+                                                   f"raise vocab_size above it or give the token a smaller id")
+    heads, kv = text.get("num_attention_heads"), text.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv, int) and (kv <= 0 or heads % kv):
+        raise FamilyYamlError(file, f"{where}num_key_value_heads", f"{kv} does not divide num_attention_heads "
+                                                                   f"{heads}; pick a divisor of it")
+
+
+def served_model_types(module: str) -> set[str] | None:
+    """The module's ``MODEL_TYPES``, read from its source (no torch import: render-side commands load YAMLs too)."""
+    import ast
+
+    path = FAMILY_MODULES / f"{module.rsplit('.', 1)[-1]}.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODEL_TYPES" for t in node.targets):
+            try:
+                return set(ast.literal_eval(node.value))
+            except ValueError:
+                return None
+    return None
+
+
+def check_model_types(file: Path, module: str, checkpoints: tuple[dict[str, Any], ...]) -> None:
+    """A full-size config of another family (a bert config under llama) is named here, not by the first note
+    that reads it."""
+    served = served_model_types(module)
+    if not served:
+        return
+    for i, item in enumerate(checkpoints):
+        config = item.get("config")
+        if not isinstance(config, Mapping):
+            continue
+        text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else {}
+        types = {config.get("model_type"), text.get("model_type")} - {None}
+        if types and not types & served:
+            raise FamilyYamlError(file, f"checkpoints[{i}].config.model_type", f"{sorted(types)[0]!r} is not a model "
+                                  f"type {module} serves ({', '.join(sorted(served))}); is it this family's config.json?")
 
 
 def check_full_configs(file: Path, checkpoints: tuple[dict[str, Any], ...]) -> None:
@@ -231,8 +298,9 @@ def check_claims(file: Path, claims: Any) -> None:
                 _check_type(file, f"{where}.load", claim["load"], str)
             if "tolerance" in claim:
                 tolerance = _check_type(file, f"{where}.tolerance", claim["tolerance"], (int, float))
-                if not tolerance >= 0:
-                    raise FamilyYamlError(file, f"{where}.tolerance", f"must be 0 or more, got {tolerance}")
+                if not (0 <= tolerance < float("inf")):  # inf (and nan) would pass any error: no claim at all
+                    raise FamilyYamlError(file, f"{where}.tolerance", f"must be a finite number, 0 or more, got "
+                                                                     f"{tolerance}; state the error the claim allows")
     values = claims.get("values")
     if values is not None:
         _check_type(file, "claims.values", values, dict)

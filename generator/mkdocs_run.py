@@ -1,5 +1,5 @@
 """``mkdocs build --strict`` in-process: every warning fails it, the build date is fixed, and a page with
-an unsafe URL fails it (:mod:`generator.safe_urls`)."""
+a script, an event handler or an unsafe URL no template put there fails it (:mod:`generator.html_guard`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import os
 from pathlib import Path
 
-from generator.safe_urls import check_site
+from generator.html_guard import check_site
 
 MKDOCS_YML = Path(__file__).resolve().parents[1] / "mkdocs.yml"
 
@@ -53,8 +53,8 @@ def mkdocs_build(docs_dir: Path, site_dir: Path) -> None:
     Runs in-process; any warning (from loading the config or from the build) fails it with a
     MkdocsBuildError that lists mkdocs' warnings. The build date is ``$SOURCE_DATE_EPOCH`` or a
     fixed one (:func:`source_date_epoch`), and a page with a URL that is not http(s), mailto,
-    relative or a #fragment fails it with an UnsafeUrlError naming the page
-    (:func:`generator.safe_urls.check_site`).
+    relative or a #fragment, a script or an on*= handler fails it with an UnsafeHtmlError naming the page
+    (:func:`generator.html_guard.check_site`).
     """
     from mkdocs.commands.build import build
     from mkdocs.config import load_config

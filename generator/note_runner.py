@@ -3,17 +3,22 @@
 
 A note's code is arbitrary Python run at build time. Each note (its expressions and its code) runs
 under a time limit (generator/note_clock.py), so a loop that never ends fails the build naming the
-note; code that exits (``sys.exit``) fails it too. A KeyboardInterrupt (the user's Ctrl-C) stops
-the build as ever.
+note; code that exits (``sys.exit``, ``os._exit``, which would end the build with status 0 and no
+facts) fails it too. The user's Ctrl-C (a SIGINT) stops the build as ever; a KeyboardInterrupt the
+code raises itself fails it naming the note, as it is not the user's.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import io
 import linecache
+import os
 import re
+import signal
+import threading
 import tokenize
 import traceback
 from collections.abc import Callable
@@ -116,6 +121,39 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+class NoteExit(BaseException):
+    """What ``os._exit`` raises while a note runs: the build names the note instead of ending with status 0."""
+
+
+@contextlib.contextmanager
+def _note_guards(runner: NoteRunner):
+    """``os._exit`` raises :class:`NoteExit`; a SIGINT is marked as the user's (``runner._ctrl_c``)."""
+    real_exit = os._exit
+
+    def refuse_exit(code: int = 0) -> None:
+        raise NoteExit(f"os._exit({code!r})")
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+
+    def ctrl_c(signum: int, frame: Any) -> None:
+        runner._ctrl_c = True
+        if callable(previous):
+            previous(signum, frame)
+        if previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    os._exit = refuse_exit
+    if main:
+        signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
 # ---------------------------------------------------------------------------------------------
 # one note: expressions, code, markdown
 
@@ -134,6 +172,7 @@ class NoteRunner:
         self._line: int | None = None  #: the file line being rendered or run
         self._text: str | None = None  #: the line being rendered, as written
         self._clock: Clock | None = None
+        self._ctrl_c = False  #: a SIGINT arrived while a note ran: a KeyboardInterrupt is the user's
 
     def check(self, note: Note, names: dict[str, Any], extra: dict[str, Any] | None = None) -> list[str]:
         """Render the note (its expressions) and run its code, under the time limit; its markdown lines."""
@@ -144,8 +183,10 @@ class NoteRunner:
         self._line, self._text = note.line, None
         from nncanon import kernels  # noqa: F401 - imported before the clock starts: torch takes seconds
 
+        self._ctrl_c = False
         try:
-            with time_limit(seconds, f"{self.family.family}: note {note.title!r} ({_display(note.file)})") as clock:
+            with _note_guards(self), time_limit(seconds, f"{self.family.family}: note {note.title!r} "
+                                                         f"({_display(note.file)})") as clock:
                 self._clock = clock
                 lines, blocks = self.render(note, names)
                 self.run(note, blocks, extra)
@@ -304,8 +345,13 @@ class NoteRunner:
                     raise self.error(
                         note, line, f"the code raises {_describe(error)}", virtual[line - 1].strip()
                     ) from error
-                except KeyboardInterrupt:
-                    raise  # the user's: stop the build
+                except KeyboardInterrupt as error:
+                    if self._ctrl_c:
+                        raise  # the user's: stop the build
+                    line = _error_line(error, filename) or statement.lineno
+                    raise self.error(note, line, "the code raises KeyboardInterrupt, which would read as the user's "
+                                     "Ctrl-C and stop the build: a note must not raise it",
+                                     virtual[line - 1].strip()) from None
                 except NoteTimeout as error:
                     line = _error_line(error, filename) or statement.lineno
                     self._line = line
@@ -320,8 +366,9 @@ class NoteRunner:
 
 
 def _exits(error: BaseException) -> str:
+    what = f"calls {error}" if isinstance(error, NoteExit) else f"raises {_describe(error)}"
     return (
-        f"the code raises {_describe(error)}, which would end the build: "
+        f"the code {what}, which would end the build: "
         "a note must not exit (remove the exit, or assert what it checks)"
     )
 

@@ -70,6 +70,20 @@ _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _DEEP_HEADING = re.compile(r"^#{1,3}\s")
 
 
+_PAGE_IDS = re.compile(r"\{ #([a-z0-9-]+) \}")
+_ID_PREFIXES = ("block-", "host-", "v-", "nc-", "vision-notes-")  # ids the page template makes from names
+
+
+def slug_taken(slug: str) -> str | None:
+    """Why a note's id would repeat one of its family page's own ids (``support``, ``config``...), or None."""
+    template = Path(__file__).resolve().parents[1] / "site_templates" / "family.md.j2"
+    ids = set(_PAGE_IDS.findall(template.read_text(encoding="utf-8")))
+    if slug in ids or slug.startswith(_ID_PREFIXES):
+        return (f"its id {slug!r} is also one of the page's own (a section or a table row); give the note "
+                f"an explicit id, e.g. '## Title {{#note-{slug}}}'")
+    return None
+
+
 def slugify(title: str) -> str:
     """``The prompt and the chat template`` -> ``the-prompt-and-the-chat-template`` (apostrophes dropped)."""
     text = re.sub(r"['’`]", "", title.lower())
@@ -166,6 +180,8 @@ def parse_notes(path: str | Path, family: str = "?", text: str | None = None) ->
         )
     seen: dict[str, str] = {}
     for note in notes:
+        if slug_taken(note.slug):
+            raise NoteError(family, note.title, path, note.line, slug_taken(note.slug))
         if note.slug in seen:
             raise NoteError(
                 family,
@@ -188,6 +204,15 @@ def _relative(family: Family, value: str, field_name: str) -> Path:
         raise FamilyYamlError(
             family.path, field_name, f"no notes file {value!r} (looked for {_display(path)}); write it or fix the path"
         )
+    return _inside(family, path, field_name, value)
+
+
+def _inside(family: Family, path: Path, field_name: str, value: str) -> Path:
+    # a symlink out of families/ would publish (and run) a file no one reviewed as part of the repository
+    home = Path(family.path).parent.resolve()
+    if home not in path.parents:
+        raise FamilyYamlError(family.path, field_name, f"{value!r} leads to {path}, outside {_display(home)}/ "
+                              f"(a symlink?); notes must be files in the repository: copy it in")
     return path
 
 
@@ -197,7 +222,7 @@ def _notes_source(family: Family, key: str, default: str | None) -> Path | list 
         if default is None:
             return None
         path = Path(family.path).parent / default
-        return path.resolve() if path.is_file() else None
+        return _inside(family, path.resolve(), key, default) if path.is_file() else None
     if isinstance(value, str):
         return _relative(family, value, key)
     if key == "notes" and isinstance(value, list):
@@ -229,7 +254,10 @@ def _inline_notes(family: Family, items: list) -> list[Note]:
         first = _yaml_line(text, item["markdown"])
         lines = [(first + n if first else 0, line) for n, line in enumerate(item["markdown"].splitlines())]
         title = item["title"]
-        notes.append(Note(title, item.get("slug") or slugify(title), Path(family.path), first or 0, lines))
+        slug = item.get("slug") or slugify(title)
+        if slug_taken(slug):
+            raise FamilyYamlError(family.path, f"{where}.slug", slug_taken(slug).replace("'## Title {#", "'slug: ").replace("}'", "'"))
+        notes.append(Note(title, slug, Path(family.path), first or 0, lines))
     return notes
 
 

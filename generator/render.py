@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from generator.config_matrix import config_matrix
 from generator.diagrams import Links, block_diagram, block_strip, chain_diagram, diagram_data
-from generator.escaping import escape_markdown, escape_markdown_inline, ident_breaks, slug
+from generator.escaping import UnsafeLinkError, escape_markdown, escape_markdown_inline, ident_breaks, slug
 from generator.families_index import facet_terms, index_entry
 from generator.interiors import check_order, interior, undrawn
 from generator.mkdocs_run import MkdocsBuildError, mkdocs_build
@@ -314,7 +314,12 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
 def render_family(facts: dict, interiors: bool = True) -> str:
     """The family page: mkdocs markdown with inline HTML, sections in the reference page's order."""
     _check(facts, f"facts of {facts.get('family', '?')}")
-    return _env().get_template("family.md.j2").render(**page_context(facts, interiors))
+    try:
+        return _env().get_template("family.md.j2").render(**page_context(facts, interiors))
+    except UnsafeLinkError as e:
+        notes = [n for n in facts["notes"] if e.url in n.get("markdown", "")]
+        where = f" note {notes[0].get('title')!r}" if notes else ""
+        raise FactsError(f"families/{facts['family']}.notes.md{where}: {e}; fix the link") from None
 
 
 # ---------------------------------------------------------------- the site

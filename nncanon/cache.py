@@ -89,6 +89,11 @@ def resolve(model: Any, names: list[str] | str, blocks: Any = None) -> list[Entr
     entries: list[Entry] = []
     chosen = _blocks(model, blocks)
     for name in names:
+        if not isinstance(name, str):
+            from .inputs import InputError
+
+            raise InputError(f"model.cache(names): {name!r} ({type(name).__name__}) is not a name; name each value by its standard "
+                             f"path, e.g. 'layers.0.layer_output'")
         if name.startswith("model."):
             name = name[len("model."):]
         if name in root:

@@ -23,6 +23,10 @@ class ReadOrderError(OutOfOrderError):
     """
 
 
+class OutsideTrace(ValueError):
+    """A standard value read with no trace running, said by its standard name (nnsight names ``model.output``)."""
+
+
 def _mediator() -> Mediator | None:
     try:
         return Mediator.current("a standard value")
@@ -90,8 +94,21 @@ class ShapeMismatch(ValueError):
     """A value assigned a tensor of another shape than the one the model holds there."""
 
 
+class EditTypeError(TypeError):
+    """A value assigned something that is not a tensor of the dtype the model holds there."""
+
+
 def check_shape(name: str, layout, new, current) -> None:
-    """Refuse assigning ``new`` to ``name`` unless it has the shape of the tensor the model holds there."""
+    """Refuse assigning ``new`` to ``name`` unless it is a tensor of the shape and dtype the model holds there."""
+    import torch
+
+    if isinstance(current, torch.Tensor):  # else the forward fails later, in the model's code, on a list's .dtype
+        if not isinstance(new, torch.Tensor):
+            raise EditTypeError(f"{name} = {type(new).__name__}: assign a tensor of the value's shape "
+                                f"{list(current.shape)} and dtype {current.dtype}, or edit it in place ([...] = ...)")
+        if new.dtype != current.dtype:
+            raise EditTypeError(f"{name} is {current.dtype}; the assigned tensor is {new.dtype}: assign "
+                                f"tensor.to({current.dtype})")
     shape = getattr(new, "shape", None)
     held = getattr(current, "shape", None)
     if shape is None or held is None or tuple(shape) == tuple(held):

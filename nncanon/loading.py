@@ -160,13 +160,20 @@ def load(checkpoint: str | Path, task: str = "text-generation", *, revision: str
 
 def _build(family: ModuleType, directory: Path, task: str, hf_kwargs: dict) -> tuple[torch.nn.Module, dict]:
     """``family.build``, with transformers' refusal of an implementation as one `ImplementationError` line."""
+    from .checkpoint_errors import explain
+
     try:
         return family.build(directory, task, **hf_kwargs)
     except ValueError as error:
-        unsupported = _implementation_error(family, error, hf_kwargs)
+        unsupported = _implementation_error(family, error, hf_kwargs) or explain(directory, error)
         if unsupported is None:
             raise
         raise unsupported from None
+    except Exception as error:  # a damaged file, a config.json that does not fit the weights: named (checkpoint_errors)
+        explained = explain(directory, error)
+        if explained is None:
+            raise
+        raise explained from None
 
 
 def load_weights(model: StandardModel) -> torch.nn.Module:

@@ -141,9 +141,18 @@ class StandardModel(Host, TransformersModel):
         return super(StandardModel, self)._wrap(module, *args, **kwargs)
 
     def trace(self, *inputs: Any, remote: bool | str = False, **kwargs: Any) -> Any:
+        from .inputs import check_inputs
+
+        check_inputs(self, inputs, kwargs)  # trace(123), an empty prompt, an id past the vocabulary: one line
         if remote:
             ship_by_value()
         return super(StandardModel, self).trace(*inputs, remote=remote, **kwargs)
+
+    def _remote_backend(self, *args: Any, **kwargs: Any) -> Any:
+        # NDIF unreachable: one line naming the host, not websocket's DNS error
+        from .remote import name_network_errors
+
+        return name_network_errors(super(StandardModel, self)._remote_backend(*args, **kwargs))
 
     def session(self, *args: Any, remote: bool | str = False, **kwargs: Any) -> Any:
         if remote:

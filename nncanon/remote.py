@@ -51,6 +51,47 @@ def check_remote_key(model: Any) -> None:
         huggingface._ID_CACHE.setdefault(model.repo_id, model.repo_id)
 
 
+class RemoteUnreachable(ConnectionError):
+    """NDIF could not be reached: the message names the host and what to check (not websocket's bare DNS error)."""
+
+
+def name_network_errors(backend: Any) -> Any:
+    """``backend`` (nnsight's RemoteBackend) with a failure to reach its host raised as `RemoteUnreachable`."""
+    from nnsight.intervention.backends.remote import RemoteBackend
+
+    if type(backend) is not RemoteBackend:
+        return backend
+    backend.__class__ = _named_backend(RemoteBackend)
+    return backend
+
+
+_NAMED: dict[type, type] = {}
+
+
+def _named_backend(base: type) -> type:
+    if base not in _NAMED:
+        def __call__(self: Any, tracer: Any = None) -> Any:
+            try:
+                return base.__call__(self, tracer)
+            except Exception as error:
+                if not _network(error):
+                    raise
+                raise RemoteUnreachable(
+                    f"remote=True: NDIF at {self.host} cannot be reached ({type(error).__name__}: {error}); check the "
+                    f"network, or the host (nnsight.CONFIG.API.HOST, or remote='https://...')") from None
+
+        _NAMED[base] = type("NamedRemoteBackend", (base,), {"__call__": __call__})
+    return _NAMED[base]
+
+
+def _network(error: BaseException) -> bool:
+    if isinstance(error, (ConnectionError, TimeoutError)) or type(error).__name__ == "gaierror":
+        return True
+    module = type(error).__module__ or ""
+    return module.startswith(("websocket", "requests", "urllib3", "httpx", "socketio")) and (
+        "Connection" in type(error).__name__ or "Address" in type(error).__name__ or "Timeout" in type(error).__name__)
+
+
 def run_on_server(model: Any, interleave: Callable, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a shipped standard tree over the server's modules: bind them for the run, then unhook them."""
     modules = list(model._module.modules())
@@ -70,4 +111,5 @@ def run_on_server(model: Any, interleave: Callable, fn: Any, *args: Any, **kwarg
         model.__dict__.pop("_bound", None)
 
 
-__all__ = ["ship_by_value", "check_remote_key", "run_on_server", "NotRemotable"]
+__all__ = ["ship_by_value", "check_remote_key", "run_on_server", "NotRemotable", "RemoteUnreachable",
+           "name_network_errors"]

@@ -21,7 +21,7 @@ from nnsight.intervention.eproperty import eproperty
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
 from . import grads, stale
-from .errors import check_shape, read_out_of_order, remember_read
+from .errors import OutsideTrace, check_shape, read_out_of_order, remember_read
 from .layouts import Layout
 from .locators import FamilyMismatch, Locator, MissingOp
 
@@ -187,6 +187,11 @@ class ValueProperty(eproperty):
             if named is None:  # a tracer.iter loop that outran the run: nnsight's own to warn about
                 raise
             raise named from None
+        except ValueError as error:
+            if "outside of interleaving" not in str(error):
+                raise
+            raise OutsideTrace(f"{where} is read inside a `with model.trace(...)` (or model.cache) block: outside one "
+                               f"no forward runs to read it from") from None
 
     def _location(self, host: Any) -> str:
         """The value's location on ``host``; an op the forward lacks is a `MissingOp` naming the value.

@@ -19,7 +19,9 @@ def _grouped(docs: Path) -> list:
     groups: dict[str, list[str]] = {}
     for page in sorted(pages):
         groups.setdefault(group_of.get(page, page), []).append(page)
-    return [{group: [{p: f"families/{p}.md"} for p in members]} for group, members in sorted(groups.items(), key=lambda g: g[0].casefold())]
+    # mkdocs' nav template prints titles unescaped (its Jinja does not autoescape): a group is YAML text
+    return [{html.escape(group, quote=False): [{html.escape(p, quote=False): f"families/{p}.md"} for p in members]}
+            for group, members in sorted(groups.items(), key=lambda g: g[0].casefold())]
 
 
 def on_config(config):
@@ -98,12 +100,14 @@ _MOVE_CONFIG = (
     "c.textContent=JSON.stringify(j)})()</script>"
 )
 
+SCOPE_404 = '__md_scope=new URL(".",document.baseURI)'  # generator/html_guard.py allows the theme's script with it
+
 
 def relocatable_404(page: str) -> str:
     """404.html with its root-absolute URLs made relative to the site's root, found where it is served."""
     page = _ROOT_ABSOLUTE.sub(lambda m: f'{m.group(1)}./{m.group(2)}"', page)
     page = page.replace("<head>", "<head>" + _FIND_ROOT, 1)
-    page = page.replace('__md_scope=new URL("/",location)', '__md_scope=new URL(".",document.baseURI)', 1)
+    page = page.replace('__md_scope=new URL("/",location)', SCOPE_404, 1)
     head, sep, rest = page.partition('<script id="__config"')
     if sep:
         end = rest.index("</script>") + len("</script>")

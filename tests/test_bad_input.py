@@ -361,6 +361,18 @@ It is {{ len([n for n in range(10**9)]) }}.
 raise KeyboardInterrupt
 ```
 
+## Ctrl-C
+```python
+import os, signal
+os.kill(os.getpid(), signal.SIGINT)
+```
+
+## Exits hard
+```python
+import os
+os._exit(0)
+```
+
 ## Fine
 ```python
 y = 2
@@ -430,7 +442,21 @@ def test_a_note_that_exits_fails_the_build(runner):
 
 def test_the_users_ctrl_c_still_stops_the_build(runner):
     with pytest.raises(KeyboardInterrupt):
-        run(runner, "Interrupted")
+        run(runner, "Ctrl-C")
+
+
+def test_a_note_raising_keyboard_interrupt_is_not_the_users_ctrl_c(runner):
+    error = note_error(runner, "Interrupted")
+    assert error.line == lines_of("raise KeyboardInterrupt")[0] and "must not raise it" in str(error)
+
+
+def test_a_note_calling_os_exit_fails_the_build_instead_of_ending_it(runner):
+    import os
+
+    real = os._exit
+    error = note_error(runner, "Exits hard")
+    assert error.line == lines_of("os._exit(0)")[0] and "calls os._exit(0), which would end the build" in str(error)
+    assert os._exit is real
 
 
 def test_a_bad_timeout_setting_is_named(runner, monkeypatch):

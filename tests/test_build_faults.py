@@ -186,6 +186,7 @@ def test_a_missing_site_with_an_old_one_beside_it_is_restored_first(ws):
     build(site=site, progress=quiet)
     site.rename(ws / ".site.old")
     (ws / ".site.new").mkdir()
+    (ws / ".site.new" / ".nncanon-site").write_text("")  # a build marks its staging tree before mkdocs writes
     (ws / ".site.new" / "half.html").write_text("<p>half a site</p>")
     messages = []
     build(site=site, progress=messages.append)
@@ -209,6 +210,7 @@ def test_leftovers_of_killed_builds_do_not_stop_the_next(ws):
     (build_dir / "facts" / f"{FAMILY}.json.tmp").write_text("{")  # as older builds named it
     (build_dir / "facts" / f".{FAMILY}.json.999999999.tmp").write_text("{")  # a killed process's
     (ws / ".site.new" / "assets").mkdir(parents=True)
+    (ws / ".site.new" / ".nncanon-site").write_text("")  # a build marks its staging tree before mkdocs writes
     site = ws / "site"
     build(site=site, progress=quiet)
     complete(site)

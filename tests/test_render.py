@@ -264,7 +264,7 @@ def test_facts_text_cannot_inject_html(facts):
     evil["notes"][0]["title"] = "<script>alert('title')</script> {: onclick=alert(3) }"
     evil["notes"][0]["markdown"] = (
         "Text <script>alert('note')</script> and <img src=x onerror=alert(4)>.\n"
-        '{: onclick="alert(5)" }\n\n[link](javascript:alert(6))\n\n'
+        '{: onclick="alert(5)" }\n\n'  # a [link](javascript:...) fails the render: tests/test_hostile_input.py
         "```python {: onclick=alert(7) }\nx = '<script>kept as code</script>'\n```\n"
     )
     evil["docstring"] = "<script>alert('doc')</script>"
