@@ -25,6 +25,7 @@ from generator.claims import block_of_kind, check_identities, check_value_claims
 from generator.configs import config_tables, full_size
 from generator.dataflow import dataflow
 from generator.family import REPO_ROOT, Family, get_family
+from generator.identity import check_identity, check_markers
 from generator.loads import Models, resolve_loads
 from generator.measure import full_size_notes, host_rows, run_inputs
 from generator.traits import check_tags, traits
@@ -180,7 +181,9 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per load would bury the build's own lines
     family = get_family(name)
+    check_markers(family)
     family_module = importlib.import_module(family.module)
+    check_identity(family, family_module)
     prompts = prompts or list(PROMPTS)
     # The tiny model's ops are too small to share among threads: one is faster, and steadier on a busy machine
     threads = torch.get_num_threads()
