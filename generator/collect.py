@@ -28,7 +28,8 @@ from generator.family import REPO_ROOT, Family, get_family
 from generator.identity import check_identity, check_markers
 from generator.loads import Models, resolve_loads
 from generator.measure import full_size_notes, host_rows, run_inputs
-from generator.traits import check_tags, traits
+from generator.tags import checkpoint_settings
+from generator.traits import check_tags, norm_kinds, traits
 
 __all__ = ["ClaimError", "collect", "cached_facts", "cache_key", "build_dir", "facts_dir", "parts", "PROMPTS"]
 
@@ -208,6 +209,9 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         configs, vision_configs = config_tables(family, family_module, task, causal_lm,
                                                 built={family.printout_checkpoint: printout_model})
         family_traits = traits(family_module, tiny, printout_model)
+        family_traits["checkpoints"] = checkpoint_settings(family)
+        if "image" in models.loads:  # a tagline may name the vision block's norm
+            family_traits["vision_norm"] = norm_kinds(models.get("image").get("vision.layers.0")._module)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
