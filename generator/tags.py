@@ -321,7 +321,8 @@ def check_phrases(family: str, field: str, text: str, evidence: Evidence, phrase
                 start = max(0, found.start() - 30)
                 quote = text[start:found.end() + 20].strip()
                 claim = f"no {phrase.says}" if negated else phrase.says
-                raise ClaimError(family, f"{field} phrase {found[0]!r}", f"says {claim} (…{quote}…), which the "
+                word = found[0] + re.match(r"\w*", text[found.end():])[0]  # the whole word: "renormalized"
+                raise ClaimError(family, f"{field} phrase {word!r}", f"says {claim} (…{quote}…), which the "
                                                                          f"measured traits {_shown(evidence.traits)} "
                                                                          "and relations contradict")
 

@@ -58,6 +58,7 @@ def pretrained(cls: type, checkpoint: Path, **hf_kwargs: Any) -> torch.nn.Module
 def _keys(keys: list) -> str:
     """A few keys, their block indices folded (``model.layers.{i}.mlp.c_fc.weight``)."""
     folded = list(dict.fromkeys(re.sub(r"\.\d+\.", ".{i}.", key) for key in keys))
+    folded.sort(key=lambda key: (not key.endswith(".weight"), key))  # a weight says more than its bias
     return ", ".join(folded[:3]) + (", ..." if len(folded) > 3 else "")
 
 
