@@ -58,6 +58,7 @@ def check_identity(family: str | Path | Family, module: Any = None) -> None:
     tiny = transformers_class(family, family.tiny["class"], "tiny.class")
     if (found := text_model_type(tiny)) not in types:
         wrong.append(f"tiny.class {tiny.__name__} builds a {found!r} checkpoint")
+    others: dict[str, list[str]] = {}  # model type -> the checkpoints of it, said once per type
     for index, item in enumerate(family.checkpoints):
         config = family.checkpoint_config(item["id"])
         found = _config_model_type(config)
@@ -65,7 +66,8 @@ def check_identity(family: str | Path | Family, module: Any = None) -> None:
             found = text_model_type(transformers_class(family, config["architectures"][0],
                                                        f"checkpoints[{index}].config.architectures"))
         if found is not None and found not in types:
-            wrong.append(f"checkpoints[{index}] {item['id']} is {found!r}")
+            others.setdefault(found, []).append(f"checkpoints[{index}] {item['id']}")
+    wrong += [f"{', '.join(ids)} {'is' if len(ids) == 1 else 'are'} {found!r}" for found, ids in others.items()]
     if wrong:
         raise ClaimError(family.family, "identity", f"MODEL_TYPES is {types} but " + "; ".join(wrong) +
                          f"; point {source}'s build and import, tiny.class and the full-size configs at the "

@@ -156,7 +156,7 @@ def test_an_unedited_new_like_family_is_refused_naming_what_to_change(copy):
     assert done.returncode == 1 and heading.startswith("error: unedited: claim identity: MODEL_TYPES is "
                                                        "('starcoder2',) but build loads LlamaForCausalLM"), heading
     assert "tiny.class LlamaForCausalLM builds a 'llama' checkpoint" in heading
-    assert "checkpoints[0] meta-llama/Llama-3.1-8B is 'llama'" in heading
+    assert "checkpoints[0] meta-llama/Llama-3.1-8B, checkpoints[1] meta-llama/Llama-3.1-8B-Instruct, " in heading
     done = run(copy, "python -m generator verify unedited")
     heading, listed = error_lines(done)
     assert done.returncode == 1 and "claim new --like's markers" in heading, heading
