@@ -48,17 +48,22 @@ def explain(family: str, family_module: Any, checkpoint: Path, error: Exception)
     from nncanon.loading import meta_module
 
     text = str(error)
-    found = re.search(r"model\.((?:layers)[\w.\[\]]*)", text)
-    if found is None:
+    required = re.search(r"standard path model\.(\S+) does not resolve", text)
+    child = re.search(r"model\.(layers\[\d+\][\w.\[\]]*)\.\w+ \(.*?\) reads inside the child module ([\w.]+),", text)
+    if required is None and child is None:  # a missing op: the library's own line names it
         return ClaimError(family, "a value", text.splitlines()[0])
-    path = re.sub(r"\[(\d+)\]", r".\1", found.group(1))
+    path = re.sub(r"\[(\d+)\]", r".\1", required[1] if required else f"{child[1]}.{child[2]}")
     config = AutoConfig.from_pretrained(checkpoint)
-    block = native_block(meta_module(family_module, config, "text-generation"), config)
-    if block is None:
+    module = meta_module(family_module, config, "text-generation")
+    block = native_block(module, config)
+    if path.startswith("layers."):
+        parent, parts, where, standard = block, path.split(".")[2:], "model.layers[i]", "model.layers[i]."
+    else:
+        parent, parts, where, standard = module.get_decoder(), path.split("."), "model", "model."
+    if parent is None:
         return ClaimError(family, f"value model.{path}", text.splitlines()[0])
-    # the deepest module of the path the block has, and the name looked for under it
-    parts, parent = path.split(".")[2:], block
-    wanted, where = parts[-1], "model.layers[i]"
+    # the deepest module of the path the model has, and the name looked for under it
+    wanted = parts[-1]
     for part in parts:
         child = getattr(parent, part, None)
         if not isinstance(child, torch.nn.Module):
@@ -66,11 +71,13 @@ def explain(family: str, family_module: Any, checkpoint: Path, error: Exception)
             break
         parent, where = child, f"{where}.{part}"
     names = {name for name, _ in parent.named_children()}
-    structure = next(((what, like) for holds, what, like in STRUCTURES if parent is block and holds(names)), None)
+    # the block's structure says which family to start from, whichever path failed first (phi's final norm)
+    inside = {name for name, _ in block.named_children()} if block is not None else set()
+    structure = next(((what, like) for holds, what, like in STRUCTURES if holds(inside)), None)
+    rename = f"map RENAME in {Path(family_module.__file__).name} to the module that plays its part"
     advice = (f"it is {structure[0]}: start from {structure[1]} (python -m generator new {family} --like "
-              f"{structure[1]}), or map RENAME in {Path(family_module.__file__).name} to the module that plays its part"
-              if structure else f"map RENAME in {Path(family_module.__file__).name} to the module that plays its part")
-    standard = "model.layers[i]." + ".".join(parts)
-    return ClaimError(family, f"value {standard}", f"does not resolve: looked for the module {wanted!r} under "
-                                                   f"{where} ({type(parent).__name__}), which has "
-                                                   f"{', '.join(sorted(names)) or 'no children'} instead; {advice}")
+              f"{structure[1]}), or {rename}" if structure else rename)
+    return ClaimError(family, f"value {standard}{'.'.join(parts)}", f"does not resolve: looked for the module "
+                                                                    f"{wanted!r} under {where} ({type(parent).__name__}), "
+                                                                    f"which has {', '.join(sorted(names)) or 'nothing'} "
+                                                                    f"instead; {advice}")
