@@ -330,8 +330,8 @@ def check_phrases(family: str, field: str, text: str, evidence: Evidence, phrase
 def notes_prose(family: Family) -> list[tuple[str, str]]:
     """The notes' prose, per file: what is outside code blocks and ``{{ }}`` expressions."""
     out = []
-    for key in ("notes", "vision_notes"):
-        name = family.get(key)
+    for key, default in (("notes", f"{family.family}.notes.md"), ("vision_notes", f"{family.family}.vision.md")):
+        name = family.get(key, default)  # the files the notes default to when the YAML names none
         if not isinstance(name, str):
             continue
         path = family.path.parent / name
