@@ -13,7 +13,6 @@ Facts are deterministic: sorted keys, no timestamps, floats rounded where they a
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from generator.claims import block_of_kind, check_identities, check_value_claims
 from generator.configs import config_tables, full_size
 from generator.dataflow import dataflow
 from generator.family import REPO_ROOT, Family, get_family
-from generator.identity import check_identity, check_markers
+from generator.identity import check_identity, check_markers, import_module
 from generator.loads import Models, resolve_loads
 from generator.measure import full_size_notes, host_rows, run_inputs
 from generator.tags import checkpoint_settings
@@ -183,7 +182,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per load would bury the build's own lines
     family = get_family(name)
     check_markers(family)
-    family_module = importlib.import_module(family.module)
+    family_module = import_module(family)
     check_identity(family, family_module)
     prompts = prompts or list(PROMPTS)
     # The tiny model's ops are too small to share among threads: one is faster, and steadier on a busy machine

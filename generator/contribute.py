@@ -11,13 +11,12 @@ the build proves what each value means.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from pathlib import Path
 
 from generator.family import REPO_ROOT, Family, FamilyYamlError, families_dir, get_family
-from generator.identity import MARKER, check_identity
+from generator.identity import MARKER, check_identity, import_module
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -98,7 +97,7 @@ def served_claims(family: Family) -> dict[str, dict[str, dict]]:
     from generator.loads import resolve_loads
     from generator.measure import host_rows
 
-    module = importlib.import_module(family.module)
+    module = import_module(family)
     check_identity(family, module)
     torch.set_num_threads(1)
     models = resolve_loads(family, module, checkpoint_dir(family))

@@ -42,13 +42,24 @@ def built_classes(module: Any) -> list[type]:
     return [cls for cls in (getattr(build, "causal_lm", None), getattr(build, "wrapper", None)) if cls is not None]
 
 
+def import_module(family: Family) -> Any:
+    """The family's module; one that does not import (a class renamed in the import but not in ENVOYS) is one
+    ClaimError line naming the file and the error, not a traceback."""
+    try:
+        return importlib.import_module(family.module)
+    except Exception as error:  # any error of the module's own code is the contributor's to fix
+        where = _relative(REPO_ROOT / Path(*family.module.split(".")).with_suffix(".py"))
+        raise ClaimError(family.family, "module", f"{where} does not import: {type(error).__name__}: "
+                                                  f"{str(error).splitlines()[0] if str(error) else ''}") from None
+
+
 def check_identity(family: str | Path | Family, module: Any = None) -> None:
     """Every place the family names a model type agrees with ``MODEL_TYPES``; else one ClaimError listing
     each that does not, and what to point at the family's own classes."""
     from generator.tiny_tokenizer import transformers_class
 
     family = get_family(family)
-    module = module or importlib.import_module(family.module)
+    module = module or import_module(family)
     types = tuple(module.MODEL_TYPES)
     source = _relative(Path(module.__file__))
     wrong = []
