@@ -1,6 +1,9 @@
 """The build proves what each value means, and refuses a page that would say something untrue:
 contributing.md's steps add a family that verifies; a copy of llama pointed at Gemma-2's sandwich block
-fails naming the relations that do not hold; a host missing from the claims, a tuple served as a
+fails listing the relations that do not hold, one per line; an unedited new --like is refused for its
+identity and its markers; a parallel block copied from llama names the module looked for and the family
+to start from; weights that do not load into the built class are refused; a contradicting tag, tagline
+phrase or notes routing word fails naming it; a host missing from the claims, a tuple served as a
 residual, a value no relation states, and a write that does not land each fail naming it."""
 
 from __future__ import annotations
