@@ -272,6 +272,25 @@ def test_a_tag_or_tagline_phrase_the_facts_contradict_fails_naming_it(tmp_path):
     check_tags(with_yaml(family, tmp_path, tagline="Nothing is softcapped; the 3.2 sizes tie the head."), facts)
 
 
+def test_llamas_words_on_a_layernorm_plain_mlp_family_fail(tmp_path):
+    """Llama's tags and tagline copied onto gpt_neox (LayerNorm, a plain GELU MLP, a partial rotary without
+    llama3 scaling), as a naive copy left them on starcoder2: each contradicted word fails, naming it."""
+    from generator.claim_error import ClaimError
+    from generator.family import get_family
+    from generator.traits import check_tags
+
+    family, facts = pseudo_facts("gpt_neox")
+    llama = get_family("llama")
+    check_tags(family, facts)
+    for tag, error in (("SwiGLU MLP", "needs a gated MLP with silu"), ("Scaled rotary (llama3)", "needs that rope"),
+                       ("Grouped-query attention", "needs fewer kv heads than heads")):
+        assert tag in llama.tags
+        with pytest.raises(ClaimError, match=re.escape(f"tag {tag!r}: {error}")):
+            check_tags(with_yaml(family, tmp_path, tags=[tag]), facts)
+    with pytest.raises(ClaimError, match="tagline phrase 'RMSNorm': says an RMSNorm"):
+        check_tags(with_yaml(family, tmp_path, tags=[], tagline=llama.tagline), facts)
+
+
 def test_renormalisation_words_must_match_the_routing_relation(tmp_path):
     """qwen3_moe's routing relation renormalises the top-k weights: a tag, the tagline or the notes saying
     they are not fails naming the phrase."""
