@@ -49,8 +49,10 @@ def run_checkpoint(args: argparse.Namespace) -> int:
 def run_pin(args: argparse.Namespace) -> int:
     from generator.checkpoints import cached_dir, pin
     from generator.family import get_family
+    from generator.identity import check_identity
 
     family = get_family(args.family)
+    check_identity(family)  # a checkpoint of another model type would verify that model, not this family
     before = family.tiny["sha256"]
     sha = pin(family)
     state = "unchanged" if before == sha else f"was {before}"

@@ -26,8 +26,17 @@ def claimed_values(hosts: list[dict]) -> dict[str, dict[str, dict]]:
     for host in hosts:
         out[claim_key(host, hosts)] = {
             v["name"]: {"layout": f"{v['layout']} [{' '.join(v['dims'])}]" if v["dims"] else v["layout"],
-                        "read_at": v["read_at"]} for v in host["values"]}
+                        "read_at": _read_at(v)} for v in host["values"]}
     return out
+
+
+def _read_at(value: dict) -> str:
+    """Where a value is read, or why no load serves it: a read-at for a value never read would be a claim
+    nothing checks (a mixture's ``mlp_activation`` at an ``act_fn`` it does not have)."""
+    if any(value["availability"].values()):
+        return value["read_at"]
+    why = "; ".join(dict.fromkeys(c["why"] for c in value["conditions"] if c["why"])) or "its conditions never hold"
+    return f"not served under any load: {why}"
 
 
 def check_value_claims(family: Family, hosts: list[dict]) -> None:

@@ -13,7 +13,6 @@ Facts are deterministic: sorted keys, no timestamps, floats rounded where they a
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 from collections.abc import Callable
@@ -25,9 +24,11 @@ from generator.claims import block_of_kind, check_identities, check_value_claims
 from generator.configs import config_tables, full_size
 from generator.dataflow import dataflow
 from generator.family import REPO_ROOT, Family, get_family
+from generator.identity import check_identity, check_markers, import_module
 from generator.loads import Models, resolve_loads
 from generator.measure import full_size_notes, host_rows, run_inputs
-from generator.traits import check_tags, traits
+from generator.tags import checkpoint_settings
+from generator.traits import check_tags, norm_kinds, traits
 
 __all__ = ["ClaimError", "collect", "cached_facts", "cache_key", "build_dir", "facts_dir", "parts", "PROMPTS"]
 
@@ -185,7 +186,9 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per load would bury the build's own lines
     family = get_family(name)
-    family_module = importlib.import_module(family.module)
+    check_markers(family)
+    family_module = import_module(family)
+    check_identity(family, family_module)
     prompts = prompts or list(PROMPTS)
     # The tiny model's ops are too small to share among threads: one is faster, and steadier on a busy machine
     threads = torch.get_num_threads()
@@ -210,6 +213,9 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         configs, vision_configs = config_tables(family, family_module, task, causal_lm,
                                                 built={family.printout_checkpoint: printout_model})
         family_traits = traits(family_module, tiny, printout_model)
+        family_traits["checkpoints"] = checkpoint_settings(family)
+        if "image" in models.loads:  # a tagline may name the vision block's norm
+            family_traits["vision_norm"] = norm_kinds(models.get("image").get("vision.layers.0")._module)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,

@@ -11,12 +11,12 @@ the build proves what each value means.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from pathlib import Path
 
 from generator.family import REPO_ROOT, Family, FamilyYamlError, families_dir, get_family
+from generator.identity import MARKER, check_identity, import_module
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -33,6 +33,7 @@ def new_family(name: str, like: str, model_type: str | None = None) -> list[Path
     module_dir = REPO_ROOT / "nncanon" / "families"
     module_path, yaml_path = module_dir / f"{name}.py", families_dir() / f"{name}.yaml"
     notes_path = families_dir() / f"{name}.notes.md"
+    mark = f"{MARKER} {like})"
     for path in (module_path, yaml_path, notes_path):
         if path.exists():
             raise FamilyYamlError(path, None, f"already exists; {name!r} is a family already")
@@ -41,19 +42,49 @@ def new_family(name: str, like: str, model_type: str | None = None) -> list[Path
     module = re.sub(r"^MODEL_TYPES = .*$", f'MODEL_TYPES = ("{model_type or name}",)', module, count=1, flags=re.M)
     module = module.replace(f'"{_camel(like)}StandardModel"', f'"{_camel(name)}StandardModel"')
     if module.startswith('"""'):  # the docstring is printed on the page: it must be the new family's
-        module = (f'"""{_camel(name)}, started from {like} by `python -m generator new`: say here what the family '
-                  f'is and how its block differs from {like}\'s.\n"""\n' + module.split('"""', 2)[2])
+        module = (f'"""\n{mark}: say what {_camel(name)} is and how its block differs from {like}\'s\n"""\n'
+                  + module.split('"""', 2)[2])
+    module = _mark(module, MODULE_MARKS, mark)
     text = source.path.read_text(encoding="utf-8")
     text = re.sub(r"^family: .*$", f"family: {name}", text, count=1, flags=re.M)
     text = re.sub(r"^module: .*$", f"module: nncanon.families.{name}", text, count=1, flags=re.M)
     text = re.sub(r"^(  sha256:).*$", r"\1 null", text, count=1, flags=re.M)
     text = re.sub(r"^notes: .*$", f"notes: {name}.notes.md", text, count=1, flags=re.M)
     text = _replace_claims_values(text, {})
+    text = f"# {mark}: this header describes {like}\n" + _mark(text, YAML_MARKS, mark)
     notes = (families_dir() / f"{like}.notes.md").read_text(encoding="utf-8")
+    notes = f"<!-- {mark}: these notes are {like}'s; rewrite them for {name} -->\n" + notes
     module_path.write_text(module, encoding="utf-8")
     yaml_path.write_text(text, encoding="utf-8")
     notes_path.write_text(notes, encoding="utf-8")
     return [module_path, yaml_path, notes_path]
+
+
+#: what ``new --like`` copies that must change: a line's start -> what to do (a marker line goes above it)
+YAML_MARKS = {
+    "lines:": "the lines (model generations) this family covers",
+    "group:": "the line the navigation lists it under",
+    "tagline:": "the tagline describes the other family",
+    "tags:": "the tags describe the other family",
+    "  class:": "tiny.class: the family's own transformers class",
+    "checkpoints:": "the full-size checkpoints and their configs are the other family's",
+}
+MODULE_MARKS = {
+    "from transformers.models.": "import the family's own transformers modeling module",
+    "build = ": "build the family's own transformers class",
+}
+
+
+def _mark(text: str, marks: dict[str, str], mark: str) -> str:
+    """``text`` with a marker line above each line starting with a key of ``marks`` (indented as it is)."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        why = next((why for start, why in marks.items() if line.startswith(start)), None)
+        if why is not None:
+            indent = line[:len(line) - len(line.lstrip())]
+            out.append(f"{indent}# {mark}: {why}\n")
+        out.append(line)
+    return "".join(out)
 
 
 def served_claims(family: Family) -> dict[str, dict[str, dict]]:
@@ -66,7 +97,8 @@ def served_claims(family: Family) -> dict[str, dict[str, dict]]:
     from generator.loads import resolve_loads
     from generator.measure import host_rows
 
-    module = importlib.import_module(family.module)
+    module = import_module(family)
+    check_identity(family, module)
     torch.set_num_threads(1)
     models = resolve_loads(family, module, checkpoint_dir(family))
     try:

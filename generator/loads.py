@@ -8,6 +8,7 @@ supports eager attention has no "sdpa" column, and a dense family no "experts ea
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,9 +41,7 @@ def resolve_loads(family: Family, family_module: Any, checkpoint: Path) -> Model
     attention implementation transformers chose), eager attention if that is another one, eager
     experts on a family with fused experts, the kernel routes of a DeltaNet family, and the
     multimodal task when the page has a vision encoder. The default load's model is kept."""
-    import nncanon
-
-    default = nncanon.load(checkpoint)
+    default = load(family, family_module, checkpoint)
     got = default.implementations
     label = got["attn_implementation"]
     loads = [Load(label)]
@@ -59,16 +58,29 @@ def resolve_loads(family: Family, family_module: Any, checkpoint: Path) -> Model
                        context=lambda model: kernels.assume_fla(model.family))]
     if (family.get("page") or {}).get("vision"):
         loads.append(Load("image", task="image-text-to-text"))
-    models = Models(checkpoint, loads)
+    models = Models(checkpoint, loads, lambda **kwargs: load(family, family_module, checkpoint, **kwargs))
     models._cache[label] = default
     return models
+
+
+def load(family: Family, family_module: Any, checkpoint: Path, **kwargs: Any) -> Any:
+    """``nncanon.load`` of the tiny checkpoint; a standard path that does not resolve on it is one ClaimError
+    line naming the module looked for, what the block has instead and the family to start from."""
+    import nncanon
+    from generator.unresolved import explain
+
+    try:
+        return nncanon.load(checkpoint, **kwargs)
+    except nncanon.FamilyMismatch as error:
+        raise explain(family.family, family_module, checkpoint, error) from None
 
 
 class Models:
     """The tiny checkpoint loaded once per load, on demand; ``default`` is the first load's label."""
 
-    def __init__(self, checkpoint: Path, loads: list[Load]):
+    def __init__(self, checkpoint: Path, loads: list[Load], loader: Callable[..., Any] | None = None):
         self.checkpoint = checkpoint
+        self._load = loader
         self.loads = {load.label: load for load in loads}
         self.default = loads[0].label
         self._cache: dict[str, Any] = {}
@@ -84,7 +96,8 @@ class Models:
         if label not in self._cache:
             import nncanon
 
-            self._cache[label] = nncanon.load(self.checkpoint, task=load.task, **dict(load.kwargs))
+            loader = self._load or functools.partial(nncanon.load, self.checkpoint)
+            self._cache[label] = loader(task=load.task, **dict(load.kwargs))
         return self._cache[label]
 
     def close(self) -> None:

@@ -197,12 +197,12 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
         try:
             pairs = relation.compute(envoy, reads)
         except Exception as error:  # a relation that cannot be computed is a wrong claim
-            failed.setdefault(relation.text, f"on {envoy._std_path} under {label}: cannot be computed: "
+            failed.setdefault(repr(relation.text), f"cannot be computed on {envoy._std_path} under {label}: "
                                              f"{type(error).__name__}: {error}")
             continue
         worst = max((relative_error(computed, got) for computed, got in pairs), default=0.0)
         if not worst <= relation.tolerance:
-            failed.setdefault(relation.text, f"on {envoy._std_path} under {label}: off by {worst:.3g} "
+            failed.setdefault(repr(relation.text), f"does not hold on {envoy._std_path} under {label}: off by {worst:.3g} "
                                              f"(tolerance {relation.tolerance:g}, relative to the value's scale)")
             continue
         checked.errors[label] = max(checked.errors.get(label, 0.0), worst)
@@ -214,20 +214,24 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
             for target in found:
                 proven[(type(target).__name__, attr)].add(label)
     if failed:
-        first, *more = failed.items()
-        claim = f"relation {first[0]!r}" + (f" (and {len(more)} more)" if more else "")
-        raise RelationError(family.family, claim, "does not hold " + "; ".join(
-            [first[1], *(f"{text!r} does not hold {where}" for text, where in more)]))
+        raise RelationError(family.family, "relations", listed(failed, "does not hold", "do not hold", ""))
+
+
+def listed(problems: dict[str, str], one: str, many: str, where: str) -> str:
+    """Every problem on its own line under one heading: the contributor sees them all in one run."""
+    count = f"{len(problems)} {many}" if len(problems) > 1 else f"1 {one}"
+    return f"{count}{' ' * bool(where)}{where}:\n" + "\n".join(f"{name} {problem}" for name, problem in problems.items())
 
 
 def check_coverage(family: Family, proven: dict, served: dict, hosts: dict[str, str]) -> None:
     """Every value some load serves is proven by a relation under some load."""
-    for (cls, name), loads in sorted(served.items()):
-        if not proven.get((cls, name)):
-            where = hosts.get(cls, cls)
-            raise RelationError(family.family, f"{where}.{name}",
-                                f"no relation states what it means (served under {', '.join(sorted(loads))}); "
-                                f"add one to {cls}.RELATIONS (nncanon/relations.py shows the shared ones)")
+    unproven = {f"{hosts.get(cls, cls)}.{name}": f"(served under {', '.join(sorted(loads))}): add one to "
+                                                  f"{cls}.RELATIONS" for (cls, name), loads in sorted(served.items())
+                if not proven.get((cls, name))}
+    if unproven:
+        raise RelationError(family.family, "values", listed(unproven, "value has no relation stating what it means",
+                                                            "values have no relation stating what they mean",
+                                                            "(nncanon/relations.py shows the shared ones)"))
 
 
 def prove_family(family: Family, models: Any, loads: list, inputs: Any) -> list[dict]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from generator.claim_error import ClaimError
 from generator.family import Family
 
 
@@ -114,30 +112,32 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         quirks.append("sliding window")
     kind = " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n for n in norms))
-    return {"mlp": mlp, "norm": kind,
+    routers = [getattr(module, name) for block in blocks if (module := _child(block, "mlp")) is not None
+               for name in ("gate", "router") if hasattr(module, name)]
+    projections = [getattr(attn, name) for attn in attentions
+                   for name in ("q_proj", "qkv_proj", "query_key_value", "c_attn") if hasattr(attn, name)]
+    fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
+    mlps = [module for block in blocks if (module := _child(block, "mlp")) is not None]
+    return {"mlp": mlp, "norm": kind, "norm_kinds": " / ".join(_in_order(norm_kinds(layer) for layer in layers)),
+            "fused": sorted({name for module in (*attentions, *mlps) for name in fused if hasattr(module, name)}),
+            # the biases a tag may name, and whether the tiny router renormalises (what its relation checks)
+            "attention_bias": any(getattr(p, "bias", None) is not None for p in projections),
+            "norm_topk_prob": any(getattr(r, "norm_topk_prob", False) for r in routers) if any(
+                hasattr(r, "norm_topk_prob") for r in routers)
+            else bool(getattr(tiny._module.config.get_text_config(), "norm_topk_prob", False)),
             "norm_gain": gain, "attention": quirks, "block": block_mechanics(tiny, layers, attentions, config),
             "block_kinds": sorted(set(family_module.layer_types(full)))}
 
 
-#: tags whose claim the measured traits can check: tag -> (what must hold, the check)
-TAG_CHECKS: dict[str, tuple[str, Callable[[dict, dict], bool]]] = {
-    "Hybrid": ("more than one kind of block", lambda t, f: len(t["block_kinds"]) > 1),
-    "Mixture of experts": ("a mixture MLP", lambda t, f: "mixture" in t["mlp"]),
-    "Query/key norms": ("q/k norms", lambda t, f: "q/k norms" in t["attention"]),
-    "Gated query": ("a gated attention output", lambda t, f: "gated output" in t["attention"]),
-    "Partial rotary": ("a partial rotary", lambda t, f: any(q.startswith("partial rotary") for q in t["attention"])),
-    "Multimodal rotary": ("a multimodal rotary", lambda t, f: "multimodal rotary" in t["attention"]),
-    "Grouped-query attention": ("fewer kv heads than heads", lambda t, f: "grouped-query" in t["attention"]),
-    "1 + weight norm gain": ("a 1 + weight norm gain", lambda t, f: t["norm_gain"] == "1 + weight"),
-    "Vision-language": ("a vision encoder", lambda t, f: f.get("vision") is not None),
-}
+def norm_kinds(module: Any) -> str:
+    """The kinds of norm under a module (RMSNorm, LayerNorm, or the class's own name), in order."""
+    names = [type(m).__name__ for m in module.modules() if "Norm" in type(m).__name__]
+    return " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n
+                                for n in names))
 
 
 def check_tags(family: Family, facts: dict) -> None:
-    """A tag the traits can check must hold: "Mixture of experts" on a dense family fails the build."""
-    for tag in family.tags:
-        if tag in TAG_CHECKS:
-            needs, holds = TAG_CHECKS[tag]
-            if not holds(facts["traits"], facts):
-                raise ClaimError(family.family, f"tag {tag!r}", f"needs {needs}, which the measured traits "
-                                                                f"{facts['traits']} do not show")
+    """Every tag and tagline phrase holds on the facts (generator/tags.py has the vocabulary)."""
+    from generator import tags
+
+    tags.check_tags(family, facts)

@@ -1,6 +1,9 @@
 """The build proves what each value means, and refuses a page that would say something untrue:
 contributing.md's steps add a family that verifies; a copy of llama pointed at Gemma-2's sandwich block
-fails naming the relations that do not hold; a host missing from the claims, a tuple served as a
+fails listing the relations that do not hold, one per line; an unedited new --like is refused for its
+identity and its markers; a parallel block copied from llama names the module looked for and the family
+to start from; weights that do not load into the built class are refused; a contradicting tag, tagline
+phrase or notes routing word fails naming it; a host missing from the claims, a tuple served as a
 residual, a value no relation states, and a write that does not land each fail naming it."""
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import yaml
 from limits import HANG
 
 REPO = Path(__file__).resolve().parent.parent
+MARKER = "CHANGE ME (copied by new --like"
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 pytestmark = pytest.mark.slow
@@ -67,6 +71,14 @@ def point_at(copy: Path, family: str, like_class: str, new_class: str, model_typ
     for path in (copy / "families" / f"{family}.yaml", copy / "families" / f"{family}.notes.md"):
         text = path.read_text().replace(f"{like_class}ForCausalLM", f"{new_class}ForCausalLM")
         path.write_text(re.sub(r"model_type: \w+", f"model_type: {model_type}", text))
+    unmark(copy, family)
+
+
+def unmark(copy: Path, family: str) -> None:
+    """Delete the marker lines new --like left on what must change (the edits above changed it)."""
+    for path in (copy / "nncanon" / "families" / f"{family}.py", *(copy / "families").glob(f"{family}.*")):
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(line for line in lines if MARKER not in line))
 
 
 def test_contributing_steps_add_a_family_that_verifies(copy):
@@ -76,6 +88,12 @@ def test_contributing_steps_add_a_family_that_verifies(copy):
     assert done.returncode == 0, done.stderr
     point_at(copy, "olmo", "Llama", "Olmo", "olmo")
     (copy / "families" / "olmo.notes.md").write_text(OLMO_NOTES)  # llama's notes, rewritten for OLMo
+    path = copy / "families" / "olmo.yaml"  # llama's tagline says RMSNorm: OLMo's norms are LayerNorms
+    data = yaml.safe_load(path.read_text())
+    data.update(lines=["OLMo"], group="OLMo", tags=["Pre-norm", "SwiGLU MLP"],
+                tagline="Llama's block with LayerNorms that have no gain: a LayerNorm, attention, an add, a "
+                        "LayerNorm, a SwiGLU MLP, an add.")
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     for step in steps[1:]:
         done = run(copy, step)
         assert done.returncode == 0, f"{step}: {done.stderr[-1500:]}"
@@ -116,12 +134,181 @@ def test_a_copy_of_llama_on_a_sandwich_norm_block_fails_naming_the_relations(cop
         assert done.returncode == 0, done.stderr[-1500:]
     done = run(copy, "python -m generator verify gemma2")
     assert done.returncode == 1
-    error = done.stderr.strip().splitlines()[-1]
-    assert error.startswith("error: gemma2: claim relation") and "Traceback" not in done.stderr
+    heading, listed = error_lines(done)
+    assert heading.startswith("error: gemma2: claim relations: ") and heading.endswith("do not hold:"), heading
+    assert len(listed) == int(heading.split()[4]) > 1, listed  # every failing relation, one per line
     for relation in ("'layer_input + self_attn.attention_output == layer_mid'",  # layer_mid is the raw attention
                      "'mlp_input == mlp_norm_output == post_attention_layernorm(layer_mid)'",
                      "'logits == lm_head_output (nothing past the head)'"):  # the final softcap
-        assert relation in error, relation
+        assert [line for line in listed if line.startswith(relation + " does not hold on model")], relation
+
+
+def error_lines(done: subprocess.CompletedProcess) -> tuple[str, list[str]]:
+    """A failed command's ``error:`` line and the detail lines under it, with no traceback."""
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = done.stderr.rstrip().splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("error: "))
+    return lines[start], [line.strip() for line in lines[start + 1:]]
+
+
+def test_an_unedited_new_like_family_is_refused_naming_what_to_change(copy):
+    """llama's files renamed to claim starcoder2, nothing edited: pin refuses the identity (the build, the
+    tiny checkpoint and the configs are Llama's), verify lists every line new --like marked."""
+    assert run(copy, "python -m generator new unedited --like llama --model-type starcoder2").returncode == 0
+    done = run(copy, "python -m generator pin unedited")
+    heading, _ = error_lines(done)
+    assert done.returncode == 1 and heading.startswith("error: unedited: claim identity: MODEL_TYPES is "
+                                                       "('starcoder2',) but build loads LlamaForCausalLM"), heading
+    assert "tiny.class LlamaForCausalLM builds a 'llama' checkpoint" in heading
+    assert "checkpoints[0] meta-llama/Llama-3.1-8B, checkpoints[1] meta-llama/Llama-3.1-8B-Instruct, " in heading
+    done = run(copy, "python -m generator verify unedited")
+    heading, listed = error_lines(done)
+    assert done.returncode == 1 and "claim new --like's markers" in heading, heading
+    marked = {line.split(":")[0] for line in listed}
+    assert marked == {"nncanon/families/unedited.py", "families/unedited.yaml", "families/unedited.notes.md"}
+    for what in ("tagline", "tags", "tiny.class", "import the family's own transformers"):
+        assert [line for line in listed if what in line], what
+    assert all(re.match(r"^\S+:\d+: ", line) for line in listed), listed  # each names its file and line
+
+
+def test_a_parallel_block_copied_from_llama_names_the_module_and_the_family_to_start_from(copy):
+    """Cohere's block has one norm feeding the attention and the MLP side by side: llama's
+    post_attention_layernorm is not there, and both claims and verify say so in one line."""
+    assert run(copy, "python -m generator new cohere --like llama").returncode == 0
+    point_at(copy, "cohere", "Llama", "Cohere", "cohere")
+    assert run(copy, "python -m generator pin cohere").returncode == 0
+    for step in ("claims", "verify"):
+        done = run(copy, f"python -m generator {step} cohere")
+        heading, listed = error_lines(done)
+        assert done.returncode == 1 and not listed, done.stderr[-2000:]
+        assert heading.startswith("error: cohere: claim value model.layers[i].post_attention_layernorm: does not "
+                                  "resolve: looked for the module 'post_attention_layernorm' under model.layers[i] "
+                                  "(CohereDecoderLayer), which has input_layernorm, mlp, self_attn instead"), heading
+        assert "a parallel block" in heading and "start from gpt_neox" in heading, heading
+
+
+def test_a_checkpoint_whose_weights_do_not_load_into_the_built_class_is_refused(tmp_path):
+    """A family registered for starcoder2 that builds Llama's class: transformers would load the attention
+    and leave the MLP random; nncanon.load refuses in one line naming both classes."""
+    import types
+
+    import transformers
+
+    import nncanon
+    from nncanon.families import CheckpointError, llama, register, unregister
+
+    config = transformers.Starcoder2Config(vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2)
+    transformers.Starcoder2ForCausalLM(config).save_pretrained(tmp_path)
+    wrong = types.ModuleType("wrong_starcoder2")
+    wrong.__dict__.update({k: v for k, v in vars(llama).items() if not k.startswith("__")}, MODEL_TYPES=("starcoder2",))
+    register(wrong)
+    try:
+        with pytest.raises(CheckpointError) as caught:
+            nncanon.load(tmp_path)
+    finally:
+        unregister(wrong)
+    message = str(caught.value)
+    assert "\n" not in message and "(Starcoder2ForCausalLM, model_type 'starcoder2')" in message
+    assert "do not all load into LlamaForCausalLM" in message and "mlp.gate_proj.weight" in message
+    assert "mlp.c_fc.weight" in message
+
+
+# -- tags, tagline and notes against the facts ---------------------------------------------------------
+
+
+def pseudo_facts(name: str) -> tuple:
+    """What the tag checks read of a family's facts (traits, relation texts, loads), measured without the
+    proofs: the family and the facts."""
+    import importlib
+
+    from generator.checkpoints import checkpoint_dir
+    from generator.configs import full_size
+    from generator.family import get_family
+    from generator.loads import resolve_loads
+    from generator.tags import checkpoint_settings
+    from generator.traits import traits
+
+    family = get_family(name)
+    module = importlib.import_module(family.module)
+    models = resolve_loads(family, module, checkpoint_dir(family))
+    tiny = models.get(models.default)
+    measured = traits(module, tiny, full_size(family, module, family.printout_checkpoint, "text-generation",
+                                              type(tiny._module)))
+    measured["checkpoints"] = checkpoint_settings(family)
+    relations = [{"text": r.text} for host in {*module.ENVOYS.values(), module.ROOT} for r in host.RELATIONS]
+    return family, {"traits": measured, "relations": relations, "loads": dict.fromkeys(models.loads), "vision": None}
+
+
+def with_yaml(family, tmp_path: Path, **fields):
+    """The family's YAML with ``fields`` replaced, loaded from a copy."""
+    from generator.family import load_family
+
+    data = yaml.safe_load(family.path.read_text())
+    data.update(fields)
+    path = tmp_path / family.path.name
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    for notes in family.path.parent.glob(f"{family.family}.*.md"):
+        shutil.copy(notes, tmp_path / notes.name)
+    return load_family(path)
+
+
+def test_a_tag_or_tagline_phrase_the_facts_contradict_fails_naming_it(tmp_path):
+    from generator.claim_error import ClaimError
+    from generator.traits import check_tags
+
+    family, facts = pseudo_facts("llama")
+    check_tags(family, facts)  # llama's own words hold
+    for tags, error in ((["Sliding-window attention"], r"tag 'Sliding-window attention': needs a sliding window"),
+                        (["Scaled rotary (yarn)"], r"tag 'Scaled rotary \(yarn\)': needs that rope scaling"),
+                        (["GELU MLP"], r"tag 'GELU MLP': needs a plain MLP with a GELU"),
+                        (["RMSNorm everywhere"], r"tags\[0\] is not a tag the build can check; use one of: Hybrid, ")):
+        with pytest.raises(ClaimError, match=error):
+            check_tags(with_yaml(family, tmp_path, tags=tags), facts)
+    for tagline, phrase in (("A LayerNorm, attention, an add.", "LayerNorm"),
+                            ("Its logits are softcapped.", "softcapped"),
+                            ("A GeGLU MLP.", "GeGLU")):
+        with pytest.raises(ClaimError, match=f"tagline phrase '{phrase}': says"):
+            check_tags(with_yaml(family, tmp_path, tagline=tagline), facts)
+    check_tags(with_yaml(family, tmp_path, tagline="Nothing is softcapped; the 3.2 sizes tie the head."), facts)
+
+
+def test_llamas_words_on_a_layernorm_plain_mlp_family_fail(tmp_path):
+    """Llama's tags and tagline copied onto gpt_neox (LayerNorm, a plain GELU MLP, a partial rotary without
+    llama3 scaling), as a naive copy left them on starcoder2: each contradicted word fails, naming it."""
+    from generator.claim_error import ClaimError
+    from generator.family import get_family
+    from generator.traits import check_tags
+
+    family, facts = pseudo_facts("gpt_neox")
+    llama = get_family("llama")
+    check_tags(family, facts)
+    for tag, error in (("SwiGLU MLP", "needs a gated MLP with silu"), ("Scaled rotary (llama3)", "needs that rope"),
+                       ("Grouped-query attention", "needs fewer kv heads than heads")):
+        assert tag in llama.tags
+        with pytest.raises(ClaimError, match=re.escape(f"tag {tag!r}: {error}")):
+            check_tags(with_yaml(family, tmp_path, tags=[tag]), facts)
+    with pytest.raises(ClaimError, match="tagline phrase 'RMSNorm': says an RMSNorm"):
+        check_tags(with_yaml(family, tmp_path, tags=[], tagline=llama.tagline), facts)
+
+
+def test_renormalisation_words_must_match_the_routing_relation(tmp_path):
+    """qwen3_moe's routing relation renormalises the top-k weights: a tag, the tagline or the notes saying
+    they are not fails naming the phrase."""
+    from generator.claim_error import ClaimError
+    from generator.traits import check_tags
+
+    family, facts = pseudo_facts("qwen3_moe")
+    check_tags(family, facts)
+    with pytest.raises(ClaimError, match="tag 'Top-k not renormalized': needs a routing relation that does not"):
+        check_tags(with_yaml(family, tmp_path, tags=["Top-k not renormalized"]), facts)
+    with pytest.raises(ClaimError, match="tagline phrase 'renormalized': says no top-k weights renormalised"):
+        check_tags(with_yaml(family, tmp_path, tagline="A softmax router's top k, not renormalized."), facts)
+    mutated = with_yaml(family, tmp_path)
+    notes = mutated.path.parent / mutated.get("notes")
+    notes.write_text(notes.read_text() + "\nThe chosen weights are not renormalized.\n")
+    with pytest.raises(ClaimError, match="qwen3_moe.notes.md phrase 'renormalized': says no top-k"):
+        check_tags(mutated, facts)
 
 
 # -- mutations on llama, in process -------------------------------------------------------------------
@@ -198,7 +385,7 @@ def test_a_value_no_relation_states_fails_naming_it(llama, monkeypatch):
     dropped = tuple(r for r in Block.RELATIONS if "mlp_norm_output" not in r.proves)
     monkeypatch.setattr(Block, "RELATIONS", dropped)
     models = resolve_loads(family, module, checkpoint)
-    with pytest.raises(RelationError, match=r"model\.layers\[i\]\.mlp_input: no relation states what it means"):
+    with pytest.raises(RelationError, match=r"no relation stating what (it|they) means?[^\n]*:\n(.*\n)*model\.layers\[i\]\.mlp_input \(served under"):
         prove_family(family, models, models.all, lambda m: run_inputs(m, module, PROMPTS))
 
 

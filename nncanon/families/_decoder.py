@@ -215,7 +215,7 @@ def text_only(causal_cls: type, wrapper_prefix: str | None = None):
         if wrapper_prefix is not None:
             module = _loading.text_model(checkpoint, causal_cls, wrapper_prefix, **hf_kwargs)
         else:
-            module = causal_cls.from_pretrained(checkpoint, **hf_kwargs)
+            module = _loading.pretrained(causal_cls, checkpoint, **hf_kwargs)
         return module, {"tokenizer": _loading.tokenizer(checkpoint)}
 
     build.causal_lm = causal_cls

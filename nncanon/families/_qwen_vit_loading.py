@@ -23,7 +23,7 @@ def wrapper_build(wrapper: type):
 
     def build(checkpoint, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
         _loading.check_task(task)
-        module = wrapper.from_pretrained(checkpoint, **hf_kwargs)
+        module = _loading.pretrained(wrapper, checkpoint, **hf_kwargs)
         if task == "text-generation":
             del module.model.visual
             return module, {"tokenizer": _loading.tokenizer(checkpoint)}

@@ -79,7 +79,7 @@ def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
         return module, {"tokenizer": _loading.tokenizer(checkpoint)}
     from ..processing import load_processor
 
-    module = hf.Qwen3_5MoeForConditionalGeneration.from_pretrained(checkpoint, **hf_kwargs)
+    module = _loading.pretrained(hf.Qwen3_5MoeForConditionalGeneration, checkpoint, **hf_kwargs)
     processor = load_processor(checkpoint)
     return module, {"tokenizer": processor.tokenizer, "processor": processor}
 
