@@ -19,6 +19,12 @@ cache's buffer in place). `tap` wraps both and serves one call shape at ``{mixer
 ``[batch, conv_dim, seq]``, and ``(output, conv_state_output)`` with ``output`` the activated conv over
 them. What is served is a copy; the served state, edited or not, is what the conv runs from and what
 the cache keeps. Neither function depends on a kernel route: the values exist under every load.
+
+The cache reaches the mixer under the name its release gives it: ``cache_params`` (the mixer's own name up to
+5.23), ``cache`` (5.24 renamed both ``cache_params`` and ``past_key_values`` to it, the old names deprecated
+until 5.40) or ``past_key_values``. A release whose mixer takes none of them makes both values `Unavailable`
+naming the release: without the cache, ``conv_state_input`` would read None on a decode step (which looks
+legitimate) and an edit of ``conv_state_output`` would never reach it.
 """
 
 from __future__ import annotations
@@ -30,18 +36,40 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import transformers
 
 from .. import kernels
 from ..layouts import layout
 from ..locators import Tap
 from ..relations import relation
-from ..values import Value
+from ..values import Condition, Unavailable, Value
 
 KERNELS = ("causal_conv1d_fn", "causal_conv1d_update")
 CONV = "conv"  #: the tap's location: ``{path}.conv.input`` / ``.output``
 
 ConvState = layout("ConvState", "batch conv_dim conv_kernel")
 MaybeConvState = layout("ConvState | None", "batch conv_dim conv_kernel")
+
+#: the names releases give the mixer's cache argument, the newest first (5.24: ``cache``)
+CACHE_ARGS = ("cache", "cache_params", "past_key_values")
+
+
+@functools.cache
+def cache_arg(mixer_class: type) -> str | None:
+    """The name ``mixer_class.forward`` takes its cache under on the installed release, or None."""
+    params = inspect.signature(mixer_class.forward).parameters  # follows deprecate_kwarg's wraps
+    return next((name for name in CACHE_ARGS if name in params), None)
+
+
+def _cache_found(model: Any) -> bool:
+    return all(cache_arg(type(envoy._module)) for envoy in model._hosts
+               if any(value.name == "conv_state_output" for value in type(envoy).values()))
+
+
+CACHE_FOUND = Condition(
+    needs="", holds=_cache_found,
+    why=(f"transformers {transformers.__version__}'s mixer forward takes its cache under none of the names nncanon "
+         f"reads ({', '.join(CACHE_ARGS)}), so the conv state the cache keeps cannot be found"))
 
 _CONV = "the causal convolution this call runs (a prompt's over every column or a decode step's one-column update)"
 
@@ -60,12 +88,12 @@ def conv_values(channels: str, note=None) -> list[Value]:
         Value("conv_state_input", MaybeConvState,
               f"The conv state entering the layer: the conv's input ({channels}) at the last conv_kernel positions of "
               "the past, or None at the start of a prompt (a copy of the cache's buffer)", conv_arg(1),
-              no_grad="None on a prompt; on a decode step a copy of the cache's buffer, and generate runs without "
+              conditions=(CACHE_FOUND,), no_grad="None on a prompt; on a decode step a copy of the cache's buffer, and generate runs without "
                       "gradients"),
         Value("conv_state_output", ConvState,
               f"The conv state leaving the layer: the conv's input ({channels}) at the last conv_kernel positions "
               "(zeros on the left where the sequence is shorter), what the next call convolves with its own column",
-              conv_out(1), reaches="the next call", note=note),
+              conv_out(1), conditions=(CACHE_FOUND,), reaches="the next call", note=note),
     ]
 
 
@@ -81,6 +109,8 @@ class _Call:
     seq: int
     previous: torch.Tensor | None
     cache: Any
+    #: why this release's cache cannot be read (raised in a trace rather than serving a wrong state)
+    problem: str | None = None
 
 
 #: mixer module -> its running call
@@ -100,6 +130,8 @@ def _running() -> tuple[Any, _Call] | None:
     call = _calls.get(envoy._module)
     if call is None or not envoy.interleaver.interleaving:
         return None
+    if call.problem:
+        raise Unavailable(f"{envoy.path}: {call.problem}")
     return envoy, call
 
 
@@ -167,7 +199,14 @@ def track(envoy: Any) -> None:
 
     def enter(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         bound = dict(zip(params, args)) | kwargs
-        hidden, cache = bound["hidden_states"], bound.get("cache_params")
+        # a caller may still pass a deprecated name: the hook runs before deprecate_kwarg renames it
+        hidden = bound["hidden_states"]
+        cache = next((bound[name] for name in CACHE_ARGS if bound.get(name) is not None), None)
+        if cache is not None and not hasattr(cache, "get_conv_state"):
+            problem = (f"the conv state is unavailable: nncanon reads the cache's get_conv_state, which transformers "
+                       f"{transformers.__version__}'s {type(cache).__name__} does not have")
+            _calls[module] = _Call(hidden.shape[1], None, None, problem)
+            return
         state = None if cache is None else cache.get_conv_state(module.layer_idx)
         _calls[module] = _Call(hidden.shape[1], None if state is None else state.clone(), cache)
 
