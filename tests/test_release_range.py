@@ -1,0 +1,61 @@
+"""What keeps nncanon honest across transformers releases: finding a family imports only its module, a family
+whose transformers module is missing fails alone and says so, and a pin does not depend on the release's
+version string."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+def test_a_family_imports_only_its_module_and_a_missing_transformers_module_fails_only_its_family():
+    done = _run("""
+        import sys
+        sys.modules["transformers.models.qwen3_5_moe"] = None  # as on a release without Qwen3.5-MoE
+        from nncanon.families import FamilyImportError, family_for_config, known_model_types
+        assert "qwen3_5_moe_text" in known_model_types()
+        llama = family_for_config({"model_type": "llama"}, "config.json")
+        loaded = sorted(m.rsplit(".", 1)[1] for m in sys.modules
+                        if m.startswith("nncanon.families.") and not m.rsplit(".", 1)[1].startswith("_"))
+        assert loaded == ["llama"], loaded
+        try:
+            family_for_config({"model_type": "qwen3_5_moe_text"}, "config.json")
+        except FamilyImportError as error:
+            print(error)
+        else:
+            raise AssertionError("no FamilyImportError")
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    message = done.stdout.strip()
+    assert "\n" not in message
+    assert "'qwen3_5_moe_text'" in message and "transformers.models.qwen3_5_moe" in message
+    assert "transformers 5." in message
+
+
+def test_the_pin_ignores_the_transformers_version_line(tmp_path):
+    from generator.checkpoints import checkpoint_files, content_sha256
+
+    config = {"hidden_size": 8, "model_type": "llama", "transformers_version": "5.23.0", "vocab_size": 10}
+    for release in ("5.23.0", "5.24.0"):
+        directory = tmp_path / release
+        directory.mkdir()
+        text = json.dumps(config | {"transformers_version": release}, indent=2, sort_keys=True) + "\n"
+        (directory / "config.json").write_text(text)
+        (directory / "generation_config.json").write_text(
+            json.dumps({"bos_token_id": 1, "transformers_version": release}, indent=2, sort_keys=True) + "\n")
+        (directory / "model.safetensors").write_bytes(b"weights")
+    assert checkpoint_files(tmp_path / "5.23.0") == checkpoint_files(tmp_path / "5.24.0")
+    edited = tmp_path / "5.24.0" / "config.json"
+    before = content_sha256(edited)
+    edited.write_text(edited.read_text().replace('"hidden_size": 8', '"hidden_size": 9'))
+    assert content_sha256(edited) != before  # every other byte still counts
