@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from nnsight.modeling.transformers import TransformersModel
 
+from . import releases
 from .hosts import Host, HostKind, Stack, index, pattern, span
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
@@ -182,6 +183,7 @@ class StandardModel(Host, TransformersModel):
     def __getstate__(self) -> dict:
         state = super(StandardModel, self).__getstate__()
         state.pop("_bound", None)  # the far side binds its own modules
+        state.pop("_missing_ops", None)  # and finds what its own release lacks
         return state
 
     def _install_sources(self) -> None:
@@ -192,6 +194,8 @@ class StandardModel(Host, TransformersModel):
         the nested ones when the load serves the value (an eager-only op is absent under sdpa).
         """
         checked: set[tuple] = set()
+        #: (host class, value name) -> why this release cannot serve it (an op it moved; see nncanon.releases)
+        self._missing_ops: dict[tuple[type, str], str] = {}
         for envoy in self._hosts:
             for value in type(envoy).values():
                 for module in value.locator.sourced_modules():
@@ -211,7 +215,11 @@ class StandardModel(Host, TransformersModel):
                     try:
                         check_ops(target, value.locator.ops if served else value.locator.ops[:1])
                     except MissingOp as error:
-                        raise error.explained(where) from None
+                        if releases.verified():  # on a verified release the family module is wrong
+                            raise error.explained(where) from None
+                        # another release moved the op: that value alone is unavailable, never a wrong read
+                        self._missing_ops[(type(envoy), value.name)] = (
+                            f"{releases.named()} has no op where nncanon reads it: {error.describe()}")
 
     def _record_tokens(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         hidden = args[0] if args else kwargs["hidden_states"]
@@ -344,6 +352,10 @@ class StandardModel(Host, TransformersModel):
             found.setdefault(kind.host, (kind.cls, kind.native))
         return found
 
+    def missing_op(self, host_class: type, name: str) -> str | None:
+        """Why the installed release cannot serve ``host_class``'s value ``name`` (an op it does not have), or None."""
+        return self.__dict__.get("_missing_ops", {}).get((host_class, name))
+
     def support(self) -> Support:
         """Every value by host kind, with its layout, where it is read, and whether this load serves it;
         each host's values in the order this load's forward produces them (`nncanon.order`, measured)."""
@@ -360,6 +372,9 @@ class StandardModel(Host, TransformersModel):
                 if value.conditions:
                     first = failing[0] if failing else value.conditions[0]
                     condition = first.why if not first.needs else f"needs {first.needs}: {first.why}"
+                moved = self.missing_op(kind.cls, value.name)
+                if moved:
+                    failing, condition = [moved], moved
                 note = value.note(self) if callable(value.note) else value.note
                 if note:
                     condition = note if not failing else f"{condition}; {note}"

@@ -59,3 +59,32 @@ def test_the_pin_ignores_the_transformers_version_line(tmp_path):
     before = content_sha256(edited)
     edited.write_text(edited.read_text().replace('"hidden_size": 8', '"hidden_size": 9'))
     assert content_sha256(edited) != before  # every other byte still counts
+
+
+def _eager(module, x):
+    return x
+
+
+class _Moved:
+    """A forward as transformers 5.0 writes it: the attention function bound twice before its one call."""
+
+    flag = False
+
+    def forward(self, x):
+        attention_interface = _eager
+        if self.flag:
+            attention_interface = _eager
+        out = attention_interface(self, x)
+        return out
+
+
+def test_an_attention_call_is_found_by_what_it_calls_when_a_release_renumbers_it():
+    from nnsight.intervention.source import compiled
+
+    from nncanon.locators import call, resolve
+
+    labels = compiled(_Moved.forward)
+    assert "attention_interface_1" in labels.names  # on this forward, the second binding, not the call
+    assert resolve(call("attention_interface_1"), labels) == "attention_interface_2"
+    assert resolve("attention_interface_1", labels) == "attention_interface_1"  # a plain label is taken as it is
+    assert resolve(call("softmax_0"), labels) == "softmax_0"  # no such call: left for the reader to report
