@@ -111,6 +111,9 @@ class StandardModel(Host, TransformersModel):
         for envoy in self._hosts:
             if getattr(type(envoy), "TRACKS_TOKENS", False):
                 envoy._module.register_forward_pre_hook(self._record_tokens, with_kwargs=True)
+        #: (host class, value name) -> why the installed release cannot serve it (an op or an argument it moved;
+        #: see nncanon.releases), filled by the family's prepare and the op check
+        self._missing_ops: dict[tuple[type, str], str] = {}
         self.family_module.prepare(self)
         self._install_sources()
         self._bound = self._module
@@ -194,8 +197,6 @@ class StandardModel(Host, TransformersModel):
         the nested ones when the load serves the value (an eager-only op is absent under sdpa).
         """
         checked: set[tuple] = set()
-        #: (host class, value name) -> why this release cannot serve it (an op it moved; see nncanon.releases)
-        self._missing_ops: dict[tuple[type, str], str] = {}
         for envoy in self._hosts:
             for value in type(envoy).values():
                 for module in value.locator.sourced_modules():
@@ -353,7 +354,8 @@ class StandardModel(Host, TransformersModel):
         return found
 
     def missing_op(self, host_class: type, name: str) -> str | None:
-        """Why the installed release cannot serve ``host_class``'s value ``name`` (an op it does not have), or None."""
+        """Why the installed release cannot serve ``host_class``'s value ``name`` (an op or an argument it moved), or
+        None."""
         return self.__dict__.get("_missing_ops", {}).get((host_class, name))
 
     def support(self) -> Support:

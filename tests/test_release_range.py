@@ -88,3 +88,22 @@ def test_an_attention_call_is_found_by_what_it_calls_when_a_release_renumbers_it
     assert resolve(call("attention_interface_1"), labels) == "attention_interface_2"
     assert resolve("attention_interface_1", labels) == "attention_interface_1"  # a plain label is taken as it is
     assert resolve(call("softmax_0"), labels) == "softmax_0"  # no such call: left for the reader to report
+
+
+def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavailable(monkeypatch):
+    """Never a silent None: a release whose mixer takes its cache under a name nncanon does not know."""
+    import pytest
+
+    import nncanon
+    from generator.checkpoints import checkpoint_dir
+    from nncanon.families import _conv
+
+    monkeypatch.setattr(_conv, "cache_arg", lambda mixer_class: None)
+    model = nncanon.load(checkpoint_dir("mamba2"))
+    for name in ("conv_state_input", "conv_state_output"):
+        with pytest.raises(nncanon.Unavailable, match=rf"model.layers\[1\].mixer.{name} is unavailable: "
+                                                      r"transformers 5\.\S+'s Mamba2Mixer.forward takes its cache "
+                                                      r"under none of the names nncanon reads"):
+            getattr(model.layers[1].mixer, name)
+        row = next(r for r in model.support() if r.name == name)
+        assert not row.available and "cache under none of the names" in row.condition

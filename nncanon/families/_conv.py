@@ -23,7 +23,7 @@ the cache keeps. Neither function depends on a kernel route: the values exist un
 The cache reaches the mixer under the name its release gives it: ``cache_params`` (the mixer's own name up to
 5.23), ``cache`` (5.24 renamed both ``cache_params`` and ``past_key_values`` to it, the old names deprecated
 until 5.40) or ``past_key_values``. A release whose mixer takes none of them makes both values `Unavailable`
-naming the release: without the cache, ``conv_state_input`` would read None on a decode step (which looks
+naming the release (`prepare`): without the cache, ``conv_state_input`` would read None on a decode step (which looks
 legitimate) and an edit of ``conv_state_output`` would never reach it.
 """
 
@@ -36,13 +36,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-import transformers
 
-from .. import kernels
+from .. import kernels, releases
 from ..layouts import layout
 from ..locators import Tap
 from ..relations import relation
-from ..values import Condition, Unavailable, Value
+from ..values import Unavailable, Value
 
 KERNELS = ("causal_conv1d_fn", "causal_conv1d_update")
 CONV = "conv"  #: the tap's location: ``{path}.conv.input`` / ``.output``
@@ -61,15 +60,6 @@ def cache_arg(mixer_class: type) -> str | None:
     return next((name for name in CACHE_ARGS if name in params), None)
 
 
-def _cache_found(model: Any) -> bool:
-    return all(cache_arg(type(envoy._module)) for envoy in model._hosts
-               if any(value.name == "conv_state_output" for value in type(envoy).values()))
-
-
-CACHE_FOUND = Condition(
-    needs="", holds=_cache_found,
-    why=(f"transformers {transformers.__version__}'s mixer forward takes its cache under none of the names nncanon "
-         f"reads ({', '.join(CACHE_ARGS)}), so the conv state the cache keeps cannot be found"))
 
 _CONV = "the causal convolution this call runs (a prompt's over every column or a decode step's one-column update)"
 
@@ -88,12 +78,12 @@ def conv_values(channels: str, note=None) -> list[Value]:
         Value("conv_state_input", MaybeConvState,
               f"The conv state entering the layer: the conv's input ({channels}) at the last conv_kernel positions of "
               "the past, or None at the start of a prompt (a copy of the cache's buffer)", conv_arg(1),
-              conditions=(CACHE_FOUND,), no_grad="None on a prompt; on a decode step a copy of the cache's buffer, and generate runs without "
+              no_grad="None on a prompt; on a decode step a copy of the cache's buffer, and generate runs without "
                       "gradients"),
         Value("conv_state_output", ConvState,
               f"The conv state leaving the layer: the conv's input ({channels}) at the last conv_kernel positions "
               "(zeros on the left where the sequence is shorter), what the next call convolves with its own column",
-              conv_out(1), conditions=(CACHE_FOUND,), reaches="the next call", note=note),
+              conv_out(1), reaches="the next call", note=note),
     ]
 
 
@@ -203,8 +193,8 @@ def track(envoy: Any) -> None:
         hidden = bound["hidden_states"]
         cache = next((bound[name] for name in CACHE_ARGS if bound.get(name) is not None), None)
         if cache is not None and not hasattr(cache, "get_conv_state"):
-            problem = (f"the conv state is unavailable: nncanon reads the cache's get_conv_state, which transformers "
-                       f"{transformers.__version__}'s {type(cache).__name__} does not have")
+            problem = (f"the conv state is unavailable: nncanon reads the cache's get_conv_state, which "
+                       f"{releases.named()}'s {type(cache).__name__} does not have")
             _calls[module] = _Call(hidden.shape[1], None, None, problem)
             return
         state = None if cache is None else cache.get_conv_state(module.layer_idx)
@@ -222,6 +212,12 @@ def prepare(model: Any, modeling: Any, host_class: type) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, host_class):
             track(envoy)
+            if cache_arg(type(envoy._module)) is None:
+                for name in ("conv_state_input", "conv_state_output"):
+                    model._missing_ops[(type(envoy), name)] = (
+                        f"{releases.named()}'s {type(envoy._module).__name__}.forward takes its cache under none "
+                        f"of the names nncanon reads ({', '.join(CACHE_ARGS)}), so the conv state it keeps cannot "
+                        "be found")
 
 
 # -- the sizes a decode cache holds ------------------------------------------------------------------------
