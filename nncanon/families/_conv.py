@@ -23,8 +23,8 @@ the cache keeps. Neither function depends on a kernel route: the values exist un
 The cache reaches the mixer under the name its release gives it: ``cache_params`` (the mixer's own name up to
 5.23), ``cache`` (5.24 renamed both ``cache_params`` and ``past_key_values`` to it, the old names deprecated
 until 5.40) or ``past_key_values``. A release whose mixer takes none of them makes both values `Unavailable`
-naming the release (`prepare`): without the cache, ``conv_state_input`` would read None on a decode step (which looks
-legitimate) and an edit of ``conv_state_output`` would never reach it.
+naming the release (`prepare`): without the cache, ``conv_state_input`` would read None on a decode step
+(which looks legitimate) and an edit of ``conv_state_output`` would never reach it.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ def cache_arg(mixer_class: type) -> str | None:
     """The name ``mixer_class.forward`` takes its cache under on the installed release, or None."""
     params = inspect.signature(mixer_class.forward).parameters  # follows deprecate_kwarg's wraps
     return next((name for name in CACHE_ARGS if name in params), None)
-
 
 
 _CONV = "the causal convolution this call runs (a prompt's over every column or a decode step's one-column update)"
