@@ -235,6 +235,7 @@ def test_an_op_a_release_outside_the_verified_range_lacks_is_unavailable_naming_
     from nncanon import releases
 
     monkeypatch.setattr(releases, "installed", lambda: "5.0.0")
+    monkeypatch.setattr(releases, "_warned", set())
     registered(family_reading(("attention_interface_1", "torch_softmax_0")))
     with pytest.warns(releases.UnverifiedRelease, match=r"verified on transformers >=5\.23,<5\.25; transformers "
                                                          r"5\.0\.0 is installed"):

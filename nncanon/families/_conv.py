@@ -41,7 +41,7 @@ from .. import kernels, releases
 from ..layouts import layout
 from ..locators import Tap
 from ..relations import relation
-from ..values import Unavailable, Value
+from ..values import Value
 
 KERNELS = ("causal_conv1d_fn", "causal_conv1d_update")
 CONV = "conv"  #: the tap's location: ``{path}.conv.input`` / ``.output``
@@ -98,7 +98,7 @@ class _Call:
     seq: int
     previous: torch.Tensor | None
     cache: Any
-    #: why this release's cache cannot be read (raised in a trace rather than serving a wrong state)
+    #: why this release's cache cannot be read: the tap stands aside rather than serve a wrong state
     problem: str | None = None
 
 
@@ -119,8 +119,8 @@ def _running() -> tuple[Any, _Call] | None:
     call = _calls.get(envoy._module)
     if call is None or not envoy.interleaver.interleaving:
         return None
-    if call.problem:
-        raise Unavailable(f"{envoy.path}: {call.problem}")
+    if call.problem:  # `prepare` made the values Unavailable; the rest of the trace runs as transformers' own
+        return None
     return envoy, call
 
 
@@ -192,8 +192,7 @@ def track(envoy: Any) -> None:
         hidden = bound["hidden_states"]
         cache = next((bound[name] for name in CACHE_ARGS if bound.get(name) is not None), None)
         if cache is not None and not hasattr(cache, "get_conv_state"):
-            problem = (f"the conv state is unavailable: nncanon reads the cache's get_conv_state, which "
-                       f"{releases.named()}'s {type(cache).__name__} does not have")
+            problem = f"{releases.named()}'s {type(cache).__name__} has no get_conv_state"
             _calls[module] = _Call(hidden.shape[1], None, None, problem)
             return
         state = None if cache is None else cache.get_conv_state(module.layer_idx)
@@ -211,12 +210,27 @@ def prepare(model: Any, modeling: Any, host_class: type) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, host_class):
             track(envoy)
+            missing = None
             if cache_arg(type(envoy._module)) is None:
-                for name in ("conv_state_input", "conv_state_output"):
-                    model._missing_ops[(type(envoy), name)] = (
-                        f"{releases.named()}'s {type(envoy._module).__name__}.forward takes its cache under none "
-                        f"of the names nncanon reads ({', '.join(CACHE_ARGS)}), so the conv state it keeps cannot "
-                        "be found")
+                missing = (f"{releases.named()}'s {type(envoy._module).__name__}.forward takes its cache under none "
+                           f"of the names nncanon reads ({', '.join(CACHE_ARGS)}), so the conv state it keeps cannot "
+                           "be found")
+            elif lacking := [c.__name__ for c in _cache_classes(modeling) if not hasattr(c, "get_conv_state")]:
+                missing = (f"{releases.named()}'s {', '.join(lacking)} has no get_conv_state, which nncanon reads "
+                           "the conv state through")
+            for name in ("conv_state_input", "conv_state_output"):
+                if missing:
+                    model._missing_ops[(type(envoy), name)] = missing
+
+
+def _cache_classes(modeling: Any) -> list[type]:
+    """The cache classes a modeling module's mixers are handed: its own (an older release's per-family cache),
+    else transformers' DynamicCache."""
+    from transformers import DynamicCache
+
+    own = [v for k, v in vars(modeling).items()
+           if isinstance(v, type) and k.endswith("Cache") and v.__module__ == modeling.__name__]
+    return own or [DynamicCache]
 
 
 # -- the sizes a decode cache holds ------------------------------------------------------------------------
