@@ -107,3 +107,55 @@ def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavaila
             getattr(model.layers[1].mixer, name)
         row = next(r for r in model.support() if r.name == name)
         assert not row.available and "cache under none of the names" in row.condition
+
+
+def test_pyproject_declares_the_verified_range_and_the_lock_lies_inside_it():
+    import re
+    import tomllib
+
+    from nncanon import releases
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = next(d for d in project["dependencies"] if re.match(r"transformers\b", d))
+    assert declared.replace(" ", "") == f"transformers{releases.VERIFIED}"
+    locked = re.search(r"^transformers==(\S+)$", (REPO / "constraints.txt").read_text(), re.MULTILINE).group(1)
+    assert releases.verified(locked)
+    assert not releases.verified("5.22.0") and not releases.verified("5.25.0") and releases.verified("5.24.0")
+
+
+def test_load_warns_once_outside_the_verified_range(monkeypatch):
+    import warnings
+
+    import pytest
+
+    from nncanon import releases
+
+    monkeypatch.setattr(releases, "installed", lambda: "5.12.1")
+    monkeypatch.setattr(releases, "_warned", set())
+    with pytest.warns(releases.UnverifiedRelease, match=r"verified on transformers >=5\.23,<5\.25; transformers "
+                                                         r"5\.12\.1 is installed"):
+        releases.warn_unverified()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        releases.warn_unverified()  # once
+    monkeypatch.setattr(releases, "installed", lambda: "5.23.0")
+    monkeypatch.setattr(releases, "_warned", set())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        releases.warn_unverified()  # a verified release: no warning
+
+
+def test_an_argument_the_release_does_not_pass_is_unavailable_not_an_index_error():
+    import pytest
+
+    from nncanon import Unavailable
+    from nncanon.layouts import layout
+    from nncanon.locators import call, op
+    from nncanon.values import Value, ValueProperty
+
+    value = Value("attention_queries", layout("Queries", "batch heads seq head_dim"), "the queries",
+                  op(call("attention_interface_1"), io="input", element=1))
+    with pytest.raises(Unavailable, match=r"model.layers\[0\].self_attn.attention_queries is unavailable: it is read "
+                                          r"at inside the forward: the arguments of attention_interface_1, element 1, "
+                                          r"which transformers \S+ does not pass there \(IndexError"):
+        ValueProperty(value)._select(((object(),), {}), "model.layers[0].self_attn.attention_queries")
