@@ -6,10 +6,11 @@ PY := $(VENV)/bin/python
 
 .PHONY: setup site test lint bench serve clean
 
+# constraints.txt locks the releases the site is built on, inside the range pyproject declares
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e ".[dev,transformer-lens]"
+	$(PY) -m pip install -e ".[dev,transformer-lens]" -c constraints.txt
 
 setup: $(PY)
 

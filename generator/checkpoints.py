@@ -18,7 +18,11 @@ transformers versions, so a change to any of them builds a new directory. A buil
 temporary directory beside the cache entry and is renamed into place only when complete and pinned.
 
 The pin is the sha256 of the file list (``sha256sum`` lines of every file but the manifest, sorted
-by name), so a change to any file (weights, config, tokenizer, processor) fails it. The weights
+by name), so a change to any file (weights, config, tokenizer, processor) fails it. A JSON file is
+hashed without its ``"transformers_version"`` line (`content_sha256`): config.json and
+generation_config.json record the release that wrote them, and nothing else in the checkpoint
+depends on it (5.12 to 5.24 write byte-identical weights and tokenizers), so a pin holds under every
+release that writes the same content, and a release that writes different content still fails it. The weights
 are a pure function of the recipe (:mod:`generator.tiny_weights`), so a pin reproduces on every
 CPU; a cached entry whose files no longer match its manifest is rebuilt.
 """
@@ -140,6 +144,19 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+#: the one line save_pretrained writes naming the release (indent=2, sorted keys: never the only key)
+_VERSION_LINE = re.compile(rb'^[ \t]*"transformers_version":[ \t]*"[^"\r\n]*",?[ \t]*\r?\n', re.MULTILINE)
+
+
+def content_sha256(path: str | Path) -> str:
+    """``path``'s sha256, a JSON file's without its ``"transformers_version"`` line (every other byte counts)."""
+    path = Path(path)
+    if path.suffix != ".json":
+        return file_sha256(path)
+    data, found = _VERSION_LINE.subn(b"", path.read_bytes())
+    return hashlib.sha256(data).hexdigest() if found == 1 else file_sha256(path)
+
+
 # ---------------------------------------------------------------------------------------
 # building
 
@@ -219,9 +236,9 @@ def _no_progress_bars():
 
 
 def checkpoint_files(directory: Path) -> dict[str, str]:
-    """Every file of a checkpoint directory but its manifest: relative name -> sha256."""
+    """Every file of a checkpoint directory but its manifest: relative name -> sha256 (`content_sha256`)."""
     return {
-        path.relative_to(directory).as_posix(): file_sha256(path)
+        path.relative_to(directory).as_posix(): content_sha256(path)
         for path in sorted(directory.rglob("*"))
         if path.is_file() and path.name != MANIFEST_FILE
     }

@@ -53,6 +53,9 @@ class Host(Envoy):
             if model is None or not condition.holds(model):
                 raise Unavailable(f"{self._standard_path()}.{value.name} is unavailable: "
                                   + (condition.why if not condition.needs else condition.message(value.name)))
+        moved = model is not None and model.missing_op(type(self), value.name)
+        if moved:
+            raise Unavailable(f"{self._standard_path()}.{value.name} is unavailable: {moved}")
 
     def __getattr__(self, name: str) -> Any:
         try:

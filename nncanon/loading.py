@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from . import releases
 from .families import CheckpointError
 from .model import StandardModel, _implementation_error, wrap
 
@@ -137,6 +138,7 @@ def load(checkpoint: str | Path, task: str = "text-generation", *, revision: str
 
     from .families import family_for
 
+    releases.warn_unverified()
     hub = is_hub_id(checkpoint)
     if revision is not None and not hub:
         raise CheckpointError(f"revision={revision!r} names a version of a hub model; {checkpoint} is a local "
@@ -196,6 +198,7 @@ def from_config(config: Any, task: str = "text-generation", tokenizer: Any = Non
 
     from .families import family_for_config
 
+    releases.warn_unverified()
     if isinstance(config, dict):
         settings = dict(config)
         model_type = settings.pop("model_type", None)

@@ -67,6 +67,78 @@ def _stem(op: str) -> str:
     return words[-1] if words else op
 
 
+class Call(str):
+    """An op label that names a call of ``callee`` (its ``nth`` call in the forward): the label is the one the
+    locked release gives it (the page shows it), and a release that numbers the function's ops differently is
+    searched for the call by what it calls. nnsight numbers calls and assignments of one name together, so
+    ``attention_interface = ...; attention_interface(...)`` is ``attention_interface_1`` at the call on 5.23,
+    and 5.0's forward, which binds the name twice before calling it, has it at ``attention_interface_2``."""
+
+    callee: str
+    nth: int
+
+    def __new__(cls, label: str, nth: int = 0) -> Call:
+        made = super(Call, cls).__new__(cls, label)
+        made.callee, made.nth = re.sub(r"_\d+$", "", label), nth
+        return made
+
+    def __reduce__(self):  # a locator shipped to NDIF stays a Call
+        return (Call, (str(self), self.nth))
+
+
+def call(label: str, nth: int = 0) -> Call:
+    return Call(label, nth)
+
+
+def resolve(op: str, compiled: Any) -> str:
+    """The label ``op`` has in ``compiled`` (an nnsight ``Compiled``): ``op`` itself, or for a `Call` whose label is
+    not a call of its callee there, that callee's ``nth`` call; ``op`` when there is none (the caller says so)."""
+    if not isinstance(op, Call):
+        return op
+    calls = _calls_in(compiled)
+    if calls is None:
+        return op
+    if op in compiled.names and calls.get(op) == op.callee:
+        return str(op)
+    found = [label for label in compiled.names if calls.get(label) == op.callee]
+    return found[op.nth] if op.nth < len(found) else str(op)
+
+
+_CALLS: dict[str, dict | None] = {}
+
+
+def _calls_in(compiled: Any) -> dict[str, str] | None:
+    """label -> the called name, for each op of ``compiled`` that calls a plain name (an assignment, an attribute
+    call: absent); None when the labels cannot be reproduced from its source."""
+    import ast
+
+    from nnsight.intervention.source import BIND, Instrument
+
+    text = compiled.source
+    if text not in _CALLS:
+        calls: dict[str, str] = {}
+
+        class Labels(Instrument):
+            def wrap(self, name, fn, args, keywords, node):
+                wrapped = super(Labels, self).wrap(name, fn, args, keywords, node)
+                if isinstance(fn, ast.Name) and fn.id != BIND:
+                    calls[self.names[-1]] = fn.id
+                return wrapped
+
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            tree = None
+        labels = None
+        if tree is not None and tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            tree.body[0].decorator_list = []
+            visitor = Labels()
+            visitor.visit(tree)
+            labels = visitor.names
+        _CALLS[text] = calls if labels is not None and tuple(labels) == tuple(compiled.names) else None
+    return _CALLS[text]
+
+
 @dataclass(frozen=True)
 class Locator:
     """A module's input or output, optionally at an operation inside its forward.
@@ -99,6 +171,7 @@ class Locator:
             # The first level is installed at load; a nested one is drilled now, which
             # parks until the enclosing op runs: only legal inside a trace.
             source = envoy.source
+            op = resolve(op, source.compiled)
             if op not in source.names:
                 raise MissingOp(op, where, source.names)
             envoy, where = getattr(source, op), f"the function {op} calls"
@@ -241,6 +314,7 @@ def check_ops(envoy: Any, ops: tuple[str, ...]) -> None:
     function, _ = decorator_chain(module.__dict__[STATE].original)
     receiver, where = module, f"{type(module).__name__}.forward"
     for depth, op in enumerate(ops):
+        op = resolve(op, compiled)
         if op not in compiled.names:
             raise MissingOp(op, where, compiled.names)
         if depth == len(ops) - 1:

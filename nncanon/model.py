@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from nnsight.modeling.transformers import TransformersModel
 
+from . import releases
 from .hosts import Host, HostKind, Stack, index, pattern, span
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
@@ -110,6 +111,9 @@ class StandardModel(Host, TransformersModel):
         for envoy in self._hosts:
             if getattr(type(envoy), "TRACKS_TOKENS", False):
                 envoy._module.register_forward_pre_hook(self._record_tokens, with_kwargs=True)
+        #: (host class, value name) -> why the installed release cannot serve it (an op or an argument it moved;
+        #: see nncanon.releases), filled by the family's prepare and the op check
+        self._missing_ops: dict[tuple[type, str], str] = {}
         self.family_module.prepare(self)
         self._install_sources()
         self._bound = self._module
@@ -165,6 +169,19 @@ class StandardModel(Host, TransformersModel):
             return run_on_server(self, super(StandardModel, self).interleave, fn, *args, **kwargs)
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
+    def _batch(self, invokes: list, fn: Any) -> tuple:
+        # nnsight 0.8.1 adds an all-ones attention mask unless an invoke passes ``past_key_values``; a cache passed
+        # as ``cache`` (5.24's name) or ``cache_params`` then got a mask over the new tokens only, which moves a
+        # continued prompt's logits (falcon_h1: by 0.087) with no error. The model builds the cached mask itself.
+        args, kwargs = super(StandardModel, self)._batch(invokes, fn)
+        if len(invokes) == 1:
+            inputs, given = invokes[0]
+            data = inputs[0] if inputs and hasattr(inputs[0], "keys") else {}
+            if any(given.get(name) is not None for name in ("cache", "cache_params")) and not (
+                    "attention_mask" in given or "attention_mask" in data):
+                kwargs = {k: v for k, v in kwargs.items() if k != "attention_mask"}
+        return args, kwargs
+
     @contextlib.contextmanager
     def _native_tree(self):
         self._native = True
@@ -191,6 +208,7 @@ class StandardModel(Host, TransformersModel):
     def __getstate__(self) -> dict:
         state = super(StandardModel, self).__getstate__()
         state.pop("_bound", None)  # the far side binds its own modules
+        state.pop("_missing_ops", None)  # and finds what its own release lacks
         return state
 
     def _install_sources(self) -> None:
@@ -220,7 +238,11 @@ class StandardModel(Host, TransformersModel):
                     try:
                         check_ops(target, value.locator.ops if served else value.locator.ops[:1])
                     except MissingOp as error:
-                        raise error.explained(where) from None
+                        if releases.verified():  # on a verified release the family module is wrong
+                            raise error.explained(where) from None
+                        # another release moved the op: that value alone is unavailable, never a wrong read
+                        self._missing_ops[(type(envoy), value.name)] = (
+                            f"{releases.named()} has no op where nncanon reads it: {error.describe()}")
 
     def _record_tokens(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         hidden = args[0] if args else kwargs["hidden_states"]
@@ -353,6 +375,11 @@ class StandardModel(Host, TransformersModel):
             found.setdefault(kind.host, (kind.cls, kind.native))
         return found
 
+    def missing_op(self, host_class: type, name: str) -> str | None:
+        """Why the installed release cannot serve ``host_class``'s value ``name`` (an op or an argument it moved), or
+        None."""
+        return self.__dict__.get("_missing_ops", {}).get((host_class, name))
+
     def support(self) -> Support:
         """Every value by host kind, with its layout, where it is read, and whether this load serves it;
         each host's values in the order this load's forward produces them (`nncanon.order`, measured)."""
@@ -369,6 +396,9 @@ class StandardModel(Host, TransformersModel):
                 if value.conditions:
                     first = failing[0] if failing else value.conditions[0]
                     condition = first.why if not first.needs else f"needs {first.needs}: {first.why}"
+                moved = self.missing_op(kind.cls, value.name)
+                if moved:
+                    failing, condition = [moved], moved
                 note = value.note(self) if callable(value.note) else value.note
                 if note:
                     condition = note if not failing else f"{condition}; {note}"

@@ -20,7 +20,7 @@ from typing import Any
 from nnsight.intervention.eproperty import eproperty
 from nnsight.intervention.interleaver import Mediator, OutOfOrderError
 
-from . import grads, stale
+from . import grads, releases, stale
 from .errors import OutsideTrace, check_shape, read_out_of_order, remember_read
 from .layouts import Layout
 from .locators import FamilyMismatch, Locator, MissingOp
@@ -165,13 +165,22 @@ class ValueProperty(eproperty):
             return self
         value = self.value
         location, where, raw = self._raw(host)
-        selected = value.locator.select(raw)
+        selected = self._select(raw, where)
         served = value.view.read(host, selected)
         mediator = remember_read(where)
         run = stale.current_run(mediator)
         stale.stamp(served, run)
         stale.check(mediator, run)
         return grads.mark(served, selected, where, value.gradient)
+
+    def _select(self, raw: Any, where: str) -> Any:
+        """The value's part of what its location serves; a part the call does not have (a release that calls the
+        op with other arguments) is `Unavailable` naming the release, never a bare IndexError."""
+        try:
+            return self.value.locator.select(raw)
+        except (IndexError, KeyError) as error:
+            raise Unavailable(f"{where} is unavailable: it is read at {self.value.read_at()}, which "
+                              f"{releases.named()} does not pass there ({type(error).__name__}: {error})") from None
 
     def _raw(self, host: Any) -> tuple[str, str, Any]:
         """The value's location, standard path and the native object it is read from, in forward order: an
@@ -215,7 +224,7 @@ class ValueProperty(eproperty):
         if value.view.write is None:
             raise ReadOnly(f"{host._standard_path()}.{value.name} is read-only: {value.description}")
         location, where, raw = self._raw(host)
-        current = value.locator.select(raw)
+        current = self._select(raw, where)
         check_shape(where, value.layout, new, value.view.read(host, current))
         written = value.view.write(host, new, current)
         if value.assign_in_place:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from release_cache import cache_kwarg, cache_of
 
 import nncanon
 
@@ -29,10 +30,9 @@ def mixer_of(model):
 
 def plain(model, ids, cache=None):
     """transformers' own forward (no trace: nncanon's taps pass straight through) and the cache it leaves."""
-    name = "cache_params" if model.family == "mamba2" else "past_key_values"
     with torch.no_grad():
-        out = model._module(input_ids=ids, use_cache=True, **({name: cache} if cache is not None else {}))
-    return out, getattr(out, "cache_params", None) or out.past_key_values
+        out = model._module(input_ids=ids, use_cache=True, **({cache_kwarg(model): cache} if cache is not None else {}))
+    return out, cache_of(out)
 
 
 @pytest.mark.parametrize("length", [12, 2])
@@ -114,7 +114,7 @@ def test_a_prompt_continuing_a_cache_starts_from_its_conv_state(model):
     mixer = mixer_of(model)
     _, cache = plain(model, ids[:, :8])
     before = cache.get_conv_state(BLOCK).clone()
-    name = "cache_params" if model.family == "mamba2" else "past_key_values"
+    name = cache_kwarg(model)
     extra = {} if model.family == "mamba2" else {"position_ids": torch.arange(8, 11)[None]}
     with torch.no_grad(), model.trace(ids[:, 8:11], use_cache=True, **{name: cache}, **extra):
         given = mixer.conv_state_input.save()
@@ -129,7 +129,7 @@ def test_an_edit_of_conv_state_input_on_a_continuing_prompt(model):
     conv state was zeroed first (the prompt's own columns then convolve with zeros on their left)."""
     ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"][:, :11]
     mixer = mixer_of(model)
-    name = "cache_params" if model.family == "mamba2" else "past_key_values"
+    name = cache_kwarg(model)
     extra = {} if model.family == "mamba2" else {"position_ids": torch.arange(8, 11)[None]}
     _, cache = plain(model, ids[:, :8])
     with torch.no_grad(), model.trace(ids[:, 8:], use_cache=True, **{name: cache}, **extra):

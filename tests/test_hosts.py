@@ -227,6 +227,29 @@ def test_a_nested_op_the_forward_lacks_fails_the_load(registered, checkpoint):
     assert not next(r for r in model.support() if r.name == "attention_scores").available
 
 
+def test_an_op_a_release_outside_the_verified_range_lacks_is_unavailable_naming_it(registered, checkpoint,
+                                                                                    monkeypatch):
+    """Outside the verified releases a missing op is the release's, not the family's: the load goes on and the
+    one value is Unavailable, naming the release, in a read and in support()."""
+    import nncanon
+    from nncanon import releases
+
+    monkeypatch.setattr(releases, "installed", lambda: "5.0.0")
+    monkeypatch.setattr(releases, "_warned", set())
+    registered(family_reading(("attention_interface_1", "torch_softmax_0")))
+    with pytest.warns(releases.UnverifiedRelease, match=r"verified on transformers >=5\.23,<5\.25; transformers "
+                                                         r"5\.0\.0 is installed"):
+        model = nncanon.load(checkpoint, attn_implementation="eager")
+    with pytest.raises(nncanon.Unavailable, match=r"model.layers\[1\].self_attn.attention_scores is unavailable: "
+                                                  r"transformers 5\.0\.0 \(outside the verified >=5\.23,<5\.25\) "
+                                                  r"has no op .*torch_softmax_0"):
+        _ = model.layers[1].self_attn.attention_scores
+    row = next(r for r in model.support() if r.name == "attention_scores")
+    assert not row.available and "transformers 5.0.0" in row.condition
+    with model.trace(PROMPTS):  # the rest of the attention still reads
+        model.layers[1].self_attn.attention_output.save()
+
+
 def test_a_first_level_op_the_forward_lacks_fails_the_load(registered, checkpoint):
     import nncanon
 

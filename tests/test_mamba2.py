@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from release_cache import cache_of
 
 import nncanon
 
@@ -81,7 +82,7 @@ def test_states_are_the_native_cache_of_the_cut_prompt(model, ids):
     for t in (0, 5, ids.shape[1] - 1):
         with torch.no_grad():  # the plain Hugging Face forward, no nncanon in the way
             out = model._module(ids[:, :t + 1], use_cache=True)
-        cache = getattr(out, "cache_params", None) or out.past_key_values  # Mamba2 names it cache_params
+        cache = cache_of(out)
         native = cache.get_recurrent_state(BLOCK, state_idx=0)  # [batch, heads, head_dim, state_size]
         torch.testing.assert_close(states[:, t], native.transpose(-1, -2), atol=1e-5, rtol=1e-5)
 

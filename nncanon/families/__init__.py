@@ -4,13 +4,21 @@ A family module declares FAMILY, MODEL_TYPES, RENAME, ENVOYS (module class -> ho
 ROOT (its StandardModel subclass) and the functions build, required_paths, dim_sizes and
 prepare (see qwen3_5_moe_text for the reference). A family module written outside nncanon
 is added with `register`.
+
+Finding a checkpoint's family imports that family's module only: which module serves a model_type is
+read from each module's ``MODEL_TYPES`` literal without importing it (`model_types_of`). A family module
+imports its transformers modeling module, which an older or newer release may not have; that then fails
+the one family, with a `FamilyImportError` naming it and the missing module, not every family.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import json
 import pkgutil
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
 
@@ -33,10 +41,51 @@ class UnsupportedModelType(CheckpointError, UnknownFamily):
     """The checkpoint's model_type has no family module."""
 
 
+class FamilyImportError(ImportError):
+    """A family module that cannot be imported on the installed transformers (a modeling module or a name
+    its release does not have): the message names the family, what is missing and the release."""
+
+
+def _transformers_release() -> str:
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def family_module(name: str) -> ModuleType:
     if name not in FAMILIES:
         raise UnknownFamily(f"no family {name!r}; nncanon knows {', '.join(FAMILIES)}")
-    return importlib.import_module(f"{__name__}.{name}")
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ImportError as error:
+        if isinstance(error, FamilyImportError):
+            raise
+        missing = error.name or str(error)
+        what = f"{missing}, which" if isinstance(error, ModuleNotFoundError) else f"{missing} ({error}), which"
+        raise FamilyImportError(
+            f"nncanon family {name!r} cannot be imported: it needs {what} transformers "
+            f"{_transformers_release()} does not have", name=error.name) from error
+
+
+@functools.cache
+def model_types_of(name: str) -> tuple[str, ...]:
+    """The family module ``name``'s MODEL_TYPES, read from its source without importing it (the module imports
+    transformers' modeling code); a module whose MODEL_TYPES is not one literal is imported to ask it."""
+    source = Path(__file__).with_name(f"{name}.py").read_text(encoding="utf-8")
+    for node in ast.parse(source).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "MODEL_TYPES"):
+            try:
+                return tuple(ast.literal_eval(node.value))
+            except ValueError:
+                break
+    return tuple(family_module(name).MODEL_TYPES)
+
+
+def module_for_model_type(model_type: str) -> str | None:
+    """The name of the built-in family module serving ``model_type`` (not imported), or None."""
+    return next((name for name in FAMILIES if model_type in model_types_of(name)), None)
 
 
 def register(module: ModuleType) -> ModuleType:
@@ -100,7 +149,7 @@ def read_config(checkpoint: Path) -> dict:
 def known_model_types() -> list[str]:
     types = list(REGISTERED)
     for name in FAMILIES:
-        types += [t for t in family_module(name).MODEL_TYPES if t not in types]
+        types += [t for t in model_types_of(name) if t not in types]
     return types
 
 
@@ -113,10 +162,9 @@ def family_for_config(config: dict, where: Path | str) -> ModuleType:
     model_type = text_model_type(config)
     if model_type in REGISTERED:
         return REGISTERED[model_type]
-    for name in FAMILIES:
-        module = family_module(name)
-        if model_type in module.MODEL_TYPES:
-            return module
+    name = module_for_model_type(model_type)
+    if name is not None:
+        return family_module(name)
     raise UnsupportedModelType(
         f"{where}: model_type {model_type!r} has no nncanon family; nncanon serves "
         f"{', '.join(known_model_types())} (write a family module for it and add it with "

@@ -19,6 +19,12 @@ cache's buffer in place). `tap` wraps both and serves one call shape at ``{mixer
 ``[batch, conv_dim, seq]``, and ``(output, conv_state_output)`` with ``output`` the activated conv over
 them. What is served is a copy; the served state, edited or not, is what the conv runs from and what
 the cache keeps. Neither function depends on a kernel route: the values exist under every load.
+
+The cache reaches the mixer under the name its release gives it: ``cache_params`` (the mixer's own name up to
+5.23), ``cache`` (5.24 renamed both ``cache_params`` and ``past_key_values`` to it, the old names deprecated
+until 5.40) or ``past_key_values``. A release whose mixer takes none of them makes both values `Unavailable`
+naming the release (`prepare`): without the cache, ``conv_state_input`` would read None on a decode step
+(which looks legitimate) and an edit of ``conv_state_output`` would never reach it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .. import kernels
+from .. import kernels, releases
 from ..layouts import layout
 from ..locators import Tap
 from ..relations import relation
@@ -42,6 +48,17 @@ CONV = "conv"  #: the tap's location: ``{path}.conv.input`` / ``.output``
 
 ConvState = layout("ConvState", "batch conv_dim conv_kernel")
 MaybeConvState = layout("ConvState | None", "batch conv_dim conv_kernel")
+
+#: the names releases give the mixer's cache argument, the newest first (5.24: ``cache``)
+CACHE_ARGS = ("cache", "cache_params", "past_key_values")
+
+
+@functools.cache
+def cache_arg(mixer_class: type) -> str | None:
+    """The name ``mixer_class.forward`` takes its cache under on the installed release, or None."""
+    params = inspect.signature(mixer_class.forward).parameters  # follows deprecate_kwarg's wraps
+    return next((name for name in CACHE_ARGS if name in params), None)
+
 
 _CONV = "the causal convolution this call runs (a prompt's over every column or a decode step's one-column update)"
 
@@ -81,6 +98,8 @@ class _Call:
     seq: int
     previous: torch.Tensor | None
     cache: Any
+    #: why this release's cache cannot be read: the tap stands aside rather than serve a wrong state
+    problem: str | None = None
 
 
 #: mixer module -> its running call
@@ -99,6 +118,8 @@ def _running() -> tuple[Any, _Call] | None:
     envoy, _ = kernels._innermost()
     call = _calls.get(envoy._module)
     if call is None or not envoy.interleaver.interleaving:
+        return None
+    if call.problem:  # `prepare` made the values Unavailable; the rest of the trace runs as transformers' own
         return None
     return envoy, call
 
@@ -167,7 +188,13 @@ def track(envoy: Any) -> None:
 
     def enter(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         bound = dict(zip(params, args)) | kwargs
-        hidden, cache = bound["hidden_states"], bound.get("cache_params")
+        # a caller may still pass a deprecated name: the hook runs before deprecate_kwarg renames it
+        hidden = bound["hidden_states"]
+        cache = next((bound[name] for name in CACHE_ARGS if bound.get(name) is not None), None)
+        if cache is not None and not hasattr(cache, "get_conv_state"):
+            problem = f"{releases.named()}'s {type(cache).__name__} has no get_conv_state"
+            _calls[module] = _Call(hidden.shape[1], None, None, problem)
+            return
         state = None if cache is None else cache.get_conv_state(module.layer_idx)
         _calls[module] = _Call(hidden.shape[1], None if state is None else state.clone(), cache)
 
@@ -183,6 +210,27 @@ def prepare(model: Any, modeling: Any, host_class: type) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, host_class):
             track(envoy)
+            missing = None
+            if cache_arg(type(envoy._module)) is None:
+                missing = (f"{releases.named()}'s {type(envoy._module).__name__}.forward takes its cache under none "
+                           f"of the names nncanon reads ({', '.join(CACHE_ARGS)}), so the conv state it keeps cannot "
+                           "be found")
+            elif lacking := [c.__name__ for c in _cache_classes(modeling) if not hasattr(c, "get_conv_state")]:
+                missing = (f"{releases.named()}'s {', '.join(lacking)} has no get_conv_state, which nncanon reads "
+                           "the conv state through")
+            for name in ("conv_state_input", "conv_state_output"):
+                if missing:
+                    model._missing_ops[(type(envoy), name)] = missing
+
+
+def _cache_classes(modeling: Any) -> list[type]:
+    """The cache classes a modeling module's mixers are handed: its own (an older release's per-family cache),
+    else transformers' DynamicCache."""
+    from transformers import DynamicCache
+
+    own = [v for k, v in vars(modeling).items()
+           if isinstance(v, type) and k.endswith("Cache") and v.__module__ == modeling.__name__]
+    return own or [DynamicCache]
 
 
 # -- the sizes a decode cache holds ------------------------------------------------------------------------

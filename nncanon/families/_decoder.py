@@ -26,7 +26,7 @@ from ..layouts import (
     Tokens,
     Values,
 )
-from ..locators import FIRST, child, op, own
+from ..locators import FIRST, call, child, op, own
 from ..relations import (
     ATTENTION_RELATIONS,
     BLOCK_RELATIONS,
@@ -93,7 +93,9 @@ Block = host("Block", values=[
 
 # -- attention ---------------------------------------------------------------------
 
-_CALL = "attention_interface_1"  # attention_interface_0 is the get_interface(...) assignment
+#: the call of the attention function, found by what it calls (`Call`): on 5.23 attention_interface_0 is the
+#: get_interface(...) assignment, and a release that binds the name twice numbers the call _2
+_CALL = call("attention_interface_1")
 
 Attention = host("Attention", values=[
     Value("attention_queries", Queries, "The queries entering attention",

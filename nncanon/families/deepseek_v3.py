@@ -31,7 +31,7 @@ from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf
 
 from ..hosts import host
 from ..layouts import HeadOutputs, Layout, Residual, layout
-from ..locators import child, op
+from ..locators import call, child, op
 from ..model import StandardModel
 from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, MOE_RELATIONS, first, relation, rows
@@ -55,7 +55,7 @@ FAMILY = "deepseek_v3"
 MODEL_TYPES = ("deepseek_v3",)
 RENAME = {**TEXT_RENAME, "gate": "router"}
 
-_CALL = "attention_interface_1"
+_CALL = call("attention_interface_1")  # found by what it calls (`Call`)
 
 QueryLatent = layout("QueryLatent", "batch seq q_lora_rank")
 KVLatent = layout("KVLatent", "batch seq kv_lora_rank")

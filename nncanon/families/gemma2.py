@@ -24,7 +24,7 @@ from transformers.models.gemma2 import modeling_gemma2 as hf
 
 from ..hosts import host
 from ..layouts import Pattern, Residual
-from ..locators import child, op
+from ..locators import call, child, op
 from ..model import StandardModel
 from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, causal_mask, mix, pick, real_queries, relation
@@ -122,7 +122,7 @@ SandwichBlock = host("SandwichBlock", Block, values=[
 
 # -- attention: scores softcapped before the mask ------------------------------------------------------
 
-_CALL = "attention_interface_1"
+_CALL = call("attention_interface_1")  # found by what it calls (`Call`)
 
 
 def capped_pattern(module, queries, keys, padding):

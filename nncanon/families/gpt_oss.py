@@ -28,7 +28,7 @@ from transformers.models.gpt_oss import modeling_gpt_oss as hf
 
 from ..hosts import host
 from ..layouts import Layout, Pattern, Residual
-from ..locators import op, own
+from ..locators import call, op, own
 from ..model import StandardModel
 from ..precision import SUBBLOCK
 from ..relations import ATTENTION_RELATIONS, MOE_RELATIONS, causal_mask, first, real_queries, relation, rows
@@ -53,7 +53,7 @@ FAMILY = "gpt_oss"
 MODEL_TYPES = ("gpt_oss",)
 RENAME = TEXT_RENAME
 
-_CALL = "attention_interface_1"
+_CALL = call("attention_interface_1")  # found by what it calls (`Call`)
 
 SinkProbability = Layout("SinkProbability", ("batch", "num_heads", "query"))
 

@@ -1,0 +1,58 @@
+"""The transformers releases nncanon is verified on, and what it says under any other.
+
+Every value, relation and edit on the site is checked on the tiny checkpoints under each release of
+`VERIFIED` (pyproject declares the same range; the site itself is built on the one `constraints.txt`
+locks). Under a release outside it nncanon still loads: `load` warns once naming the range, and a value
+whose op the release does not have is `Unavailable` naming the release (`StandardModel._install_sources`)
+rather than failing the load, as it does inside the range, where it means the family module is wrong.
+"""
+
+from __future__ import annotations
+
+import warnings
+from importlib.metadata import PackageNotFoundError, version
+
+#: the releases every family is verified on (pyproject's transformers requirement; tests/test_release_range.py)
+VERIFIED = ">=5.23,<5.25"
+
+_warned: set[str] = set()
+
+
+class UnverifiedRelease(UserWarning):
+    """The installed transformers is outside the releases nncanon is verified on."""
+
+
+def installed() -> str:
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def verified(release: str | None = None) -> bool:
+    """Whether ``release`` (the installed one by default) is in `VERIFIED`."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    release = installed() if release is None else release
+    try:
+        return Version(release) in SpecifierSet(VERIFIED)
+    except InvalidVersion:
+        return False
+
+
+def warn_unverified() -> None:
+    """Warn, once per process and release, when the installed transformers is outside `VERIFIED`."""
+    release = installed()
+    if release in _warned or verified(release):
+        return
+    _warned.add(release)
+    warnings.warn(f"nncanon is verified on transformers {VERIFIED}; transformers {release} is installed, so a "
+                  f"value the release moved may be unavailable or differ (pip install 'transformers{VERIFIED}')",
+                  UnverifiedRelease, stacklevel=3)
+
+
+def named() -> str:
+    """The installed release in a clause, and whether it is verified: for an error or an Unavailable message."""
+    release = installed()
+    return f"transformers {release}" + ("" if verified(release) else f" (outside the verified {VERIFIED})")

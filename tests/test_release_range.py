@@ -1,0 +1,161 @@
+"""What keeps nncanon honest across transformers releases: finding a family imports only its module, a family
+whose transformers module is missing fails alone and says so, and a pin does not depend on the release's
+version string."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+def test_a_family_imports_only_its_module_and_a_missing_transformers_module_fails_only_its_family():
+    done = _run("""
+        import sys
+        sys.modules["transformers.models.qwen3_5_moe"] = None  # as on a release without Qwen3.5-MoE
+        from nncanon.families import FamilyImportError, family_for_config, known_model_types
+        assert "qwen3_5_moe_text" in known_model_types()
+        llama = family_for_config({"model_type": "llama"}, "config.json")
+        loaded = sorted(m.rsplit(".", 1)[1] for m in sys.modules
+                        if m.startswith("nncanon.families.") and not m.rsplit(".", 1)[1].startswith("_"))
+        assert loaded == ["llama"], loaded
+        try:
+            family_for_config({"model_type": "qwen3_5_moe_text"}, "config.json")
+        except FamilyImportError as error:
+            print(error)
+        else:
+            raise AssertionError("no FamilyImportError")
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    message = done.stdout.strip()
+    assert "\n" not in message
+    assert "'qwen3_5_moe_text'" in message and "transformers.models.qwen3_5_moe" in message
+    assert "transformers 5." in message
+
+
+def test_the_pin_ignores_the_transformers_version_line(tmp_path):
+    from generator.checkpoints import checkpoint_files, content_sha256
+
+    config = {"hidden_size": 8, "model_type": "llama", "transformers_version": "5.23.0", "vocab_size": 10}
+    for release in ("5.23.0", "5.24.0"):
+        directory = tmp_path / release
+        directory.mkdir()
+        text = json.dumps(config | {"transformers_version": release}, indent=2, sort_keys=True) + "\n"
+        (directory / "config.json").write_text(text)
+        (directory / "generation_config.json").write_text(
+            json.dumps({"bos_token_id": 1, "transformers_version": release}, indent=2, sort_keys=True) + "\n")
+        (directory / "model.safetensors").write_bytes(b"weights")
+    assert checkpoint_files(tmp_path / "5.23.0") == checkpoint_files(tmp_path / "5.24.0")
+    edited = tmp_path / "5.24.0" / "config.json"
+    before = content_sha256(edited)
+    edited.write_text(edited.read_text().replace('"hidden_size": 8', '"hidden_size": 9'))
+    assert content_sha256(edited) != before  # every other byte still counts
+
+
+def _eager(module, x):
+    return x
+
+
+class _Moved:
+    """A forward as transformers 5.0 writes it: the attention function bound twice before its one call."""
+
+    flag = False
+
+    def forward(self, x):
+        attention_interface = _eager
+        if self.flag:
+            attention_interface = _eager
+        out = attention_interface(self, x)
+        return out
+
+
+def test_an_attention_call_is_found_by_what_it_calls_when_a_release_renumbers_it():
+    from nnsight.intervention.source import compiled
+
+    from nncanon.locators import call, resolve
+
+    labels = compiled(_Moved.forward)
+    assert "attention_interface_1" in labels.names  # on this forward, the second binding, not the call
+    assert resolve(call("attention_interface_1"), labels) == "attention_interface_2"
+    assert resolve("attention_interface_1", labels) == "attention_interface_1"  # a plain label is taken as it is
+    assert resolve(call("softmax_0"), labels) == "softmax_0"  # no such call: left for the reader to report
+
+
+def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavailable(monkeypatch):
+    """Never a silent None: a release whose mixer takes its cache under a name nncanon does not know."""
+    import pytest
+
+    import nncanon
+    from generator.checkpoints import checkpoint_dir
+    from nncanon.families import _conv
+
+    monkeypatch.setattr(_conv, "cache_arg", lambda mixer_class: None)
+    model = nncanon.load(checkpoint_dir("mamba2"))
+    for name in ("conv_state_input", "conv_state_output"):
+        with pytest.raises(nncanon.Unavailable, match=rf"model.layers\[1\].mixer.{name} is unavailable: "
+                                                      r"transformers 5\.\S+'s Mamba2Mixer.forward takes its cache "
+                                                      r"under none of the names nncanon reads"):
+            getattr(model.layers[1].mixer, name)
+        row = next(r for r in model.support() if r.name == name)
+        assert not row.available and "cache under none of the names" in row.condition
+
+
+def test_pyproject_declares_the_verified_range_and_the_lock_lies_inside_it():
+    import re
+    import tomllib
+
+    from nncanon import releases
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = next(d for d in project["dependencies"] if re.match(r"transformers\b", d))
+    assert declared.replace(" ", "") == f"transformers{releases.VERIFIED}"
+    locked = re.search(r"^transformers==(\S+)$", (REPO / "constraints.txt").read_text(), re.MULTILINE).group(1)
+    assert releases.verified(locked)
+    assert not releases.verified("5.22.0") and not releases.verified("5.25.0") and releases.verified("5.24.0")
+
+
+def test_load_warns_once_outside_the_verified_range(monkeypatch):
+    import warnings
+
+    import pytest
+
+    from nncanon import releases
+
+    monkeypatch.setattr(releases, "installed", lambda: "5.12.1")
+    monkeypatch.setattr(releases, "_warned", set())
+    with pytest.warns(releases.UnverifiedRelease, match=r"verified on transformers >=5\.23,<5\.25; transformers "
+                                                         r"5\.12\.1 is installed"):
+        releases.warn_unverified()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        releases.warn_unverified()  # once
+    monkeypatch.setattr(releases, "installed", lambda: "5.23.0")
+    monkeypatch.setattr(releases, "_warned", set())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        releases.warn_unverified()  # a verified release: no warning
+
+
+def test_an_argument_the_release_does_not_pass_is_unavailable_not_an_index_error():
+    import pytest
+
+    from nncanon import Unavailable
+    from nncanon.layouts import layout
+    from nncanon.locators import call, op
+    from nncanon.values import Value, ValueProperty
+
+    value = Value("attention_queries", layout("Queries", "batch heads seq head_dim"), "the queries",
+                  op(call("attention_interface_1"), io="input", element=1))
+    with pytest.raises(Unavailable, match=r"model.layers\[0\].self_attn.attention_queries is unavailable: it is read "
+                                          r"at inside the forward: the arguments of attention_interface_1, element 1, "
+                                          r"which transformers \S+ does not pass there \(IndexError"):
+        ValueProperty(value)._select(((object(),), {}), "model.layers[0].self_attn.attention_queries")
