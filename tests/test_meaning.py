@@ -157,10 +157,19 @@ def test_an_unedited_new_like_family_is_refused_naming_what_to_change(copy):
     assert run(copy, "python -m generator new unedited --like llama --model-type starcoder2").returncode == 0
     done = run(copy, "python -m generator pin unedited")
     heading, _ = error_lines(done)
+    # the YAML's own check comes first: a full-size config of another model type, at its field
+    assert done.returncode == 1 and heading.startswith(
+        "error: families/unedited.yaml: field 'checkpoints[0].config.model_type': 'llama' is not a model type "
+        "nncanon.families.unedited serves (starcoder2)"), heading
+    # a contributor who renames the configs' model type only: the identity check names every disagreement
+    yaml = copy / "families" / "unedited.yaml"
+    yaml.write_text(yaml.read_text(encoding="utf-8").replace("model_type: llama", "model_type: starcoder2"),
+                    encoding="utf-8")
+    done = run(copy, "python -m generator pin unedited")
+    heading, _ = error_lines(done)
     assert done.returncode == 1 and heading.startswith("error: unedited: claim identity: MODEL_TYPES is "
                                                        "('starcoder2',) but build loads LlamaForCausalLM"), heading
     assert "tiny.class LlamaForCausalLM builds a 'llama' checkpoint" in heading
-    assert "checkpoints[0] meta-llama/Llama-3.1-8B, checkpoints[1] meta-llama/Llama-3.1-8B-Instruct, " in heading
     done = run(copy, "python -m generator verify unedited")
     heading, listed = error_lines(done)
     assert done.returncode == 1 and "claim new --like's markers" in heading, heading
