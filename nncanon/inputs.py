@@ -119,3 +119,18 @@ def check_inputs(model: Any, inputs: tuple, kwargs: Mapping) -> None:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def cached_mask_left_to_the_model(invokes: list, args: tuple, kwargs: dict) -> tuple:
+    """nnsight's batch of one invoke, without the attention mask it made when a cache is passed by another name.
+
+    nnsight 0.8.1 adds an all-ones attention mask unless an invoke passes ``past_key_values``; a cache passed as
+    ``cache`` (5.24's name) or ``cache_params`` then got a mask over the new tokens only, which moves a continued
+    prompt's logits (falcon_h1: by 0.087) with no error. The model builds the cached mask itself."""
+    if len(invokes) == 1:
+        inputs, given = invokes[0]
+        data = inputs[0] if inputs and hasattr(inputs[0], "keys") else {}
+        if any(given.get(name) is not None for name in ("cache", "cache_params")) and not (
+                "attention_mask" in given or "attention_mask" in data):
+            kwargs = {k: v for k, v in kwargs.items() if k != "attention_mask"}
+    return args, kwargs

@@ -170,17 +170,9 @@ class StandardModel(Host, TransformersModel):
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
     def _batch(self, invokes: list, fn: Any) -> tuple:
-        # nnsight 0.8.1 adds an all-ones attention mask unless an invoke passes ``past_key_values``; a cache passed
-        # as ``cache`` (5.24's name) or ``cache_params`` then got a mask over the new tokens only, which moves a
-        # continued prompt's logits (falcon_h1: by 0.087) with no error. The model builds the cached mask itself.
-        args, kwargs = super(StandardModel, self)._batch(invokes, fn)
-        if len(invokes) == 1:
-            inputs, given = invokes[0]
-            data = inputs[0] if inputs and hasattr(inputs[0], "keys") else {}
-            if any(given.get(name) is not None for name in ("cache", "cache_params")) and not (
-                    "attention_mask" in given or "attention_mask" in data):
-                kwargs = {k: v for k, v in kwargs.items() if k != "attention_mask"}
-        return args, kwargs
+        from .inputs import cached_mask_left_to_the_model
+
+        return cached_mask_left_to_the_model(invokes, *super(StandardModel, self)._batch(invokes, fn))
 
     @contextlib.contextmanager
     def _native_tree(self):
@@ -376,8 +368,7 @@ class StandardModel(Host, TransformersModel):
         return found
 
     def missing_op(self, host_class: type, name: str) -> str | None:
-        """Why the installed release cannot serve ``host_class``'s value ``name`` (an op or an argument it moved), or
-        None."""
+        """Why the installed release cannot serve ``host_class``'s value ``name`` (an op it moved), or None."""
         return self.__dict__.get("_missing_ops", {}).get((host_class, name))
 
     def support(self) -> Support:
