@@ -88,6 +88,8 @@ def test_an_edit_of_conv_state_input_lands_as_in_the_native_cache(model):
                 edited = model.logits.save()
     following, token = _next_after_a_zeroed_conv_state(model, ids)
     unedited, _ = plain(model, token, plain(model, ids)[1])
+    # the same forward on the same inputs, the zero reaching the conv by another path (nncanon's tap, the plain
+    # model's cache): at most one step reordered, the STEP level of the error model (nncanon/precision.py)
     torch.testing.assert_close(edited[:, -1], following, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(edited[:, -1], unedited.logits[:, -1])  # the edit matters
 
@@ -104,6 +106,7 @@ def test_an_edit_of_conv_state_output_reaches_the_next_step(model):
             if step == 1:
                 edited = model.logits.save()
     following, _ = _next_after_a_zeroed_conv_state(model, ids)
+    # as above: one step reordered at most (STEP)
     torch.testing.assert_close(edited[:, -1], following, atol=1e-5, rtol=1e-5)
 
 
@@ -139,4 +142,5 @@ def test_an_edit_of_conv_state_input_on_a_continuing_prompt(model):
     cache.get_conv_state(BLOCK).zero_()
     with torch.no_grad():
         expected = model._module(input_ids=ids[:, 8:], use_cache=True, **{name: cache}, **extra).logits
+    # as above: one step reordered at most (STEP)
     torch.testing.assert_close(edited, expected, atol=1e-5, rtol=1e-5)

@@ -35,6 +35,8 @@ def test_sink_probability_is_what_the_keys_leave(checkpoint):
         torch.testing.assert_close(probs, native[i])
         # a padded query has no key; on a real one the sink takes exactly what the keys leave
         left = (1 - native[i].sum(-1)).permute(0, 2, 1)[real]
+        # 1 - a softmax row summed over <= 16 keys, against the sink's own column: <= 32 roundings of terms <= 1,
+        # 2 gamma_32 = 3.8e-6, so 1e-5 relative and 1e-6 absolute for a sink near 0
         torch.testing.assert_close(sink.permute(0, 2, 1)[real], left, atol=1e-6, rtol=1e-5)
         shares = sink.permute(0, 2, 1)[real]
         assert bool((shares > 0).all() and (shares < 1).all()), f"block {i}: the sink takes all or nothing"
@@ -60,5 +62,7 @@ def test_expert_outputs_sum_to_the_eager_experts(checkpoint):
         with torch.no_grad(), fused.trace(PROMPTS):
             weights = fused.layers[i].mlp.expert_weights.save()
             slots = fused.layers[i].mlp.expert_outputs.save()
+        # the fused and the eager experts: the clamped SwiGLU's two projections and a sum over the chosen slots,
+        # in another order: the SUBBLOCK level (<= 800 roundings, nncanon/precision.py)
         torch.testing.assert_close(slots.sum(-2).reshape(-1, slots.shape[-1]), seen["out"], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:2]))

@@ -330,4 +330,5 @@ def test_grad_of_one_invoke_of_two(model):
         (out.logits[row:row + 1] * weights).sum().backward()
         model._module.zero_grad(set_to_none=True)
         expected = logits.grad.reshape(len(PROMPTS), -1, logits.shape[-1])[row:row + 1]
+        # the backward through the router's projection on another batch layout: one step (STEP)
         torch.testing.assert_close(grad, expected, rtol=1e-5, atol=1e-5)

@@ -78,12 +78,15 @@ def test_states_are_the_native_cache_of_the_cut_prompt(model, ids):
         with model.trace(ids):
             states = mixer.states.save()
             routed_out = mixer.attention_head_outputs.save()
+    # the token recurrence against the chunked scan (chunk 8 tokens over state size <= 16 on the tiny model):
+    # <= 80 roundings apart, the STEP level
     torch.testing.assert_close(routed_out, default_out, atol=1e-5, rtol=1e-5)
     for t in (0, 5, ids.shape[1] - 1):
         with torch.no_grad():  # the plain Hugging Face forward, no nncanon in the way
             out = model._module(ids[:, :t + 1], use_cache=True)
         cache = cache_of(out)
         native = cache.get_recurrent_state(BLOCK, state_idx=0)  # [batch, heads, head_dim, state_size]
+        # the state after token t by the recurrence and by transformers' scan of the cut prompt: STEP as above
         torch.testing.assert_close(states[:, t], native.transpose(-1, -2), atol=1e-5, rtol=1e-5)
 
 
@@ -119,6 +122,7 @@ def test_generation_matches_a_plain_model(model, ids, route):
             got = model._module.generate(ids[:, :12], **kwargs)
     assert torch.equal(got.sequences, expected.sequences)
     for mine, theirs in zip(got.scores, expected.scores):
+        # whole forwards of 4 blocks on two routes: the SUBBLOCK level (nncanon/precision.py)
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
 
 
