@@ -18,6 +18,7 @@ from nnsight.modeling.transformers import TransformersModel
 
 from . import releases
 from .hosts import Host, HostKind, Stack, index, pattern, span
+from .inputs import cached_mask_left_to_the_model
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
@@ -169,9 +170,7 @@ class StandardModel(Host, TransformersModel):
             return run_on_server(self, super(StandardModel, self).interleave, fn, *args, **kwargs)
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
-    def _batch(self, invokes: list, fn: Any) -> tuple:
-        from .inputs import cached_mask_left_to_the_model
-
+    def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helper is a module global, shipped
         return cached_mask_left_to_the_model(invokes, *super(StandardModel, self)._batch(invokes, fn))
 
     @contextlib.contextmanager

@@ -80,7 +80,13 @@ def _named_backend(base: type) -> type:
                     f"remote=True: NDIF at {self.host} cannot be reached ({type(error).__name__}: {error}); check the "
                     f"network, or the host (nnsight.CONFIG.API.HOST, or remote='https://...')") from None
 
-        _NAMED[base] = type("NamedRemoteBackend", (base,), {"__call__": __call__})
+        def __reduce_ex__(self: Any, protocol: Any) -> Any:
+            # the request pickles its tracer's backend: the server (no nncanon there) gets nnsight's own class
+            plain = object.__new__(base)
+            plain.__dict__.update(self.__dict__)
+            return plain.__reduce_ex__(protocol)
+
+        _NAMED[base] = type("NamedRemoteBackend", (base,), {"__call__": __call__, "__reduce_ex__": __reduce_ex__})
     return _NAMED[base]
 
 

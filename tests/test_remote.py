@@ -156,3 +156,14 @@ def test_shipped_code_has_no_zero_argument_super():
                  if path.name not in ("processing.py", "sae.py")
                  for n, line in enumerate(path.read_text().splitlines(), 1) if "super()." in line]
     assert not offenders, offenders
+
+
+def test_shipped_code_has_no_lru_cache():
+    """An lru_cache wrapper pickles by reference, so a remote trace that reaches one asks the server (no nncanon
+    there) to import nncanon; shipped modules cache in plain dicts. The registry is the client's alone."""
+    root = Path(__file__).resolve().parent.parent / "nncanon"
+    offenders = [f"{path.relative_to(root)}:{n}" for path in root.rglob("*.py")
+                 if path.relative_to(root).as_posix() != "families/__init__.py"
+                 for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if line.lstrip().startswith(("@functools.cache", "@functools.lru_cache", "@lru_cache", "@cache"))]
+    assert not offenders, offenders

@@ -53,11 +53,17 @@ MaybeConvState = layout("ConvState | None", "batch conv_dim conv_kernel")
 CACHE_ARGS = ("cache", "cache_params", "past_key_values")
 
 
-@functools.cache
+#: mixer class -> its cache argument; a dict, not functools.cache: an lru_cache wrapper pickles by reference, and
+#: NDIF (no nncanon there) unpickles this module's functions from their source (nncanon/remote.py)
+_CACHE_ARG: dict[type, str | None] = {}
+
+
 def cache_arg(mixer_class: type) -> str | None:
     """The name ``mixer_class.forward`` takes its cache under on the installed release, or None."""
-    params = inspect.signature(mixer_class.forward).parameters  # follows deprecate_kwarg's wraps
-    return next((name for name in CACHE_ARGS if name in params), None)
+    if mixer_class not in _CACHE_ARG:
+        params = inspect.signature(mixer_class.forward).parameters  # follows deprecate_kwarg's wraps
+        _CACHE_ARG[mixer_class] = next((name for name in CACHE_ARGS if name in params), None)
+    return _CACHE_ARG[mixer_class]
 
 
 _CONV = "the causal convolution this call runs (a prompt's over every column or a decode step's one-column update)"
