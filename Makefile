@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup site test lint bench serve clean
+.PHONY: setup site test verify-newest lint bench serve clean
 
 # constraints.txt locks the releases the site is built on, inside the range pyproject declares
 $(PY):
@@ -22,6 +22,16 @@ JOBS ?= 2
 test: $(PY)
 	$(PY) -m pytest -n $(JOBS)
 
+# every family verified again on the newest transformers of the range pyproject declares (the locked, oldest one is
+# make site's and make test's), in a venv of its own, into build/transformers-<release>/: facts apart from the site's
+NEWEST ?= 5.24.0
+VENV_NEWEST := .venv-transformers-$(NEWEST)
+verify-newest:
+	test -x $(VENV_NEWEST)/bin/python || $(PYTHON) -m venv $(VENV_NEWEST)
+	$(VENV_NEWEST)/bin/python -m pip install -q --upgrade pip
+	$(VENV_NEWEST)/bin/python -m pip install -q -e ".[site]" "transformers==$(NEWEST)" "torch==2.13.0" "nnsight==0.8.1"
+	NNCANON_BUILD=build/transformers-$(NEWEST) NNCANON_CACHE=build/checkpoints $(VENV_NEWEST)/bin/python -m generator verify --force
+
 lint: $(PY)
 	$(VENV)/bin/ruff check nncanon generator tests bench
 
@@ -37,4 +47,4 @@ serve: $(PY)
 	$(PY) -m generator serve
 
 clean:
-	rm -rf build site
+	rm -rf build site .venv-transformers-*
