@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 # attributes that hold one URL; srcset-like ones hold a list (below)
@@ -95,20 +94,3 @@ def unsafe_urls(page: str) -> list[tuple[int, str, str, str]]:
     parser.feed(page)
     parser.close()
     return parser.found
-
-
-def check_site(site_dir: Path, limit: int = 20) -> None:
-    """Raise :class:`UnsafeUrlError` if any ``*.html`` page under site_dir holds an unsafe URL."""
-    site_dir = Path(site_dir)
-    problems = []
-    for page in sorted(site_dir.rglob("*.html")):
-        for line, tag, attribute, url in unsafe_urls(page.read_text(encoding="utf-8", errors="replace")):
-            problems.append(f"{page.relative_to(site_dir)}:{line}: <{tag} {attribute}={url!r}>")
-    if problems:
-        more = f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""
-        raise UnsafeUrlError(
-            f"{len(problems)} unsafe URL(s) in the built site {site_dir} (only http(s), mailto, relative "
-            f"and #fragment URLs may reach a page; fix the link in the family's notes or YAML):\n"
-            + "\n".join(f"  {p}" for p in problems[:limit])
-            + more
-        )

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from generator.html_guard import check_site
 from generator.render import MkdocsBuildError, mkdocs_build, render_site
-from generator.safe_urls import UnsafeUrlError, check_site, is_safe_url, unsafe_urls
+from generator.safe_urls import UnsafeUrlError, is_safe_url, unsafe_urls
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "facts"
@@ -118,7 +119,7 @@ def test_check_site_names_page_line_and_url(tmp_path):
     with pytest.raises(UnsafeUrlError) as caught:
         check_site(tmp_path)
     message = str(caught.value)
-    assert "families/x/index.html:2" in message and "'jav\\tascript:alert(1)'" in message
+    assert "families/x/index.html:2" in message and "'jav\\tascript:alert(1)'" in message  # the built site's guard
     assert "index.html:1" not in message.replace("x/index.html", "")
 
 
