@@ -3,8 +3,9 @@
 Facts text reaches the pages through markdown (notes, SAE text) and through templates (tagline,
 tags, lines, descriptions). Escaping the markdown source cannot catch everything markdown turns
 into a link (a reference-style ``[x][r]`` with ``[r]: javascript:...`` is a live link), so the
-URLs are judged after mkdocs has run, on the HTML a browser gets: :func:`check_site` reads every
-``*.html`` page of a built site and raises :class:`UnsafeUrlError` naming each page and URL.
+URLs are judged after mkdocs has run, on the HTML a browser gets: `generator.html_guard.check_site` reads
+every ``*.html`` page of a built site with :func:`unsafe_urls` (beside its script and handler checks) and
+raises naming each page and URL.
 
 It fails the build rather than rewriting the URL: a neutralised link would be a silently broken
 page, while a failed build tells the author which page and which link to fix; and a failed build
