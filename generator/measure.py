@@ -44,20 +44,12 @@ def run_inputs(model: Any, family_module: Any, prompts: list[str]) -> tuple[tupl
 
 
 def measure_many(model: Any, wanted: list[tuple[str, str]], args: tuple, kwargs: dict) -> dict[tuple[str, str], dict]:
-    """Shape and dtype of each (concrete host path, value name) of ``wanted``, in one forward: the inputs in the
-    first invoke, one empty invoke per value (nnsight runs each as its own worker over the batch, so the reads
-    need no order among them)."""
-    import torch
+    """Shape and dtype of each (concrete host path, value name) of ``wanted``, read in one forward by the
+    relations' reader (`generator.proof.read_all`: an empty invoke per read, so the reads need no order)."""
+    from generator.proof import read_all
 
-    measured: dict[tuple[str, str], dict] = {}
-    with torch.no_grad(), model.trace() as tracer:
-        with tracer.invoke(*args, **kwargs):
-            pass
-        for path, name in wanted:
-            with tracer.invoke():
-                host = model.get(path) if path else model
-                measured[(path, name)] = _described(getattr(host, name))
-    return measured
+    envoys = {(path, name): model.get(path) if path else model for path, name in wanted}
+    return {key: _described(read) for key, read in read_all(model, envoys, args, kwargs).items()}
 
 
 def _described(read: Any) -> dict:
