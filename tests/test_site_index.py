@@ -184,3 +184,27 @@ def test_a_page_view_does_not_load_the_search_index_until_search_is_opened(site,
     with page.expect_response(lambda r: "search/search_index.json" in r.url and r.ok):
         page.focus("input.md-search__input")
     page.close()
+
+
+def test_the_cheat_sheet_names_every_value_with_its_full_size_dims_and_links_its_row(site, all_facts):
+    """Every value of every host is in the cheat sheet, linked to its support row, its dims sized by the full-size
+    checkpoint; the sizes agree with the config table's accessors read for that checkpoint (another path)."""
+    out, _ = site
+    for name, facts in all_facts.items():
+        page = (out / "families" / name / "index.html").read_text(encoding="utf-8")
+        sheet = page.split('class="nc-cheat"', 1)[1].split("</details>", 1)[0]
+        rows = set(re.findall(r'<tr id="(v-[^"]+)"', page))
+        links = re.findall(r'<a href="#(v-[^"]+)"><code>([^<]+)</code></a> <span class="nc-cheat-dims">([^<]*)</span>',
+                           sheet)
+        assert len(links) == sum(len(h["values"]) for h in facts["hosts"]), name
+        assert {anchor for anchor, _, _ in links} <= rows, name
+        sizes = facts["printout"]["dims"]
+        table = next(t for t in facts["configs"] if facts["printout"]["checkpoint"] in [t["checkpoint"], *t["also"]])
+        for accessor, size in table["accessors"]:
+            dim = accessor.removeprefix("model.")
+            if dim in sizes:
+                assert sizes[dim] == size, (name, dim)
+        for host in facts["hosts"]:
+            for value in host["values"]:
+                shown = " ".join(str(sizes.get(d, d)) for d in value["dims"])
+                assert f"{value['layout']} [{shown}]" in sheet, (name, host["path"], value["name"])

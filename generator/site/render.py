@@ -169,6 +169,8 @@ def environment() -> jinja2.Environment:
         err=fmt_error,
         ranges=ranges,
         num=lambda v: f"{v:.1f}".rstrip("0").rstrip("."),
+        # a layout's dims with the full-size checkpoint's sizes where it has one (batch, seq stay names)
+        sized=lambda dims, sizes: " ".join(str(sizes.get(d, d)) for d in dims),
     )
     return env
 
