@@ -31,6 +31,7 @@ from ..hosts import host
 from ..layouts import HeadOutputs, Neurons, Residual
 from ..locators import child, own
 from ..model import StandardModel
+from ..parts.ungated import n_inner_sizes
 from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, first, relation, rows
 from ..values import Value
 from ..views import heads
@@ -169,6 +170,7 @@ ROOT = GPT2StandardModel
 build = text_only(hf.GPT2LMHeadModel)
 layer_types = attention_layer_types  # GPT2Config has no layer_types: full attention on every block
 prepare = nothing_to_prepare
+dim_sizes = n_inner_sizes  # the MLP is n_inner wide, or 4 · hidden_size
 
 
 def required_paths(model: StandardModel) -> list[str]:
@@ -176,8 +178,3 @@ def required_paths(model: StandardModel) -> list[str]:
             "layers.0.self_attn", "layers.0.self_attn.c_attn", "layers.0.self_attn.c_proj",
             "layers.0.post_attention_layernorm", "layers.0.mlp", "layers.0.mlp.c_fc", "layers.0.mlp.act",
             "layers.0.mlp.c_proj"]
-
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    config = model.text_config
-    return {"intermediate_size": config.n_inner or 4 * config.hidden_size}

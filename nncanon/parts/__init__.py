@@ -1,0 +1,1 @@
+"""Shared parts of decoder families: each mechanic written once, with the relations that prove it."""
