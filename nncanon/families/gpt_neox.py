@@ -38,12 +38,13 @@ from ..hosts import host
 from ..layouts import HeadOutputs
 from ..locators import child
 from ..model import FamilyMismatch, StandardModel
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, text_only
 from ..parts.parallel import parallel_block
 from ..parts.ungated import ungated_mlp
-from ..relations import ATTENTION_RELATIONS, first, relation
+from ..relations import first, relation
 from ..values import Value
 from ..views import heads
-from ._decoder import ROOT_RELATIONS, ROOT_VALUES, Attention, attention_layer_types, text_only
 
 FAMILY = "gpt_neox"
 MODEL_TYPES = ("gpt_neox",)

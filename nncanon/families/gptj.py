@@ -32,8 +32,9 @@ from ..parts import rotary
 from ..parts.method_attention import method_attention
 from ..parts.parallel import parallel_block
 from ..parts.ungated import n_inner_sizes, ungated_mlp
-from ..relations import ATTENTION_RELATIONS, first, relation
-from ._decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare, text_only
+from ..parts.attention import ATTENTION_RELATIONS
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare, text_only
+from ..relations import first, relation
 
 FAMILY = "gptj"
 MODEL_TYPES = ("gptj",)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..hosts import host
 from ..locators import op
 from ..values import Value, View
+from .attention import EAGER, Attention
 
 #: [batch, heads, seq, head_dim] as [batch, seq, heads, head_dim]: a transpose is a view, so in-place edits land
 HEADS_FIRST = View("heads-first", lambda host, x: x.transpose(1, 2), lambda host, x, current: x.transpose(1, 2))
@@ -36,8 +37,6 @@ _LOCATED = {
 def method_attention(scaling, **attrs):
     """The attention host over ``_attn``; ``scaling(module)`` is the factor the scores are multiplied by.
     Every value read inside ``_attn`` needs eager attention (flash does not call it)."""
-    from ..families._decoder import EAGER, Attention
-
     values = [Value(v.name, v.layout, v.description, _LOCATED[v.name][0], view=_LOCATED[v.name][1] or v.view,
                     conditions=(EAGER,)) for v in Attention.values() if v.name in _LOCATED]
     return host("MethodAttention", Attention, values=values, SCALING=staticmethod(scaling), **attrs)

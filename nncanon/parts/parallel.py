@@ -15,6 +15,7 @@ from ..hosts import host
 from ..layouts import Residual
 from ..locators import child
 from ..relations import first, relation
+from .decoder import Block
 from ..values import Value, never
 
 _SUM = ("layer_input", "self_attn.attention_output", "layer_input + self_attn.attention_output")
@@ -74,8 +75,6 @@ def parallel_block(who: str, flag: str | None = None, one_norm: bool = False):
     """The block host of a parallel family. ``who`` names it in the reason ``layer_mid`` is never served
     ("GPT-NeoX's block"), ``flag`` the config switch that makes it parallel; ``one_norm``: the MLP reads
     ``input_layernorm``'s output too (no ``post_attention_layernorm``), so ``mlp_norm_output`` is never served."""
-    from ..families._decoder import Block
-
     switch = f" ({flag})" if flag else ""
     reads = ("the MLP reads the attention's normed input (one LayerNorm)" if one_norm
              else "the MLP reads post_attention_layernorm(layer_input)")

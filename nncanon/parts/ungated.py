@@ -8,13 +8,12 @@ mounted as ``down_proj`` and ``act_fn`` (RENAME).
 from __future__ import annotations
 
 from ..hosts import host
-from ..relations import MLP_RELATIONS, first, pick, relation, rows
+from ..relations import first, pick, relation, rows
+from .mlp import MLP, MLP_RELATIONS
 
 
 def ungated_mlp(up: str):
     """The MLP host whose up projection is the child ``up`` (its native name)."""
-    from ..families._decoder import MLP
-
     @relation(f"mlp_activation == act_fn({up}(input)); mlp_neurons == mlp_activation (no gate)",
               proves="mlp_activation", reads="input mlp_activation mlp_neurons")
     def _up(host, r):
