@@ -29,11 +29,11 @@ from transformers.models.gptj import modeling_gptj as hf
 from ..hosts import host
 from ..model import StandardModel
 from ..parts import rotary
+from ..parts.attention import ATTENTION_RELATIONS
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare, text_only
 from ..parts.method_attention import method_attention
 from ..parts.parallel import parallel_block
 from ..parts.ungated import n_inner_sizes, ungated_mlp
-from ..parts.attention import ATTENTION_RELATIONS
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare, text_only
 from ..relations import first, relation
 
 FAMILY = "gptj"

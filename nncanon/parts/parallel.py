@@ -15,8 +15,8 @@ from ..hosts import host
 from ..layouts import Residual
 from ..locators import child
 from ..relations import first, relation
-from .decoder import Block
 from ..values import Value, never
+from .decoder import Block
 
 _SUM = ("layer_input", "self_attn.attention_output", "layer_input + self_attn.attention_output")
 _MLP_BRANCH = ("layer_input + self_attn.attention_output", "mlp.mlp_output", "layer_output", "layer_input")
