@@ -94,7 +94,10 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     # the blocks and their parts by their standard names, whatever a family calls them natively
     blocks = [tiny.layers[i] for i in range(tiny.num_layers)]
     layers = [block._module for block in blocks]
-    mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp")) for block in blocks))
+    # a block whose MLP has no module of its own (OPT's fc1 / fc2 on the layer) is a plain MLP all the same
+    mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp") if _child(block, "mlp") is not None else
+                                           block._module if hasattr(block._module, "fc1") else None)
+                                  for block in blocks))
     block_norms = [norm for block in blocks
                    if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
     norms = _in_order(type(norm).__name__ for norm in block_norms)
