@@ -34,7 +34,6 @@ from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, 
 from ..parts.method_attention import method_attention
 from ..parts.parallel import parallel_block
 from ..parts.ungated import n_inner_sizes, ungated_mlp
-from ..relations import first, relation
 
 FAMILY = "gptj"
 MODEL_TYPES = ("gptj",)
@@ -50,21 +49,7 @@ RENAME = {
 }
 
 
-@relation("attention_values == v_proj(input) in heads; attention_queries and attention_keys (the call's last seq "
-          "positions) are q_proj(input) and k_proj(input) in heads, " + rotary.describe("rotary_dim", rotary.ADJACENT),
-          proves="attention_values", reads="input attention_queries attention_keys attention_values")
-def _rotated_projections(host, r):
-    module = host._module
-    x = first(r["input"])
-    seq, d = x.shape[1], module.rotary_dim or module.head_dim
-
-    def in_heads(projection):
-        return projection(x).unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
-
-    return [(in_heads(module.v_proj).double(), r["attention_values"][:, :, -seq:].double()),
-            *rotary.rotated(in_heads(module.q_proj), r["attention_queries"], d, rotary.ADJACENT),
-            *rotary.rotated(in_heads(module.k_proj), r["attention_keys"][:, :, -seq:], d, rotary.ADJACENT)]
-
+_rotated_projections = rotary.projected("rotary_dim", rotary.ADJACENT)
 
 #: GPT-J divides the scores by scale_attn (√head_dim, a float32 buffer-free attribute)
 GPTJAttention = method_attention(lambda module: 1.0 / module.scale_attn,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..relations import first, relation
+
 HALVES = "halves"
 ADJACENT = "adjacent"
 
@@ -34,3 +36,25 @@ def describe(d: str, pairing: str) -> str:
     pairs = "2j with 2j+1, rotate_every_two" if pairing == ADJACENT else f"j with j + {d}/2, rotate_half"
     return (f"equal past {d}, and on the first {d} are a rotation of them (each pair ({pairs}) keeps its "
             "length)")
+
+
+def projected(dims: str, pairing: str):
+    """The relation of an attention with separate ``q_proj``, ``k_proj``, ``v_proj`` whose partial rotary turns the
+    first ``module.<dims>`` dimensions of each head (the whole head when that is None) in ``pairing``."""
+
+    @relation("attention_values == v_proj(input) in heads; attention_queries and attention_keys (the call's last seq "
+              "positions) are q_proj(input) and k_proj(input) in heads, " + describe(dims, pairing),
+              proves="attention_values", reads="input attention_queries attention_keys attention_values")
+    def check(host, r):
+        module = host._module
+        x = first(r["input"])
+        seq, d = x.shape[1], getattr(module, dims) or module.head_dim
+
+        def in_heads(projection):
+            return projection(x).unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
+
+        return [(in_heads(module.v_proj).double(), r["attention_values"][:, :, -seq:].double()),
+                *rotated(in_heads(module.q_proj), r["attention_queries"], d, pairing),
+                *rotated(in_heads(module.k_proj), r["attention_keys"][:, :, -seq:], d, pairing)]
+
+    return check
