@@ -43,3 +43,33 @@ def test_a_rotation_keeps_its_own_pairs_lengths_and_not_the_others(pairing, othe
     same = rotary.rotated(x, y, d, pairing)
     assert all(torch.allclose(computed, read) for computed, read in same)
     assert not torch.allclose(rotary.pair_norms(x, d, other), rotary.pair_norms(y, d, other))
+
+
+@pytest.mark.parametrize("family, cls, override, says", [
+    ("opt", "OPTForCausalLM", {"do_layer_norm_before": False}, "post-norm"),
+    ("opt", "OPTForCausalLM", {"word_embed_proj_dim": 24}, "project_in"),
+    ("bloom", "BloomForCausalLM", {"apply_residual_connection_post_layernorm": True}, "residual before the norm"),
+    ("phi", "PhiForCausalLM", {"qk_layernorm": True}, "without q/k norms"),
+    ("gpt_bigcode", "GPTBigCodeForCausalLM", {"multi_query": False}, "multi-query"),
+])
+def test_a_layout_the_family_does_not_serve_is_refused_naming_it(family, cls, override, says):
+    """Each family serves the layout its released checkpoints use, and refuses another one by name (its values and
+    relations would read the wrong tensors there) instead of serving it wrong; the recipe's own layout loads."""
+    import transformers
+
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
+    from nncanon.families import family_module
+    from nncanon.model import FamilyMismatch
+    from nncanon.parts import loading
+
+    causal = getattr(transformers, cls)
+    recipe = dict(get_family(family).tiny["config"])
+    tokenizer = loading.tokenizer(checkpoint_dir(family))
+    module = family_module(family)
+    nncanon.wrap(module, loading.meta(causal, causal.config_class(**recipe)), "text-generation",
+                 tokenizer=tokenizer, device="meta")
+    with pytest.raises(FamilyMismatch, match=says):
+        nncanon.wrap(module, loading.meta(causal, causal.config_class(**{**recipe, **override})), "text-generation",
+                     tokenizer=tokenizer, device="meta")

@@ -136,7 +136,9 @@ def prepare(model: StandardModel) -> None:
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    return ["embed_tokens", "embed_positions", "layers", "norm", "lm_head", "layers.0.input_layernorm",
+    # 350m has no final norm: leave it to prepare, which names the layout, instead of a missing path
+    norm = ["norm"] if model.text_config.do_layer_norm_before else []
+    return ["embed_tokens", "embed_positions", "layers", *norm, "lm_head", "layers.0.input_layernorm",
             "layers.0.self_attn", "layers.0.self_attn.q_proj", "layers.0.self_attn.o_proj",
             "layers.0.post_attention_layernorm", "layers.0.fc1", "layers.0.activation_fn", "layers.0.fc2"]
 
