@@ -237,3 +237,16 @@ def test_yaml_anchors_are_refused(tmp_path):
     assert str(info.value) == (
         f"{tmp_path / 'x.yaml'}: line {line}: YAML anchors and aliases are not allowed (write the value out)"
     )
+
+
+def test_releases_narrows_the_transformers_releases_a_family_is_verified_on(tmp_path):
+    (tmp_path / "every").mkdir()
+    (tmp_path / "bad").mkdir()
+    data = valid()
+    data["releases"] = ">=5.23,<5.24"
+    fam = load_family(write(tmp_path, data))
+    assert fam.verified_under("5.23.0") and not fam.verified_under("5.24.0")
+    assert load_family(write(tmp_path / "every", valid())).verified_under("5.24.0")
+    data["releases"] = "five twenty-three"
+    with pytest.raises(FamilyYamlError, match=r"field 'releases': 'five twenty-three' is not a version specifier"):
+        load_family(write(tmp_path / "bad", data))

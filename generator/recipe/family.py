@@ -32,11 +32,12 @@ from generator.recipe.fields import (
     _no_unknown,
     _plain,
     _require,
+    _short,
     _string_list,
 )
 
 REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "checkpoints")
-OPTIONAL_FIELDS = ("group", "notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims")
+OPTIONAL_FIELDS = ("group", "notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims", "releases")
 TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256")
 TINY_REQUIRED = ("class", "seed", "config", "tokenizer", "sha256")  # processor: vision-language families only
 TOKENIZER_FIELDS = ("kind", "pipeline", "bpe_vocab_size", "special_tokens")
@@ -82,6 +83,15 @@ class Family:
     def tiny_recipe(self) -> dict[str, Any]:
         """The tiny recipe without its pin: what the checkpoint's bytes depend on."""
         return {k: v for k, v in self.tiny.items() if k != "sha256"}
+
+    def verified_under(self, release: str) -> bool:
+        """Whether the build verifies this family under transformers ``release``: every release, unless the YAML's
+        ``releases`` (a version specifier, with a comment saying why) narrows it."""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        spec = self.raw.get("releases")
+        return spec is None or Version(release) in SpecifierSet(spec)
 
     @property
     def group(self) -> str:
@@ -321,6 +331,14 @@ def load_family(path: str | Path) -> Family:
     lines = _string_list(path, "lines", data["lines"])
     tagline = _check_type(path, "tagline", data["tagline"], str)
     tags = _string_list(path, "tags", data["tags"])
+    if "releases" in data:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(_check_type(path, "releases", data["releases"], str))
+        except InvalidSpecifier:
+            raise FamilyYamlError(path, "releases", f"{_short(data['releases'])} is not a version specifier; write "
+                                  "the transformers releases the family is verified on, e.g. '>=5.23,<5.24'") from None
     if "group" in data and not (isinstance(data["group"], str) and data["group"].strip()):
         raise FamilyYamlError(path, "group", "name the line the navigation groups this family under (a string)")
     tiny = _validate_tiny(path, data["tiny"])

@@ -13,7 +13,8 @@ The attention is multi-head, with separate bias-free ``q_proj``, ``k_proj``, ``v
 (mounted as ``o_proj``). The rotary embedding turns only the first ``rotary_dim`` dimensions of each query and
 key head (64 of 256 on GPT-J-6B), in adjacent pairs (dimension 2j with 2j+1, ``rotate_every_two``), not in
 halves as GPT-NeoX and Llama do; the rest of each head passes through as projected. The attention is computed
-in a method of its own (``_attn``), eager only: transformers ships GPT-J with no sdpa. Its scores are divided
+in a method of its own (``_attn``), eager only, under transformers 5.23; from 5.24 GPT-J calls the shared
+attention interface (the Releases page lists what moved). Its scores are divided
 by ``scale_attn`` (√head_dim) before the mask is added. The MLP is not gated: ``fc_out(act(fc_in(x)))``
 (``fc_out`` mounted as ``down_proj``, ``act`` as ``act_fn``), GELU with the tanh approximation. The head,
 ``lm_head``, is untied and has a bias; the final norm is ``transformer.ln_f`` (``norm``). There are no
@@ -29,7 +30,7 @@ from transformers.models.gptj import modeling_gptj as hf
 from ..hosts import host
 from ..model import StandardModel
 from ..parts import rotary
-from ..parts.attention import ATTENTION_RELATIONS
+from ..parts.attention import ATTENTION_RELATIONS, Attention
 from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare, text_only
 from ..parts.method_attention import method_attention
 from ..parts.parallel import parallel_block
@@ -51,9 +52,14 @@ RENAME = {
 
 _rotated_projections = rotary.projected("rotary_dim", rotary.ADJACENT)
 
-#: GPT-J divides the scores by scale_attn (√head_dim, a float32 buffer-free attribute)
-GPTJAttention = method_attention(lambda module: 1.0 / module.scale_attn,
-                                 RELATIONS=(*ATTENTION_RELATIONS, _rotated_projections))
+if hasattr(hf.GPTJAttention, "_attn"):
+    #: GPT-J divides the scores by scale_attn (√head_dim, a float32 buffer-free attribute)
+    GPTJAttention = method_attention(lambda module: 1.0 / module.scale_attn,
+                                     RELATIONS=(*ATTENTION_RELATIONS, _rotated_projections))
+else:
+    #: from transformers 5.24 GPT-J calls the shared attention interface (scaled by its own ``scaling``), so its
+    #: values are read where Llama's are; the relations are the same
+    GPTJAttention = host("GPTJAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _rotated_projections))
 
 ENVOYS = {hf.GPTJBlock: parallel_block("GPT-J's block", one_norm=True), hf.GPTJAttention: GPTJAttention,
           hf.GPTJMLP: ungated_mlp("fc_in")}
