@@ -19,6 +19,7 @@ from transformers.models.olmo import modeling_olmo as hf
 from ..hosts import host
 from ..model import StandardModel
 from ..parts.norms import final_norm_relation, pre_norm_relations
+from ..parts.text_family import intermediate_dims, text_paths
 from ..relations import ATTENTION_RELATIONS, BLOCK_RELATIONS, ROOT_RELATIONS, first, pick, relation
 from . import _decoder as decoder
 
@@ -56,10 +57,5 @@ build = decoder.text_only(hf.OlmoForCausalLM)
 layer_types = decoder.attention_layer_types  # OlmoConfig has no layer_types: full attention on every block
 prepare = decoder.nothing_to_prepare
 
-
-def required_paths(model: StandardModel) -> list[str]:
-    return decoder.TEXT_PATHS
-
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.intermediate_size}
+required_paths = text_paths
+dim_sizes = intermediate_dims
