@@ -20,9 +20,11 @@ from transformers.models.gemma import modeling_gemma as hf
 
 from ..hosts import host
 from ..model import StandardModel
+from ..parts import decoder
+from ..parts.attention import Attention
+from ..parts.mlp import MLP
 from ..parts.text_family import intermediate_dims, text_paths
-from ..relations import BLOCK_RELATIONS, ROOT_RELATIONS, pick, relation
-from . import _decoder as decoder
+from ..relations import pick, relation
 from .gemma2 import _final_norm, _scaled_embeddings, gemma_rms
 
 FAMILY = "gemma"
@@ -47,15 +49,15 @@ def _mlp_norm(host, r):
 
 #: Llama's block and its two adds, its norms Gemma's
 GemmaNormBlock = host("GemmaNormBlock", decoder.Block, RELATIONS=(
-    pick(BLOCK_RELATIONS, "layer_input + {mixer}"), pick(BLOCK_RELATIONS, "layer_mid + mlp"), _attention_norm, _mlp_norm))
+    pick(decoder.BLOCK_RELATIONS, "layer_input + {mixer}"), pick(decoder.BLOCK_RELATIONS, "layer_mid + mlp"), _attention_norm, _mlp_norm))
 
 #: Llama's root with Gemma's scaled embedding and (1 + weight) final norm; nothing past the head
 _GEMMA_ROOT = {"layers[0].layer_input == token_embeddings": _scaled_embeddings,
                "final_norm_output": _final_norm}
 ROOT_RELATIONS_GEMMA = tuple(next((mine for start, mine in _GEMMA_ROOT.items() if r.text.startswith(start)), r)
-                             for r in ROOT_RELATIONS)
+                             for r in decoder.ROOT_RELATIONS)
 
-ENVOYS = {hf.GemmaDecoderLayer: GemmaNormBlock, hf.GemmaAttention: decoder.Attention, hf.GemmaMLP: decoder.MLP}
+ENVOYS = {hf.GemmaDecoderLayer: GemmaNormBlock, hf.GemmaAttention: Attention, hf.GemmaMLP: MLP}
 ROOT = host("GemmaStandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA,
             family_module=sys.modules[__name__])
 

@@ -18,10 +18,12 @@ from transformers.models.olmo import modeling_olmo as hf
 
 from ..hosts import host
 from ..model import StandardModel
+from ..parts import decoder
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.mlp import MLP
 from ..parts.norms import final_norm_relation, pre_norm_relations
 from ..parts.text_family import intermediate_dims, text_paths
-from ..relations import ATTENTION_RELATIONS, BLOCK_RELATIONS, ROOT_RELATIONS, first, pick, relation
-from . import _decoder as decoder
+from ..relations import first, pick, relation
 
 FAMILY = "olmo"
 MODEL_TYPES = ("olmo",)
@@ -31,7 +33,7 @@ RENAME = decoder.TEXT_RENAME
 _WEIGHTLESS = "(no weight, no bias)"
 
 WeightlessNormBlock = host("WeightlessNormBlock", decoder.Block, RELATIONS=(
-    pick(BLOCK_RELATIONS, "layer_input + {mixer}"), pick(BLOCK_RELATIONS, "layer_mid + mlp"),
+    pick(decoder.BLOCK_RELATIONS, "layer_input + {mixer}"), pick(decoder.BLOCK_RELATIONS, "layer_mid + mlp"),
     *pre_norm_relations(_WEIGHTLESS)))
 
 
@@ -46,11 +48,11 @@ def _clipped_values(host, r):
     return [(values, r["attention_values"][:, :, -x.shape[1]:])]
 
 
-ClippedAttention = host("ClippedAttention", decoder.Attention, RELATIONS=(*ATTENTION_RELATIONS, _clipped_values))
+ClippedAttention = host("ClippedAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _clipped_values))
 
-ENVOYS = {hf.OlmoDecoderLayer: WeightlessNormBlock, hf.OlmoAttention: ClippedAttention, hf.OlmoMLP: decoder.MLP}
+ENVOYS = {hf.OlmoDecoderLayer: WeightlessNormBlock, hf.OlmoAttention: ClippedAttention, hf.OlmoMLP: MLP}
 ROOT = host("OlmoStandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=tuple(
-    final_norm_relation(_WEIGHTLESS) if r.text.startswith("final_norm_output") else r for r in ROOT_RELATIONS),
+    final_norm_relation(_WEIGHTLESS) if r.text.startswith("final_norm_output") else r for r in decoder.ROOT_RELATIONS),
     family_module=sys.modules[__name__])
 
 build = decoder.text_only(hf.OlmoForCausalLM)

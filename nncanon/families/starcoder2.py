@@ -21,11 +21,11 @@ from transformers.models.starcoder2 import modeling_starcoder2 as hf
 
 from ..hosts import host
 from ..model import StandardModel
+from ..parts import decoder
 from ..parts.norms import final_norm_relation, pre_norm_relations
 from ..parts.text_family import intermediate_dims
 from ..parts.ungated_mlp import ungated_mlp
-from ..relations import BLOCK_RELATIONS, ROOT_RELATIONS, pick
-from . import _decoder as decoder
+from ..relations import pick
 from .mistral import MistralAttention
 from .mistral import layer_types as window_layer_types
 
@@ -37,13 +37,13 @@ RENAME = {**decoder.TEXT_RENAME, "act": "act_fn", "c_proj": "down_proj"}
 _AFFINE = "· weight + bias"
 
 LayerNormBlock = host("LayerNormBlock", decoder.Block, RELATIONS=(
-    pick(BLOCK_RELATIONS, "layer_input + {mixer}"), pick(BLOCK_RELATIONS, "layer_mid + mlp"),
+    pick(decoder.BLOCK_RELATIONS, "layer_input + {mixer}"), pick(decoder.BLOCK_RELATIONS, "layer_mid + mlp"),
     *pre_norm_relations(_AFFINE)))
 
 ENVOYS = {hf.Starcoder2DecoderLayer: LayerNormBlock, hf.Starcoder2Attention: MistralAttention,
           hf.Starcoder2MLP: ungated_mlp("c_fc")}
 ROOT = host("Starcoder2StandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=tuple(
-    final_norm_relation(_AFFINE) if r.text.startswith("final_norm_output") else r for r in ROOT_RELATIONS),
+    final_norm_relation(_AFFINE) if r.text.startswith("final_norm_output") else r for r in decoder.ROOT_RELATIONS),
     family_module=sys.modules[__name__])
 
 build = decoder.text_only(hf.Starcoder2ForCausalLM)

@@ -1,1 +1,18 @@
-"""Mechanisms shared by several families, each written once with the relations that prove it."""
+"""The shared mechanisms families are written from: one module per mechanism, each with the relations that
+state what its values mean.
+
+- ``decoder``: the model root and the block (Llama's tree), and a text-only family's ``build``;
+- ``attention``: softmax attention over a causal mask, recomputed from queries and keys;
+- ``mlp``: the dense MLP, gated or not, and the same MLP on a mixture's token rows;
+- ``mixture``: top-k mixtures of experts, with or without a gated shared expert;
+- ``conv``: the causal convolution's cache state, shared by the recurrent mixers;
+- ``deltanet``: the gated DeltaNet mixer and its delta-rule recurrence;
+- ``ssd``: Mamba-2's selective scan (state-space duality);
+- ``qwen_vit``: the Qwen vision line (encoder, merger, the scatter at the image tokens);
+- ``loading``: how a family's ``build`` loads a local checkpoint and its tokenizer;
+- ``norms``: centred norms (LayerNorm, with or without a weight and bias) by their formula;
+- ``ungated_mlp``: the MLP with no gate (up projection -> act -> down projection);
+- ``text_family``: the required paths and dim sizes a Llama-tree family assigns.
+
+A family module (``nncanon.families.<name>``) is data over these parts plus the relations only it needs.
+"""

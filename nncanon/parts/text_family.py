@@ -1,4 +1,4 @@
-"""What a text-only family on Llama's tree (its paths those of nncanon.families._decoder.TEXT_PATHS, one
+"""What a text-only family on Llama's tree (its paths those of nncanon.parts.decoder.TEXT_PATHS, one
 dense MLP width) declares the same way every time: written once, assigned by each family module."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 def text_paths(model: Any) -> list[str]:
     """``required_paths`` of a family whose tree is Llama's: the causal LM's text stack and a block's four parts."""
-    from ..families._decoder import TEXT_PATHS
+    from .decoder import TEXT_PATHS
 
     return TEXT_PATHS
 

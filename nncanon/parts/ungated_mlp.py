@@ -1,7 +1,7 @@
 """The MLP with no gate: one up projection, an activation, the down projection (GPT-2's and StarCoder2's
 c_fc -> act -> c_proj, GPT-NeoX's dense_h_to_4h -> act -> dense_4h_to_h, OPT's and Phi's fc1 -> act -> fc2).
 
-The shared MLP host (nncanon.families._decoder.MLP) reads ``act_fn`` and ``down_proj`` by their standard
+The shared MLP host (nncanon.parts.mlp.MLP) reads ``act_fn`` and ``down_proj`` by their standard
 names, which a family's RENAME maps its own onto; its gated relation does not hold here, so the host
 below states the ungated one over the family's up projection, named as the module has it.
 """
@@ -9,7 +9,8 @@ below states the ungated one over the family's up projection, named as the modul
 from __future__ import annotations
 
 from ..hosts import host
-from ..relations import MLP_RELATIONS, first, pick, relation, rows
+from ..relations import first, pick, relation, rows
+from .mlp import MLP, MLP_RELATIONS
 
 
 def ungated_relation(up: str):
@@ -28,7 +29,5 @@ def ungated_relation(up: str):
 
 def ungated_mlp(up: str):
     """The shared MLP host with ``down_proj``'s relation and the ungated one over ``up``."""
-    from ..families._decoder import MLP
-
     return host("UngatedMLP", MLP, RELATIONS=(pick(MLP_RELATIONS, "mlp_output == down_proj"),
                                                      ungated_relation(up)))
