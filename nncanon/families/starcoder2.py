@@ -10,7 +10,7 @@ config's attention, residual and embedding dropouts do nothing at inference.
 
 Native names map onto the standard ones: in the MLP ``act`` is ``act_fn`` and ``c_proj`` is ``down_proj``;
 ``c_fc`` keeps its name. The norms are stated by their formula (nncanon.parts.norms), the MLP by the
-ungated relation (nncanon.parts.ungated_mlp).
+ungated relation (nncanon.parts.ungated).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..model import StandardModel
 from ..parts import decoder
 from ..parts.norms import final_norm_relation, pre_norm_relations
 from ..parts.text_family import intermediate_dims
-from ..parts.ungated_mlp import ungated_mlp
+from ..parts.ungated import ungated_mlp
 from ..relations import pick
 from .mistral import MistralAttention
 from .mistral import layer_types as window_layer_types

@@ -11,7 +11,7 @@ state what its values mean.
 - ``qwen_vit``: the Qwen vision line (encoder, merger, the scatter at the image tokens);
 - ``loading``: how a family's ``build`` loads a local checkpoint and its tokenizer;
 - ``norms``: centred norms (LayerNorm, with or without a weight and bias) by their formula;
-- ``ungated_mlp``: the MLP with no gate (up projection -> act -> down projection);
+- ``ungated``: the MLP with no gate (up projection -> act -> down projection);
 - ``text_family``: the required paths and dim sizes a Llama-tree family assigns.
 
 A family module (``nncanon.families.<name>``) is data over these parts plus the relations only it needs.
