@@ -23,7 +23,7 @@ from ..model import StandardModel
 from ..parts import decoder
 from ..parts.attention import Attention
 from ..parts.mlp import MLP
-from ..parts.text_family import intermediate_dims, text_paths
+from ..parts.text_family import intermediate_dims, root_relations, text_paths
 from ..relations import pick, relation
 from .gemma2 import _final_norm, _scaled_embeddings, gemma_rms
 
@@ -54,8 +54,7 @@ GemmaNormBlock = host("GemmaNormBlock", decoder.Block, RELATIONS=(
 #: Llama's root with Gemma's scaled embedding and (1 + weight) final norm; nothing past the head
 _GEMMA_ROOT = {"layers[0].layer_input == token_embeddings": _scaled_embeddings,
                "final_norm_output": _final_norm}
-ROOT_RELATIONS_GEMMA = tuple(next((mine for start, mine in _GEMMA_ROOT.items() if r.text.startswith(start)), r)
-                             for r in decoder.ROOT_RELATIONS)
+ROOT_RELATIONS_GEMMA = root_relations(_GEMMA_ROOT)
 
 ENVOYS = {hf.GemmaDecoderLayer: GemmaNormBlock, hf.GemmaAttention: Attention, hf.GemmaMLP: MLP}
 ROOT = host("GemmaStandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA,

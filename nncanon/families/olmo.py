@@ -22,7 +22,7 @@ from ..parts import decoder
 from ..parts.attention import ATTENTION_RELATIONS, Attention
 from ..parts.mlp import MLP
 from ..parts.norms import final_norm_relation, pre_norm_relations
-from ..parts.text_family import intermediate_dims, text_paths
+from ..parts.text_family import intermediate_dims, root_relations, text_paths
 from ..relations import first, pick, relation
 
 FAMILY = "olmo"
@@ -51,8 +51,8 @@ def _clipped_values(host, r):
 ClippedAttention = host("ClippedAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _clipped_values))
 
 ENVOYS = {hf.OlmoDecoderLayer: WeightlessNormBlock, hf.OlmoAttention: ClippedAttention, hf.OlmoMLP: MLP}
-ROOT = host("OlmoStandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=tuple(
-    final_norm_relation(_WEIGHTLESS) if r.text.startswith("final_norm_output") else r for r in decoder.ROOT_RELATIONS),
+ROOT = host("OlmoStandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=root_relations(
+    {"final_norm_output": final_norm_relation(_WEIGHTLESS)}),
     family_module=sys.modules[__name__])
 
 build = decoder.text_only(hf.OlmoForCausalLM)

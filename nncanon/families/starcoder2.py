@@ -23,7 +23,7 @@ from ..hosts import host
 from ..model import StandardModel
 from ..parts import decoder
 from ..parts.norms import final_norm_relation, pre_norm_relations
-from ..parts.text_family import intermediate_dims
+from ..parts.text_family import intermediate_dims, root_relations
 from ..parts.ungated import ungated_mlp
 from ..relations import pick
 from .mistral import MistralAttention
@@ -42,8 +42,8 @@ LayerNormBlock = host("LayerNormBlock", decoder.Block, RELATIONS=(
 
 ENVOYS = {hf.Starcoder2DecoderLayer: LayerNormBlock, hf.Starcoder2Attention: MistralAttention,
           hf.Starcoder2MLP: ungated_mlp("c_fc")}
-ROOT = host("Starcoder2StandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=tuple(
-    final_norm_relation(_AFFINE) if r.text.startswith("final_norm_output") else r for r in decoder.ROOT_RELATIONS),
+ROOT = host("Starcoder2StandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=root_relations(
+    {"final_norm_output": final_norm_relation(_AFFINE)}),
     family_module=sys.modules[__name__])
 
 build = decoder.text_only(hf.Starcoder2ForCausalLM)

@@ -16,3 +16,14 @@ def text_paths(model: Any) -> list[str]:
 def intermediate_dims(model: Any) -> dict[str, int]:
     """``dim_sizes`` of a family with one dense MLP width."""
     return {"intermediate_size": model.text_config.intermediate_size}
+
+
+def root_relations(own: dict) -> tuple:
+    """Llama's root relations (nncanon.parts.decoder.ROOT_RELATIONS), each whose text starts with a key of
+    ``own`` replaced by that key's relation, in place (the page lists them in the same order)."""
+    from .decoder import ROOT_RELATIONS
+
+    unknown = [start for start in own if not any(r.text.startswith(start) for r in ROOT_RELATIONS)]
+    if unknown:
+        raise ValueError(f"no root relation starts with {unknown}")
+    return tuple(next((mine for start, mine in own.items() if r.text.startswith(start)), r) for r in ROOT_RELATIONS)
