@@ -1,5 +1,5 @@
 """NoPE blocks: attention whose queries and keys get the rotary embedding on some blocks and no position
-signal at all on others (SmolLM3's ``no_rope_layers``: every fourth block).
+signal at all on others (SmolLM3's ``no_rope_layers``: every fourth block; Cohere 2's full-attention blocks).
 
 The shared attention relations (nncanon.parts.attention) take ``attention_queries`` and ``attention_keys`` as
 the attention function receives them, so they hold whether or not a block rotated them. What a NoPE block
@@ -17,13 +17,17 @@ from typing import Any
 from ..relations import Relation, first, relation
 
 
-def rotary_or_not(rotate: Callable[..., tuple[Any, Any]], flag: str = "use_rope") -> Relation:
+def rotary_or_not(rotate: Callable[..., tuple[Any, Any]], flag: str = "use_rope", rotated_on: str | None = None,
+                  nope_on: str | None = None) -> Relation:
     """``attention_queries``/``attention_keys`` == q_proj/k_proj of the input per head, rotated by ``rotate``
     (cos, sin from the block's ``position_embeddings``) where the module's ``flag`` is set, not rotated where
-    it is not (a NoPE block)."""
+    it is not (a NoPE block). ``rotated_on`` and ``nope_on`` say in the relation's text which blocks those are
+    (Cohere 2's flag is its sliding window: the sliding blocks rotate, the full ones do not)."""
+    rotated_on = rotated_on or f"where {flag}"
+    nope_on = nope_on or f"on a NoPE block ({flag} false)"
 
     @relation(f"attention_queries, attention_keys == q_proj(input), k_proj(input) split into heads: rotated by the "
-              f"rotary embedding where {flag}; not rotated on a NoPE block ({flag} false), no position signal at all",
+              f"rotary embedding {rotated_on}; not rotated {nope_on}, no position signal at all",
               proves="attention_queries attention_keys", reads="inputs attention_queries attention_keys")
     def positions(host, r):
         module, (args, kwargs) = host._module, r["inputs"]
