@@ -37,8 +37,9 @@ def copy(tmp_path_factory):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
     # the families these tests add anew are not in the copy (the real gemma2 is the truthful version;
-    # gemma3_text builds on it)
-    for name in ("gemma2", "gemma3_text", "olmo"):
+    # gemma3_text and gemma build on it; cohere2 builds on cohere; starcoder2 would serve the model type the
+    # unedited copy claims)
+    for name in ("gemma2", "gemma3_text", "gemma", "olmo", "cohere", "cohere2", "starcoder2"):
         for path in [root / "nncanon" / "families" / f"{name}.py", *(root / "families").glob(f"{name}.*")]:
             path.unlink(missing_ok=True)
     return root
