@@ -36,7 +36,7 @@ from generator.site.escaping import (
     ident_breaks,
     slug,
 )
-from generator.site.families_index import facet_terms, index_entry
+from generator.site.families_index import facet_terms, index_entry, matches
 from generator.site.interiors import check_order, interior, undrawn
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
@@ -454,7 +454,8 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True) -> 
         (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts, interiors), encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
-        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries)), encoding="utf-8"
+        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries),
+                                                        match=matches), encoding="utf-8"
     )
     (out_dir / "facts" / "index.json").write_text(
         _dump({"schema": SCHEMA, "families": entries}), encoding="utf-8"
