@@ -139,6 +139,8 @@ TAGS: dict[str, tuple[str, Check]] = {
     "Pre-norm \\(LayerNorm with bias\\)": ("a LayerNorm with a bias before each sublayer", lambda e, q, m:
                                            _pre_norm(e) and e.traits["norm_gain"] == "weight + bias"),
     "LayerNorm with bias": ("a LayerNorm with a bias", lambda e, q, m: e.traits["norm_gain"] == "weight + bias"),
+    "LayerNorm without weight": ("a LayerNorm with no learned gain, its relation saying so", lambda e, q, m:
+                                 e.traits["norm_gain"] == "none" and "no weight, no bias" in e.relations),
     "Post-norm inside the residual branch": ("post-norms", lambda e, q, m: "post-norm" in e.traits["block"]),
     "Sandwich norms": ("sandwich norms", lambda e, q, m: "sandwich norms" in e.traits["block"]),
     "1 \\+ weight norm gain": ("a 1 + weight norm gain", lambda e, q, m: e.traits["norm_gain"] == "1 + weight"),

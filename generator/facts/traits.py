@@ -32,7 +32,12 @@ def norm_gain(norm: Any) -> str:
         # the two candidates differ by rms * 1, of order 1; the norm's own rounding at this scale is far below 1e-4
         if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4):
             return "1 + weight"
-        return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"
+        if torch.allclose(out, rms * norm.weight, atol=1e-4):
+            return "weight"
+        # a centred norm of its own class with a gain and no bias (Cohere's LayerNorm): the same measurement
+        centred = x - x.mean(-1, keepdim=True)
+        layer = centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps)
+        return "weight" if torch.allclose(out, layer * norm.weight, atol=1e-4) else "other"
 
 
 def _child(envoy: Any, name: str) -> Any:

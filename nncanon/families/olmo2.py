@@ -87,9 +87,9 @@ def _mlp_add(host, r):
 
 POST_NORM_RELATIONS = (_attention_post_norm, _attention_add, _mlp_reads_stream, _mlp_post_norm, _mlp_add)
 
-_NO_PRE_ATTENTION_NORM = never("OLMo 2 has no norm before the attention: the attention is called with "
+_NO_PRE_ATTENTION_NORM = never("A post-norm block (OLMo 2, OLMo 3, EXAONE 4) has no norm before the attention: the attention is called with "
                                "layer_input itself (its norm is post_attention_layernorm, after it)")
-_NO_PRE_MLP_NORM = never("OLMo 2 has no norm before the MLP: the MLP is called with layer_mid itself "
+_NO_PRE_MLP_NORM = never("A post-norm block (OLMo 2, OLMo 3, EXAONE 4) has no norm before the MLP: the MLP is called with layer_mid itself "
                          "(its norm is post_feedforward_layernorm, after it)")
 
 #: the post-norm block: each sublayer reads the stream, its output is normed, then added

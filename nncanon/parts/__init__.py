@@ -14,7 +14,10 @@ state what its values mean.
 - ``deltanet``: the gated DeltaNet mixer and its delta-rule recurrence;
 - ``ssd``: Mamba-2's selective scan (state-space duality);
 - ``qwen_vit``: the Qwen vision line (encoder, merger, the scatter at the image tokens);
-- ``loading``: how a family's ``build`` loads a local checkpoint and its tokenizer.
+- ``loading``: how a family's ``build`` loads a local checkpoint and its tokenizer;
+- ``norms``: centred norms (LayerNorm, with or without a weight and bias) by their formula;
+- ``ungated``: the MLP with no gate (up projection -> act -> down projection);
+- ``text_family``: the required paths and dim sizes a Llama-tree family assigns.
 
 A family module (``nncanon.families.<name>``) is data over these parts plus the relations only it needs.
 """
