@@ -102,10 +102,11 @@ def facets(facts: dict) -> dict[str, list[str]]:
     }
 
 
-def facet_terms(entries: list[dict]) -> list[dict]:
-    """``[{"key", "label", "terms": [(term, count)]}]``: every term some family has, most common first."""
+def facet_terms(entries: list[dict], facets: tuple[tuple[str, str], ...] = FACETS) -> list[dict]:
+    """``[{"key", "label", "terms": [(term, count)]}]``: every term some row has, most common first (the
+    families index's facets, or another page's: the Coverage page's)."""
     out = []
-    for key, label in FACETS:
+    for key, label in facets:
         counts: dict[str, int] = {}
         for e in entries:
             for term in e["facets"][key]:

@@ -1,4 +1,4 @@
-// The families index: facet buttons filter the rows. A family matches a facet when it has any pressed
+// The families index and the Coverage page: facet buttons filter the rows. A row matches a facet when it has any pressed
 // term of it (OR within a facet) and must match every facet with a pressed term (AND across facets).
 // The pressed terms live in the URL (?mlp=mixture%20of%20experts&attention=q%2Fk%20norms), so a filtered
 // view can be linked and survives reload.
@@ -11,6 +11,7 @@
     form.addEventListener("submit", function (e) { e.preventDefault(); });
     var buttons = Array.prototype.slice.call(form.querySelectorAll(".nc-trait"));
     var rows = Array.prototype.slice.call(document.querySelectorAll("table.nc-families tbody tr"));
+    var noun = form.dataset.noun || "families";  // the Coverage page counts model types
     var count = form.querySelector(".nc-trait-count");
     var clear = form.querySelector(".nc-facet-clear");
 
@@ -43,7 +44,7 @@
         row.hidden = !keep;
         if (keep) shown += 1;
       });
-      count.textContent = facetsPressed.length ? shown + " of " + rows.length + " families" : "";
+      count.textContent = facetsPressed.length ? shown + " of " + rows.length + " " + noun : "";
       clear.hidden = !facetsPressed.length;
       if (updateUrl) writeUrl(byFacet);
     }
