@@ -40,16 +40,16 @@ def _checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_checkpoint(args: argparse.Namespace) -> int:
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     print(checkpoint_dir(args.family, rebuild=args.rebuild))
     return 0
 
 
 def run_pin(args: argparse.Namespace) -> int:
-    from generator.checkpoints import cached_dir, pin
-    from generator.family import get_family
-    from generator.identity import check_identity
+    from generator.checkpoint.checkpoints import cached_dir, pin
+    from generator.facts.identity import check_identity
+    from generator.recipe.family import get_family
 
     family = get_family(args.family)
     check_identity(family)  # a checkpoint of another model type would verify that model, not this family
@@ -147,7 +147,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import errno
 
     from generator import build
-    from generator.serve import site_server
+    from generator.site.serve import site_server
 
     SITE = build.SITE
     if not 0 <= args.port <= 65535:
@@ -235,14 +235,14 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     another build holding the lock, a --site or build directory the build did not make, and the file system's errors (permission denied, disk full).
     """
     from generator.build import BuildBusy
-    from generator.checkpoints import PinMismatch
-    from generator.collect import ClaimError
-    from generator.docs_run import DocsError
-    from generator.examples import NoteError
-    from generator.family import FamilyYamlError
+    from generator.checkpoint.checkpoints import PinMismatch
+    from generator.facts.collect import ClaimError
+    from generator.notes.docs_run import DocsError
+    from generator.notes.examples import NoteError
     from generator.ownership import NotOurDirectory
-    from generator.render import FactsError, MkdocsBuildError
-    from generator.safe_urls import UnsafeUrlError
+    from generator.recipe.fields import FamilyYamlError
+    from generator.site.render import FactsError, MkdocsBuildError
+    from generator.site.safe_urls import UnsafeUrlError
     from generator.survey.run import UnknownModelType
 
     return (

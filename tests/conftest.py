@@ -102,7 +102,7 @@ def facts_by_capability(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def checkpoint():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir(FAMILY)
 

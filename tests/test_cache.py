@@ -43,7 +43,7 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("family", ["llama", "qwen3_moe", "qwen3_5_moe_text"])
 def test_cache_equals_reading_each_value(family):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir(family))
     names = _names(model)

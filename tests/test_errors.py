@@ -63,7 +63,7 @@ def test_assigning_a_wrong_shape_names_the_value_and_its_layout(model):
 
 
 def test_dense_and_index_errors_say_what_there_is():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     llama = nncanon.load(checkpoint_dir("llama"))
     with pytest.raises(IndexError, match=r"model\.layers has 4 blocks \(0 to 3\)"):

@@ -53,7 +53,7 @@ HUB_SCRIPT = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def llama_checkpoint():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir("llama")
 
@@ -102,7 +102,7 @@ def test_meta_first_then_dispatch_on_the_first_trace(checkpoint, model, prompts)
 def test_a_full_size_config_alone(llama_checkpoint):
     """Llama-3.1-8B's config: its tree and support table with no weights, and a trace says why not."""
     import nncanon
-    from generator.family import get_family
+    from generator.recipe.family import get_family
 
     family = get_family("llama")
     config = family.checkpoint_config(family.checkpoint_ids[0])
@@ -129,7 +129,7 @@ def test_an_explicit_device_map_and_bfloat16_pass_through(llama_checkpoint, monk
     monkeypatch.setattr(LlamaForCausalLM, "from_pretrained",
                         classmethod(lambda cls, *a, **k: asked.append(k) or original(cls, *a, **k)))
     mapped = nncanon.load(llama_checkpoint, device_map=leaves)
-    # nncanon asks for the loading info itself, to refuse weights that do not load (nncanon/families/_loading.py)
+    # nncanon asks for the loading info itself, to refuse weights that do not load (nncanon/parts/loading.py)
     assert asked == [{"device_map": leaves, "output_loading_info": True}]
     assert all(p.device.type == "cpu" for p in mapped._module.parameters())
     with mapped.trace(PROMPT):
@@ -166,7 +166,7 @@ def test_meta_first_vision_wrapper_with_images():
     from PIL import Image
 
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     pad = "<|vision_start|><|image_pad|><|vision_end|>"
     prompt = f"Compare {pad} with {pad}. Which one is red?"

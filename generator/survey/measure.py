@@ -97,7 +97,7 @@ def build(model_type: str) -> Any:
     """The tiny model, float32, every parameter drawn from SHAKE-256 as the family recipes' are."""
     import torch
 
-    from generator import tiny_weights
+    from generator.checkpoint import tiny_weights
 
     torch.manual_seed(SEED)  # decides only which vectors the init leaves constant
     config = tiny_config(model_type)
@@ -192,7 +192,7 @@ def survey(model_type: str) -> dict:
 
 def _kinds(model: Any) -> list[tuple[str, Any]]:
     """(host path pattern, first envoy) of every host kind, the root first."""
-    from generator.proof import envoys, pattern
+    from generator.facts.proof import envoys, pattern
 
     from generator.survey.tree import generic_hosts
 
@@ -208,7 +208,7 @@ def _kinds(model: Any) -> list[tuple[str, Any]]:
 def _read(model: Any, wanted: dict, args: tuple, kwargs: dict) -> dict:
     """Every read of ``wanted`` in one forward; where that fails, each half again (one read that cannot be made
     fails the forward it shares), down to the reads that fail, each kept as its exception."""
-    from generator.proof import read_all
+    from generator.facts.proof import read_all
 
     try:
         return read_all(model, wanted, args, kwargs)
@@ -225,7 +225,7 @@ def not_served(model: Any, envoy: Any, attr: str) -> str | None:
     """Why ``envoy`` cannot serve ``attr`` before any forward: a condition of the load, an op its module does
     not have, a child module its locator reads that the tree does not have (a read would fail the forward
     it shares with every other read)."""
-    from generator.proof import MODULE_IO, unavailable
+    from generator.facts.proof import MODULE_IO, unavailable
     from nncanon.hosts import Host
 
     if attr in MODULE_IO:
@@ -249,7 +249,7 @@ def read_values(model: Any, args: tuple, kwargs: dict) -> dict[str, str | None]:
     generic hosts (a host the tree has no module for: all of its values say so)."""
     import torch
 
-    from generator.proof import path_of
+    from generator.facts.proof import path_of
     from generator.survey.tree import generic_values
 
     results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_values()}
@@ -278,7 +278,7 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
     """``"host: relation" -> None`` (it holds on every envoy of the host) or why not, for every relation of
     the generic hosts the tree mounts. Computed by the relation's own code on the values read; a term that is
     a value which did not resolve (``values``, from `read_values`) is not read again."""
-    from generator.proof import envoys, mixer_of, path_of, pattern, targets
+    from generator.facts.proof import envoys, mixer_of, path_of, pattern, targets
     from generator.survey.tree import generic_hosts
     from nncanon.relations import error as relative_error
 

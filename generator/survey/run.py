@@ -32,7 +32,7 @@ class UnknownModelType(ValueError):
 
 
 def survey_dir() -> Path:
-    from generator.collect import build_dir
+    from generator.facts.collect import build_dir
 
     return build_dir() / "survey"
 
@@ -57,13 +57,16 @@ def _release(package: str) -> str:
 def code_hash() -> str:
     """The survey's code and what it measures with: its own package, the relations' reader, the weights'
     draws, the generic hosts and their relations. A change to any of them surveys every type again."""
-    import generator.proof
-    import generator.tiny_weights
-    import nncanon.families._decoder
+    import generator.checkpoint.tiny_weights
+    import generator.facts.proof
+    import nncanon.parts.attention
+    import nncanon.parts.decoder
+    import nncanon.parts.mlp
     import nncanon.relations
 
     files = sorted(HERE.glob("*.py")) + [NNTERP] + [Path(m.__file__) for m in (
-        generator.proof, generator.tiny_weights, nncanon.families._decoder, nncanon.relations)]
+        generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.decoder, nncanon.parts.attention,
+        nncanon.parts.mlp, nncanon.relations)]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -162,7 +165,7 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
 
 def pages() -> dict[str, str]:
     """model type -> the family whose page serves it (every family with a families/*.yaml)."""
-    from generator.family import all_families
+    from generator.recipe.family import all_families
     from nncanon.families import model_types_of
 
     return {model_type: family.family for family in all_families()

@@ -98,7 +98,9 @@ def discover(module: Any) -> Tree:
         tree.paths.append(standard)
         if native != standard:
             tree.rename[native] = standard
-    from nncanon.families._decoder import MLP, Attention, Block
+    from nncanon.parts.attention import Attention
+    from nncanon.parts.decoder import Block
+    from nncanon.parts.mlp import MLP
 
     firsts = {}
     for layer in layers:  # a hybrid's block kinds are classes of their own, or one class holding other mixers
@@ -170,10 +172,9 @@ def _mount(tree: Tree, module: Any, native: str, standard: str, names: tuple[str
 
 def family_module(model_type: str, tree: Tree) -> types.ModuleType:
     """A family module (nncanon.families' contract) for ``model_type`` over the generic parts at ``tree``."""
-    from nncanon.families._decoder import ROOT_VALUES, attention_layer_types, nothing_to_prepare
+    from nncanon.parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare
     from nncanon.hosts import host
     from nncanon.model import StandardModel
-    from nncanon.relations import ROOT_RELATIONS
 
     name = f"nncanon_survey_{model_type.replace('-', '_')}"
     module = types.ModuleType(name, f"the survey's generic parts on {model_type}")
@@ -191,7 +192,9 @@ def family_module(model_type: str, tree: Tree) -> types.ModuleType:
 
 def generic_hosts() -> list[tuple[str, type]]:
     """(host path pattern, host class) of the generic parts, the root first."""
-    from nncanon.families._decoder import MLP, ROOT_VALUES, Attention, Block
+    from nncanon.parts.attention import Attention
+    from nncanon.parts.decoder import ROOT_VALUES, Block
+    from nncanon.parts.mlp import MLP
     from nncanon.hosts import host
     from nncanon.model import StandardModel
 

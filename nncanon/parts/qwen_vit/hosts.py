@@ -1,0 +1,257 @@
+"""The Qwen ViT's hosts: the packed encoder (``model.vision``), its blocks, attention and MLP.
+
+The encoder runs on one row, ``[patches, vision_hidden_size]``: the patches of every image of
+the call concatenated, image j being the ``t * h * w`` patches its ``image_grid_thw`` row says,
+in merge-block order. Its stream values are served ``[1, patches, vision_hidden_size]``
+(`IMAGES_AXIS`), while a block's ``.input`` and ``.output`` stay native. Each host carries the
+relations of `relations`; a line whose encoder differs uses its own subclass
+(`PositionedVision` for a learned pos_embed, `GatedVisionMLP` for Qwen2.5-VL's SwiGLU; Qwen2.5-VL's
+window order and DeepStack's vision host live with the line and in `deepstack`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ...hosts import host
+from ...layouts import HeadOutputs, ImageFeatures, ImageTokenMask, Keys, Neurons, Patches, Queries, Values
+from ...locators import Locator, child, op, own
+from ...values import Unavailable, Value, View, never
+from ...views import IMAGES_AXIS
+from ..attention import Attention
+from ..decoder import BLOCK_RELATIONS, Block
+from ..mlp import MLP
+from . import relations
+
+# -- locators ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Worded(Locator):
+    """A locator whose "read at" sentence is given (``words``) rather than generated.
+
+    For a point whose generated sentence would name plumbing the reader does not need, e.g.
+    the ``last_hidden_state`` field of the encoder's output, which is "the module's own output".
+    """
+
+    words: str = ""
+
+    def read_at(self) -> str:
+        return self.words or super(Worded, self).read_at()
+
+
+@dataclass(frozen=True)
+class AtRoot(Worded):
+    """A point of the root model's tree, for a value served on a host below it.
+
+    ``module`` and ``ops`` are resolved from the `StandardModel` itself (``module="model"`` is
+    the wrapper's ``model.model``), not from the host. The ``.source`` ops are installed by
+    `install_sources` (called from the family's ``prepare``), as the root's installer only
+    knows a host's own children.
+    """
+
+    def target(self, host: Any) -> Any:
+        return super(AtRoot, self).target(host._std_model)
+
+    def sourced_modules(self) -> tuple[str | None, ...]:
+        return ()
+
+
+def install_sources(model: Any) -> None:
+    """Install, before any trace, the ``.source`` ops the `AtRoot` values of ``model`` read."""
+    for envoy in model._hosts:
+        for value in type(envoy).values():
+            locator = value.locator
+            if isinstance(locator, AtRoot) and locator.ops:
+                base = model if locator.module is None else model.get(locator.module)
+                getattr(base.source, locator.ops[0])
+
+
+# -- views ---------------------------------------------------------------------------
+
+
+def _heads_read(host: Any, x: Any) -> Any:
+    return x.unsqueeze(0).unflatten(-1, (-1, host._module.head_dim))
+
+
+def _heads_write(host: Any, x: Any, current: Any) -> Any:
+    return x.flatten(-2).squeeze(0)
+
+
+#: [patches, heads*head_dim] -> [1, patches, heads, head_dim] (what the output projection takes)
+IMAGES_HEADS = View("images-axis, heads(head_dim)", _heads_read, _heads_write)
+
+
+def _image_token_mask(host: Any, ids: Any) -> Any:
+    return ids == host._std_model._module.config.image_token_id
+
+
+#: input_ids -> where they are the image token; derived, read-only
+IMAGE_TOKENS = View("input_ids == image_token_id", _image_token_mask, None)
+
+#: the encoder's returned stream, [1, patches, width]; read-only, as nothing reads it after the
+#: merger has (an edit belongs on the last block's layer_output)
+RETURNED = View("images-axis, read-only", lambda host, x: x.unsqueeze(0), None)
+
+# -- the encoder ---------------------------------------------------------------------
+
+NO_PATTERN = never("no one tensor is the block's pattern")
+
+_NO_IMAGE_SIZE = ("the processor cuts each image into its own grid (image_grid_thw: t, h, w patches per image); "
+                  "there is no one image size")
+
+
+class _VisionSizes:
+    """The encoder's sizes, read off its own config (``model.vision``'s module's)."""
+
+    @property
+    def _vision_config(self) -> Any:
+        return self._module.config
+
+    @property
+    def num_layers(self) -> int:
+        return self._vision_config.depth
+
+    @property
+    def vision_hidden_size(self) -> int:
+        """The encoder's width (``embed_dim`` on Qwen2-VL, whose ``hidden_size`` is the merger's output)."""
+        config = self._vision_config
+        return getattr(config, "embed_dim", None) or config.hidden_size
+
+    @property
+    def num_heads(self) -> int:
+        return self._vision_config.num_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.vision_hidden_size // self.num_heads
+
+    @property
+    def intermediate_size(self) -> int:
+        """The MLP's width (``embed_dim * mlp_ratio`` on Qwen2-VL)."""
+        config = self._vision_config
+        size = getattr(config, "intermediate_size", None)
+        return size if size is not None else int(self.vision_hidden_size * config.mlp_ratio)
+
+    @property
+    def patch_size(self) -> int:
+        return self._vision_config.patch_size
+
+    @property
+    def spatial_merge_size(self) -> int:
+        return self._vision_config.spatial_merge_size
+
+    @property
+    def window_size(self) -> int | None:
+        """Qwen2.5-VL's attention window side in pixels; None on the lines without windows."""
+        return getattr(self._vision_config, "window_size", None)
+
+    @property
+    def image_size(self) -> int:
+        raise Unavailable(f"{self._standard_path()}.image_size is unavailable: {_NO_IMAGE_SIZE}")
+
+    def dim_sizes(self, patches: int | None = None) -> dict[str, int]:
+        """The size of every layout dimension name the vision blocks' values use, as they mean it there.
+
+        The vision attention's and MLP's layouts reuse the text ones' names (Queries [batch
+        num_heads seq qk_head_dim], Neurons [batch seq intermediate_size]): on a host under
+        ``model.vision.layers[i]``, ``batch`` (like ``images``) is 1, ``seq`` (``query``, ``key``)
+        is the call's ``patches``, and the head counts and widths are the encoder's. (On
+        ``model.vision`` itself image_token_mask is the text's [batch seq] and image_features
+        the text's hidden_size.)
+        """
+        sizes = {
+            "images": 1,
+            "batch": 1,
+            "vision_hidden_size": self.vision_hidden_size,
+            "num_heads": self.num_heads,
+            "num_kv_heads": self.num_heads,
+            "head_dim": self.head_dim,
+            "qk_head_dim": self.head_dim,
+            "intermediate_size": self.intermediate_size,
+        }
+        if patches is not None:
+            sizes.update(patches=patches, seq=patches, query=patches, key=patches)
+        return sizes
+
+
+_Vision = host("QwenVision", values=[
+    Value("image_token_mask", ImageTokenMask,
+          "Which positions hold image tokens: input_ids == the config's image_token_id; read-only",
+          AtRoot(io="input", element="input_ids", words="the model's own inputs, at the root"),
+          view=IMAGE_TOKENS),
+    Value("patch_embeddings", Patches, "The patch embedding's output, one row per patch", child("patch_embed"),
+          view=IMAGES_AXIS),
+    Value("tower_output", Patches,
+          "The last block's stream after the tower's final norm, before any pooling or adapter",
+          Worded(io="output", attr="last_hidden_state", words="the module's own output"), view=RETURNED),
+    Value("image_features", ImageFeatures,
+          "The image features the text model receives at the image tokens, flat over them",
+          AtRoot(io="input", module="model", shown="model.model", ops=("inputs_embeds_masked_scatter_0",),
+                 element=1)),
+], HOST="model.vision")
+
+#: ``model.vision``: the Qwen ViT, packed (Qwen2-VL's: no learned positions, no windows)
+Vision = type("QwenVision", (_VisionSizes, _Vision),
+              {"HOST": "model.vision", "RELATIONS": relations.VISION_RELATIONS})
+
+#: ``model.vision`` with a learned pos_embed resampled to each image's grid (Qwen3-VL, Qwen3.5)
+PositionedVision = host("QwenPositionedVision", Vision, RELATIONS=relations.POSITIONED_VISION_RELATIONS)
+
+# -- a block ---------------------------------------------------------------------------
+
+
+def _declared(host_class: type, name: str) -> Any:
+    """``host_class``'s own declaration of ``name`` (a shared text host's)."""
+    return vars(host_class)[name].value
+
+
+def _on_patches(host_class: type, name: str, description: str) -> Value:
+    """The text host's ``name`` read at the same point, served on the packed row as Patches."""
+    return dataclasses.replace(_declared(host_class, name), layout=Patches, description=description,
+                               view=IMAGES_AXIS)
+
+
+# The text block's locators (and whatever else it declares, e.g. how layer_mid is assigned),
+# served [1, patches, vision_hidden_size]; the text block's relations hold as they are.
+VisionBlock = host("QwenVisionBlock", Block, values=[
+    _on_patches(Block, "layer_input", "The tower's stream entering the block"),
+    _on_patches(Block, "attention_norm_output", "The normed stream entering the attention"),
+    _on_patches(Block, "layer_mid", "The tower's stream after the attention add"),
+    _on_patches(Block, "mlp_norm_output", "The normed stream entering the MLP"),
+    _on_patches(Block, "mlp_input", "What the MLP is called with"),
+    _on_patches(Block, "layer_output", "The tower's stream leaving the block"),
+], HOST="model.vision.layers[i]", RELATIONS=BLOCK_RELATIONS)
+
+# print(model) lists a host's values most derived class first, in declaration order; the
+# support table lists them in the base class's order (`Host.values`).
+VisionAttention = host("QwenVisionAttention", Attention, values=[
+    Value("attention_queries", Queries, "The queries entering attention", op("unsqueeze_0")),
+    Value("attention_keys", Keys, "The keys entering attention", op("unsqueeze_1")),
+    Value("attention_values", Values, "The values entering attention", op("unsqueeze_2")),
+    Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
+          op("torch_cat_0")),
+    # the text attention returns a tuple (element 0); this one returns the tensor
+    Value("attention_output", Patches, "What the attention adds to the tower's stream", own("output"),
+          view=IMAGES_AXIS),
+    Value("attention_premix", HeadOutputs, "Every head's output side by side, as the output projection takes it",
+          child("o_proj", "input"), view=IMAGES_HEADS),
+    dataclasses.replace(_declared(Attention, "attention_scores"), conditions=(NO_PATTERN,)),
+    dataclasses.replace(_declared(Attention, "attention_probabilities"), conditions=(NO_PATTERN,)),
+], HOST="model.vision.layers[i].self_attn", RELATIONS=relations.ATTENTION_RELATIONS)
+
+#: the MLP of fc1, an activation and fc2 (down_proj), no gate: Qwen2-VL, Qwen3-VL, Qwen3.5
+VisionMLP = host("QwenVisionMLP", MLP, values=[
+    _on_patches(MLP, "mlp_output", "What the MLP adds to the tower's stream"),
+    Value("mlp_activation", Neurons, "The activation function's output", child("act_fn"), view=IMAGES_AXIS),
+    Value("mlp_neurons", Neurons, "What the down projection receives", child("down_proj", "input"),
+          view=IMAGES_AXIS),
+], HOST="model.vision.layers[i].mlp", RELATIONS=relations.MLP_RELATIONS_FC)
+
+#: Qwen2.5-VL's biased SwiGLU MLP (gate_proj, up_proj, down_proj), the same values
+GatedVisionMLP = host("QwenGatedVisionMLP", VisionMLP, RELATIONS=relations.GATED_MLP_RELATIONS)
+
+__all__ = ["Worded", "AtRoot", "install_sources", "IMAGES_HEADS", "IMAGE_TOKENS", "RETURNED", "NO_PATTERN",
+           "Vision", "PositionedVision", "VisionBlock", "VisionAttention", "VisionMLP", "GatedVisionMLP"]
