@@ -49,6 +49,12 @@ def closest(row: dict, paged: list[tuple[str, set[str]]]) -> tuple[str, float] |
     return min(family for score, family in scored if score == best), best
 
 
+def mixers(shape: list[str]) -> list[str]:
+    """The facet's words for a tree's sequence mixers: attention, another mixer, or both (a hybrid)."""
+    return ((["attention"] if any(item.startswith("attention:") for item in shape) else [])
+            + (["another mixer"] if "mixer: not attention" in shape else []))
+
+
 def status(row: dict, page: str | None) -> str:
     if page:
         return "family page"
@@ -76,7 +82,7 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]]) -> dic
         "transformer_lens": row.get("transformer_lens"), "nnterp": row.get("nnterp"),
         "facets": {
             "status": [kind],
-            "mixer": ["attention" if shape.get("mixer") != "not attention" else "not attention"] if row["wraps"] else [],
+            "mixer": mixers(row["shape"]) if row["wraps"] else [],
             "mlp": [shape["mlp"]] if row["wraps"] and "mlp" in shape else [],
             "holds": holds,
             "task": row.get("tasks", []),
@@ -86,11 +92,16 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]]) -> dic
     }
 
 
-def coverage_context(index: dict, rows: list[dict]) -> dict:
-    """The Coverage template's context: every row, the facets with their counts, and the totals."""
+def coverage_context(index: dict, rows: list[dict], families: set[str] | None = None) -> dict:
+    """The Coverage template's context: every row, the facets with their counts, and the totals. A family page
+    is linked, and is a closest family, only where this render writes it (``families``; None: every one)."""
     pages = index.get("pages", {})
-    paged = [(pages[r["model_type"]], features(r)) for r in rows if r["model_type"] in pages and r["wraps"]]
+    rendered = set(pages.values()) if families is None else set(families)
+    paged = [(pages[r["model_type"]], features(r)) for r in rows
+             if r["model_type"] in pages and r["wraps"] and pages[r["model_type"]] in rendered]
     entries = [entry(row, pages.get(row["model_type"]), paged) for row in rows]
+    for e in entries:
+        e["linked"] = e["page"] in rendered
     facets = facet_terms(entries, FACETS)
     wrapped = [e for e in entries if e["wraps"]]
     return {
@@ -104,10 +115,10 @@ def coverage_context(index: dict, rows: list[dict]) -> dict:
     }
 
 
-def render_coverage(env, survey: Path | None) -> str:
+def render_coverage(env, survey: Path | None, families: set[str] | None = None) -> str:
     """The Coverage page's markdown, from the survey directory's index and rows (an empty page before the
-    first whole survey has run)."""
+    first whole survey has run); ``families``: the family pages this render writes."""
     from generator.survey.run import load_rows
 
     index, rows = load_rows(survey) if survey is not None else ({}, [])
-    return env.get_template("coverage.md.j2").render(**coverage_context(index, rows))
+    return env.get_template("coverage.md.j2").render(**coverage_context(index, rows, families))

@@ -146,12 +146,12 @@ def missing_ops_unavailable():
 
 @contextlib.contextmanager
 def quiet_transformers():
-    """transformers' log held to errors while the survey wraps: its pipeline lists every causal-LM class when a
-    multimodal one is wrapped for text generation, a paragraph per model type that says nothing here."""
+    """transformers' log held to critical errors while the survey wraps: its pipeline lists every causal-LM
+    class when a multimodal one is wrapped for text generation, a paragraph per model type that says nothing."""
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
+    hf_logging.set_verbosity(hf_logging.CRITICAL)
     try:
         yield
     finally:
@@ -193,7 +193,6 @@ def survey(model_type: str) -> dict:
 def _kinds(model: Any) -> list[tuple[str, Any]]:
     """(host path pattern, first envoy) of every host kind, the root first."""
     from generator.facts.proof import envoys, pattern
-
     from generator.survey.tree import generic_hosts
 
     generic = {path for path, _ in generic_hosts()}
@@ -279,10 +278,11 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
     the generic hosts the tree mounts. Computed by the relation's own code on the values read; a term that is
     a value which did not resolve (``values``, from `read_values`) is not read again."""
     from generator.facts.proof import envoys, mixer_of, path_of, pattern, targets
-    from generator.survey.tree import generic_hosts
+    from generator.survey.tree import generic_hosts, generic_relations
     from nncanon.relations import error as relative_error
 
-    results: dict[str, str | None] = {}
+    results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_relations(SKIPPED)}
+    failed: dict[str, str] = {}  # a relation holds only where it holds on every envoy: its first failure stays
     plan = []
     generic = {path for path, _ in generic_hosts()}
     for envoy in envoys(model):
@@ -294,39 +294,43 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
                 continue
             key = f"{host}: {relation.text}"
             relation = relation.on(mixer_of(envoy))
+            if "{mixer}" in relation.text:
+                failed.setdefault(key, "the block has no attention to mount as self_attn")
+                continue
             try:
                 terms = {term: targets(model, envoy, term) for term in relation.reads}
             except (AttributeError, IndexError) as error:
-                results[key] = f"a term does not resolve: {one_line(error)}"
-                continue
-            if "{mixer}" in relation.text:
-                results[key] = "the block has no attention to mount as self_attn"
+                failed.setdefault(key, f"a term does not resolve: {one_line(error)}")
                 continue
             why = next((w for found, attr, _ in terms.values() for e in found
                         if (w := not_served(model, e, attr) or values.get(f"{pattern(path_of(e))}.{attr}"))), None)
             if why:
-                results[key] = f"not served: {why}"
+                failed.setdefault(key, f"not served: {why}")
                 continue
             plan.append((key, envoy, relation, terms))
     wanted = {(path_of(t), attr): t for *_, terms in plan for found, attr, _ in terms.values() for t in found}
     read = _read(model, wanted, args, kwargs)
     for key, envoy, relation, terms in plan:
-        if results.get(key, None) is not None:
-            continue  # already failed on another envoy of this host
+        if key in failed:
+            continue
         reads, broken = {}, None
         for term, (found, attr, many) in terms.items():
             got = [read[(path_of(t), attr)] for t in found]
             broken = broken or next((g for g in got if isinstance(g, BaseException)), None)
             reads[term] = got if many else got[0]
         if broken is not None:
-            results[key] = f"cannot be read: {one_line(broken)}"
+            failed[key] = f"cannot be read: {one_line(broken)}"
             continue
         try:
             pairs = relation.compute(envoy, reads)
             worst = max((relative_error(computed, got) for computed, got in pairs), default=0.0)
         except Exception as error:
-            results[key] = f"cannot be computed: {one_line(error)}"
+            failed[key] = f"cannot be computed: {one_line(error)}"
             continue
         # the relation's own float32 tolerance (nncanon/precision.py), as the family pages' build uses it
-        results[key] = None if worst <= relation.tolerance else "does not hold"
+        if worst > relation.tolerance:
+            failed[key] = "does not hold"
+        else:
+            results[key] = None
+    results.update(failed)
     return dict(sorted(results.items()))

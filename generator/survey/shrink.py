@@ -30,7 +30,8 @@ SIZES: dict[str, int] = {
     # heads
     "num_attention_heads": HEADS, "n_head": HEADS, "n_heads": HEADS, "num_heads": HEADS,
     "decoder_attention_heads": HEADS, "encoder_attention_heads": HEADS,
-    "num_key_value_heads": KV_HEADS, "n_kv_heads": KV_HEADS, "num_kv_heads": KV_HEADS, "multi_query_group_num": KV_HEADS,
+    "num_key_value_heads": KV_HEADS, "n_kv_heads": KV_HEADS, "num_kv_heads": KV_HEADS,
+    "multi_query_group_num": KV_HEADS,
     "head_dim": HEAD_DIM, "kv_channels": HEAD_DIM, "attention_head_dim": HEAD_DIM,
     # the MLP
     "intermediate_size": MLP, "n_inner": MLP, "ffn_dim": MLP, "ffn_hidden_size": MLP, "decoder_ffn_dim": MLP,
@@ -85,11 +86,11 @@ def shrunk_kwargs(config_class: type, depth: int = 0) -> dict[str, Any]:
     for name in PER_LAYER:
         if isinstance(fields.get(name), list) and name not in kwargs:
             kwargs[name] = None
-    _consistent(fields, kwargs)
+    _consistent(fields, kwargs, config_class)
     return kwargs
 
 
-def _consistent(fields: dict[str, Any], kwargs: dict[str, Any]) -> None:
+def _consistent(fields: dict[str, Any], kwargs: dict[str, Any], config_class: type) -> None:
     """The constraints configs check between sizes, restated for the shrunk ones: a special token inside the
     shrunk vocabulary, a key head per query head under latent attention (DeepSeek's MLA repeats no keys), a
     state-space mixer's heads times head dim equal to its expanded width, GPT-Neo's
@@ -109,8 +110,9 @@ def _consistent(fields: dict[str, Any], kwargs: dict[str, Any]) -> None:
         pattern = fields["attention_types"][0][0]
         kwargs["attention_types"] = [[pattern, LAYERS // len(pattern)]]
     rope = fields.get("rope_parameters")
-    if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
-        section = rope["mrope_section"]
+    multimodal = "mrope_section" in getattr(config_class, "ignore_keys_at_rope_validation", ())
+    if isinstance(rope, dict) and (isinstance(rope.get("mrope_section"), list) or multimodal):
+        section = rope.get("mrope_section") or [16, 24, 24]  # Qwen2-VL's modeling default when the config has none
         half = HEAD_DIM // 2
         scaled = [s * half // sum(section) for s in section]
         scaled[0] += half - sum(scaled)

@@ -17,6 +17,7 @@ the wrong module cannot pass a relation, which computes it by the module's own m
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 from dataclasses import dataclass, field
@@ -172,9 +173,9 @@ def _mount(tree: Tree, module: Any, native: str, standard: str, names: tuple[str
 
 def family_module(model_type: str, tree: Tree) -> types.ModuleType:
     """A family module (nncanon.families' contract) for ``model_type`` over the generic parts at ``tree``."""
-    from nncanon.parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare
     from nncanon.hosts import host
     from nncanon.model import StandardModel
+    from nncanon.parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare
 
     name = f"nncanon_survey_{model_type.replace('-', '_')}"
     module = types.ModuleType(name, f"the survey's generic parts on {model_type}")
@@ -190,18 +191,25 @@ def family_module(model_type: str, tree: Tree) -> types.ModuleType:
     return module
 
 
+@functools.cache
 def generic_hosts() -> list[tuple[str, type]]:
     """(host path pattern, host class) of the generic parts, the root first."""
-    from nncanon.parts.attention import Attention
-    from nncanon.parts.decoder import ROOT_VALUES, Block
-    from nncanon.parts.mlp import MLP
     from nncanon.hosts import host
     from nncanon.model import StandardModel
+    from nncanon.parts.attention import Attention
+    from nncanon.parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block
+    from nncanon.parts.mlp import MLP
 
-    root = host("SurveyRoot", StandardModel, values=ROOT_VALUES)
+    root = host("SurveyRoot", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS)
     return [("model", root), (Block.HOST, Block), (Attention.HOST, Attention), (MLP.HOST, MLP)]
 
 
 def generic_values() -> list[str]:
     """Every ``"host.value"`` the generic parts declare: the survey's M."""
     return [f"{path}.{value.name}" for path, cls in generic_hosts() for value in cls.values()]
+
+
+def generic_relations(skipped: tuple[str, ...]) -> list[str]:
+    """Every ``"host: relation"`` the generic parts state (but ``skipped``): the survey's L."""
+    return [f"{path}: {relation.text}" for path, cls in generic_hosts()
+            for relation in getattr(cls, "RELATIONS", ()) if not relation.text.startswith(skipped)]
