@@ -107,6 +107,19 @@ def test_a_model_type_that_does_not_build_says_why_in_one_line():
     assert facts["failure"].startswith("TooLarge: the shrunk config still has ") and "\n" not in facts["failure"]
 
 
+def test_a_row_is_surveyed_once_per_machine(tmp_path, monkeypatch):
+    """A second build directory copies the row from the shared cache; nothing is surveyed again."""
+    from generator.survey.run import survey_all
+
+    monkeypatch.setenv("NNCANON_CACHE", str(tmp_path / "cache"))
+    first, second = tmp_path / "first", tmp_path / "second"
+    monkeypatch.setenv("NNCANON_BUILD", str(first))
+    assert survey_all(["llama"], progress=lambda line: None)["surveyed"] == 1
+    monkeypatch.setenv("NNCANON_BUILD", str(second))
+    assert survey_all(["llama"], progress=lambda line: None)["surveyed"] == 0
+    assert (first / "survey" / "llama.json").read_bytes() == (second / "survey" / "llama.json").read_bytes()
+
+
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "generator", "survey", *args], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})

@@ -3,8 +3,10 @@
 The model types are transformers' own lists (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` and
 ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``), so a release that adds one adds a row. Each type's facts
 are cached as ``<build>/survey/<model_type>.json`` under a key of the transformers and TransformerLens
-releases, the survey code's hash and the model type: a rerun with nothing changed reads them back and runs
-nothing, and the site's build runs the survey before it renders (`survey_all`). The comparison columns
+releases, the survey code's hash and the model type, and shared with every build directory on the machine
+(``$NNCANON_CACHE/survey``, beside the tiny checkpoints): a rerun with nothing changed reads them back and
+runs nothing, and the site's build runs the survey before it renders (`survey_all`); ``build --force``
+collects the families again, not the survey (``survey --force`` does). The comparison columns
 are stored with each row: TransformerLens's bridge from the installed package's own list of architectures,
 nnterp's status from the data file this package carries (``nnterp_status.json``, which names its source).
 """
@@ -35,6 +37,14 @@ def survey_dir() -> Path:
     from generator.facts.collect import build_dir
 
     return build_dir() / "survey"
+
+
+def shared_dir() -> Path:
+    """The rows every build directory on this machine shares, beside the tiny checkpoints (``$NNCANON_CACHE``):
+    a row is a function of its key alone, so a build in a new directory (every test's) copies it, not runs it."""
+    from generator.checkpoint.checkpoints import cache_root
+
+    return cache_root() / "survey"
 
 
 def model_types() -> list[str]:
@@ -112,12 +122,17 @@ def _write(path: Path, data: dict) -> None:
 
 
 def cached(model_type: str, key: str) -> dict | None:
-    path = survey_dir() / f"{model_type}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data["facts"] if data.get("key") == key else None
+    """The row under ``key``: the build directory's, else the shared one's (copied into the build directory)."""
+    for directory in (survey_dir(), shared_dir()):
+        try:
+            data = json.loads((directory / f"{model_type}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if data.get("key") == key:
+            if directory != survey_dir():
+                _write(survey_dir() / f"{model_type}.json", data)
+            return data["facts"]
+    return None
 
 
 def survey_all(names: list[str] | None = None, progress: Callable[[str], None] = print,
@@ -146,7 +161,8 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
             began = time.perf_counter()
             facts = survey(model_type)
             facts.update(comparison(facts["class"], *bridged, nnterp))
-            _write(survey_dir() / f"{model_type}.json", {"key": key, "facts": facts})
+            for directory in (survey_dir(), shared_dir()):
+                _write(directory / f"{model_type}.json", {"key": key, "facts": facts})
             surveyed += 1
             progress(f"survey {model_type}: {summary(facts)} ({time.perf_counter() - began:.1f} s)")
         rows.append(facts)
