@@ -64,8 +64,8 @@ def status(row: dict, page: str | None) -> str:
     return "does not finish" if row["failure"] else "surveyed"
 
 
-def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]]) -> dict:
-    """One table row's data and facet terms."""
+def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compared: dict) -> dict:
+    """One table row's data and facet terms; ``compared``: its TransformerLens and nnterp columns."""
     kind = status(row, page)
     values, relations = row["values"], row["relations"]
     shared = [(label, _holds(row, starts)) for _, label, starts in SHARED]
@@ -75,19 +75,19 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]]) -> dic
     return {
         "model_type": row["model_type"], "class": row["class"], "kind": kind, "page": page,
         "failure": row["failure"], "wraps": row["wraps"],
-        "values": sum(v is None for v in values.values()), "values_of": len(values),
-        "relations": sum(r is None for r in relations.values()), "relations_of": len(relations),
+        "resolved": sum(v is None for v in values.values()), "values_of": len(values),
+        "held": sum(r is None for r in relations.values()), "relations_of": len(relations),
         "shared": shared, "closest": near[0] if near else None,
         "closest_share": f"{round(100 * near[1])}%" if near else None,
-        "transformer_lens": row.get("transformer_lens"), "nnterp": row.get("nnterp"),
+        "transformer_lens": compared.get("transformer_lens"), "nnterp": compared.get("nnterp"),
         "facets": {
             "status": [kind],
             "mixer": mixers(row["shape"]) if row["wraps"] else [],
             "mlp": [shape["mlp"]] if row["wraps"] and "mlp" in shape else [],
             "holds": holds,
             "task": row.get("tasks", []),
-            "tl": ["bridged" if row.get("transformer_lens") else "not bridged"],
-            "nnterp": [row["nnterp"]] if row.get("nnterp") else ["not listed"],
+            "tl": ["bridged" if compared.get("transformer_lens") else "not bridged"],
+            "nnterp": [compared["nnterp"]] if compared.get("nnterp") else ["not listed"],
         },
     }
 
@@ -99,7 +99,8 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
     rendered = set(pages.values()) if families is None else set(families)
     paged = [(pages[r["model_type"]], features(r)) for r in rows
              if r["model_type"] in pages and r["wraps"] and pages[r["model_type"]] in rendered]
-    entries = [entry(row, pages.get(row["model_type"]), paged) for row in rows]
+    compared = index.get("comparison", {})
+    entries = [entry(row, pages.get(row["model_type"]), paged, compared.get(row["model_type"], {})) for row in rows]
     for e in entries:
         e["linked"] = e["page"] in rendered
     facets = facet_terms(entries, FACETS)
@@ -110,7 +111,7 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
                    "builds": sum(r["builds"] for r in rows), "forwards": sum(r["forwards"] for r in rows),
                    "wraps": len(wrapped),
                    "values_of": max((e["values_of"] for e in wrapped), default=0),
-                   "mean_values": f"{sum(e['values'] for e in wrapped) / len(wrapped):.1f}" if wrapped else "0"},
+                   "mean_values": f"{sum(e['resolved'] for e in wrapped) / len(wrapped):.1f}" if wrapped else "0"},
         "nnterp": index.get("nnterp", {}),
     }
 

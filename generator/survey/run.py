@@ -6,9 +6,10 @@ are cached as ``<build>/survey/<model_type>.json`` under a key of the transforme
 releases, the survey code's hash and the model type, and shared with every build directory on the machine
 (``$NNCANON_CACHE/survey``, beside the tiny checkpoints): a rerun with nothing changed reads them back and
 runs nothing, and the site's build runs the survey before it renders (`survey_all`); ``build --force``
-collects the families again, not the survey (``survey --force`` does). The comparison columns
-are stored with each row: TransformerLens's bridge from the installed package's own list of architectures,
-nnterp's status from the data file this package carries (``nnterp_status.json``, which names its source).
+collects the families again, not the survey (``survey --force`` does). The comparison columns are no
+measurement and are not cached: each whole survey writes them into ``index.json`` for every model type,
+TransformerLens's bridge from the installed package's own list of architectures, nnterp's status from the
+data file this package carries (``nnterp_status.json``, which names its source and date).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def code_hash() -> str:
     import nncanon.parts.mlp
     import nncanon.relations
 
-    files = sorted(HERE.glob("*.py")) + [NNTERP] + [Path(m.__file__) for m in (
+    files = sorted(HERE.glob("*.py")) + [Path(m.__file__) for m in (
         generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.decoder, nncanon.parts.attention,
         nncanon.parts.mlp, nncanon.relations)]
     digest = hashlib.sha256()
@@ -84,8 +85,7 @@ def code_hash() -> str:
 
 
 def cache_key(model_type: str, code: str) -> str:
-    payload = {"transformers": _release("transformers"), "transformer_lens": _release("transformer-lens"),
-               "code": code, "model_type": model_type, "schema": SCHEMA}
+    payload = {"transformers": _release("transformers"), "code": code, "model_type": model_type, "schema": SCHEMA}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -147,8 +147,6 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
     names = names or every
     start, cpu = time.perf_counter(), time.process_time()
     code = code_hash()
-    nnterp = json.loads(NNTERP.read_text(encoding="utf-8"))
-    bridged: tuple | None = None
     surveyed, rows = 0, []
     for model_type in names:
         key = cache_key(model_type, code)
@@ -156,11 +154,8 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
         if facts is None:
             from generator.survey.measure import survey
 
-            if bridged is None:
-                bridged = transformer_lens_bridged()
             began = time.perf_counter()
             facts = survey(model_type)
-            facts.update(comparison(facts["class"], *bridged, nnterp))
             for directory in (survey_dir(), shared_dir()):
                 _write(directory / f"{model_type}.json", {"key": key, "facts": facts})
             surveyed += 1
@@ -168,15 +163,32 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
         rows.append(facts)
     numbers = totals(rows)
     if names == every:  # the page lists the types of the last whole survey, not a stale file of an older release
-        meta = {k: v for k, v in nnterp.items() if k != "classes"}
-        _write(survey_dir() / INDEX, {"schema": SCHEMA, "transformers": _release("transformers"), "model_types": every,
-                                      "pages": pages(), "nnterp": meta})
+        write_index(every)
     numbers.update(surveyed=surveyed, wall_s=round(time.perf_counter() - start, 1),
                    cpu_s=round(time.process_time() - cpu, 1))
     progress(f"survey: {numbers['types']} model types, {numbers['builds']} build, {numbers['forwards']} run, "
              f"{numbers['wraps']} wrap; {numbers['mean_values']} of {numbers['values_of']} values resolve on "
              f"average; {surveyed} surveyed now in {numbers['wall_s']} s ({numbers['cpu_s']} CPU-s)")
     return numbers
+
+
+def write_index(names: list[str]) -> dict:
+    """``index.json``: the model types of a whole survey, the ones with a family page, and the comparison
+    columns of each (TransformerLens, nnterp), with the nnterp file's source."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    nnterp = json.loads(NNTERP.read_text(encoding="utf-8"))
+    bridged = transformer_lens_bridged()
+    classes = {**MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, **MODEL_FOR_CAUSAL_LM_MAPPING_NAMES}
+    index = {"schema": SCHEMA, "transformers": _release("transformers"),
+             "transformer_lens": _release("transformer-lens"), "model_types": names, "pages": pages(),
+             "comparison": {name: comparison(classes.get(name), *bridged, nnterp) for name in names},
+             "nnterp": {k: v for k, v in nnterp.items() if k != "classes"}}
+    _write(survey_dir() / INDEX, index)
+    return index
 
 
 def pages() -> dict[str, str]:
