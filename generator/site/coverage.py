@@ -33,20 +33,29 @@ def _holds(row: dict, starts: tuple[str, ...]) -> bool | None:
     return None if len(found) < len(starts) else all(why is None for why in found)
 
 
+def _kind(item: str) -> str:
+    """A shape word without the model's class name: "norm: LlamaRMSNorm" -> "norm: RMSNorm"."""
+    if item.startswith("norm: "):
+        name = item[6:].lower()
+        return "norm: RMSNorm" if "rms" in name else "norm: LayerNorm" if "layernorm" in name else item
+    return item
+
+
 def features(row: dict) -> set[str]:
     """What the closest-family match compares: the values that resolve, the relations that hold, the shape."""
     return ({f"value {k}" for k, v in row["values"].items() if v is None}
-            | {f"relation {k}" for k, v in row["relations"].items() if v is None} | set(row["shape"]))
+            | {f"relation {k}" for k, v in row["relations"].items() if v is None} | {_kind(i) for i in row["shape"]})
 
 
 def closest(row: dict, paged: list[tuple[str, set[str]]]) -> tuple[str, float] | None:
-    """The family whose model type's survey row shares the most (Jaccard) with ``row``'s; ties by name."""
+    """The family whose model type's survey row shares the most (Jaccard) with ``row``'s; a tie goes to llama
+    (the tree the generic parts are), then by name."""
     mine = features(row)
     scored = [(len(mine & theirs) / len(mine | theirs), family) for family, theirs in paged if mine | theirs]
     if not scored:
         return None
     best = max(score for score, _ in scored)
-    return min(family for score, family in scored if score == best), best
+    return min((family != "llama", family) for score, family in scored if score == best)[1], best
 
 
 def mixers(shape: list[str]) -> list[str]:
