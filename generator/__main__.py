@@ -173,6 +173,20 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _releases_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true",
+                        help="fail when the kept record differs from the facts, instead of writing it")
+
+
+def run_releases(args: argparse.Namespace) -> int:
+    from generator.facts import release_record
+    from generator.facts.collect import facts_dir
+
+    done = (release_record.check if args.check else release_record.write)(facts_dir())
+    print(f"{'checked' if args.check else 'wrote'} {done.relative_to(release_record.REPO_ROOT)}")
+    return 0
+
+
 COMMANDS: dict[str, Command] = {
     "build": Command(
         help="collect facts for every family (cached), render the pages and build site/ with mkdocs --strict",
@@ -210,6 +224,11 @@ COMMANDS: dict[str, Command] = {
         run=run_checkpoint,
         arguments=_checkpoint_arguments,
     ),
+    "releases": Command(
+        help="write releases/transformers-<release>.json from the facts of $NNCANON_BUILD (or --check it)",
+        run=run_releases,
+        arguments=_releases_arguments,
+    ),
     "pin": Command(
         help="rebuild the tiny checkpoint and write its weights' sha256 into the family YAML (tiny.sha256)",
         run=run_pin,
@@ -237,6 +256,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from generator.build import BuildBusy
     from generator.checkpoint.checkpoints import PinMismatch
     from generator.facts.collect import ClaimError
+    from generator.facts.release_record import ReleaseRecordError
     from generator.notes.docs_run import DocsError
     from generator.notes.examples import NoteError
     from generator.ownership import NotOurDirectory
@@ -254,6 +274,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
         FactsError,
         MkdocsBuildError,
         UnsafeUrlError,
+        ReleaseRecordError,
         BuildBusy,
         NotOurDirectory,
         UnknownModelType,

@@ -51,13 +51,16 @@ class Row:
 
 
 class Support(list):
-    """The rows of `StandardModel.support`, printable as a table."""
+    """The rows of `StandardModel.support`, printable as a table; ``release`` says when the installed transformers
+    is not one the family was verified on (`nncanon.releases.family_note`), else None."""
+
+    release: str | None = None
 
     def __str__(self) -> str:
         classes: dict[str, set[str]] = {}
         for row in self:
             classes.setdefault(row.host, set()).add(row.host_class)
-        lines, host = [], None
+        lines, host = ([f"! {self.release}"] if self.release else []), None
         for row in self:
             if (row.host, row.host_class) != host:
                 host = (row.host, row.host_class)
@@ -248,7 +251,11 @@ class StandardModel(Host, TransformersModel):
         yield path, envoy
         names = {id(child): alias for alias, native in envoy._aliases.items()
                  if "." not in native for child in [getattr(envoy, alias)]}
-        children = [(names.get(id(child), name), child) for name, child in envoy._named_children()]
+        # a child a dotted alias mounts from (GPT-Neo's attn, whose attn.attention is self_attn) is shown only
+        # through the mount, as the root shows its backbone: its host keeps the standard path
+        mounted = {native.split(".")[0] for native in envoy._aliases.values() if "." in native}
+        children = [(names.get(id(child), name), child) for name, child in envoy._named_children()
+                    if name not in mounted]
         children += [(alias, getattr(envoy, alias)) for alias, native in envoy._aliases.items() if "." in native]
         for name, child in children:
             if name == "generator":
@@ -373,6 +380,7 @@ class StandardModel(Host, TransformersModel):
         from .order import arrange, forward_order
 
         rows = Support()
+        rows.release = releases.family_note(self.family)
         measured = forward_order(self) or {}
         for kind in self.host_kinds():
             declared = {value.name: value for value in kind.cls.values()}

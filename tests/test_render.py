@@ -15,6 +15,7 @@ from pathlib import Path
 import markdown
 import pytest
 import yaml
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -364,9 +365,14 @@ def test_site_builds_strictly_without_torch(tmp_path):
     published = json.loads((site / "facts" / "index.json").read_text())
     assert [e["family"] for e in published["families"]] == [FAMILY]
     assert published["families"][0]["mlp"] == "mixture of experts + shared expert"
-    assert json.loads((site / "facts" / f"{FAMILY}.json").read_text()) == json.loads(
-        (FIXTURES / f"{FAMILY}.json").read_text()
-    )
+    # the published facts are the collected ones, with the releases the kept records verified the family on
+    kept = [json.loads(p.read_text())["families"] for p in sorted((ROOT / "releases").glob("transformers-*.json"))]
+    on = [json.loads(p.read_text())["transformers"] for p, families in
+          zip(sorted((ROOT / "releases").glob("transformers-*.json")), kept) if FAMILY in families]
+    on = sorted(on, key=Version)
+    assert json.loads((site / "facts" / f"{FAMILY}.json").read_text()) == {
+        **json.loads((FIXTURES / f"{FAMILY}.json").read_text()), "verified_on": on}
+    assert f"Verified on transformers {', '.join(on)}" in page and (site / "releases" / "index.html").is_file()
     llms = (site / "llms.txt").read_text()
     assert llms.startswith("# nncanon encyclopedia\n")
     assert f"[{FAMILY}](families/{FAMILY}/)" in llms and f"facts/{FAMILY}.json" in llms

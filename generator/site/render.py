@@ -36,10 +36,12 @@ from generator.site.escaping import (
     ident_breaks,
     slug,
 )
-from generator.site.families_index import facet_terms, index_entry
+from generator.site.families_index import facet_terms, index_entry, matches
 from generator.site.interiors import check_order, interior, undrawn
+from generator.site.mechanics import mechanics_table
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
+from generator.site.releases_page import load_records, releases_page, verified_on
 
 __all__ = [  # what tests and callers import from here (some live in generator.site.escaping, .printout)
     "FactsError",
@@ -52,6 +54,8 @@ __all__ = [  # what tests and callers import from here (some live in generator.s
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the kept release records (python -m generator releases)
+RELEASES = ROOT / "releases"
 TEMPLATES = ROOT / "site_templates"
 DOCS_SRC = ROOT / "docs_src"
 MKDOCS_YML = ROOT / "mkdocs.yml"
@@ -166,6 +170,8 @@ def environment() -> jinja2.Environment:
         err=fmt_error,
         ranges=ranges,
         num=lambda v: f"{v:.1f}".rstrip("0").rstrip("."),
+        # a layout's dims with the full-size checkpoint's sizes where it has one (batch, seq stay names)
+        sized=lambda dims, sizes: " ".join(str(sizes.get(d, d)) for d in dims),
     )
     return env
 
@@ -401,7 +407,7 @@ def annotate(hosts: list[dict], found: dict[str, dict]) -> None:
 
 def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = None,
                 transformer_lens: dict[str, dict] | None = None, interiors: bool = True,
-                survey: Path | None = None) -> None:
+                releases_dir: Path | None = None, survey: Path | None = None) -> None:
     """Write the whole docs tree into out_dir (replacing it): deterministic, byte for byte.
 
     Only ``families`` are rendered (default: every facts file in facts_dir); the Coverage page from the
@@ -414,12 +420,17 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     for facts in loaded:  # each value's TransformerLens hook and whether it agreed, where the build checked it
         if transformer_lens and facts["family"] in transformer_lens:
             annotate(facts["hosts"], transformer_lens[facts["family"]])
+    records = load_records(RELEASES if releases_dir is None else releases_dir)
+    on = verified_on(records)
+    for facts in loaded:  # the releases the family was verified on (the kept records; CI checks them)
+        facts["verified_on"] = on.get(facts["family"], [])
     _check_out_dir(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))
     staged.chmod(0o755)
     try:
         _write_tree(loaded, staged, interiors, survey)
+        (staged / "releases.md").write_text(releases_page(records), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
@@ -447,7 +458,11 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
         (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts, interiors), encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
-        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries)), encoding="utf-8"
+        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries),
+                                                        match=matches), encoding="utf-8"
+    )
+    (out_dir / "mechanics.md").write_text(
+        env.get_template("mechanics.md.j2").render(mechanics=mechanics_table(families)), encoding="utf-8"
     )
     (out_dir / "facts" / "index.json").write_text(
         _dump({"schema": SCHEMA, "families": entries}), encoding="utf-8"
