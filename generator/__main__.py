@@ -126,6 +126,19 @@ def run_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _survey_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model_types", nargs="*", metavar="MODEL_TYPE",
+                        help="only these model types (default: every causal-LM and image-text-to-text one)")
+    parser.add_argument("--force", action="store_true", help="survey again even where the cache key matches")
+
+
+def run_survey(args: argparse.Namespace) -> int:
+    from generator.survey.run import survey_all
+
+    survey_all(args.model_types or None, progress=_progress, force=args.force)
+    return 0
+
+
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000)
 
@@ -195,6 +208,12 @@ COMMANDS: dict[str, Command] = {
         run=run_claims,
         arguments=_family_argument,
     ),
+    "survey": Command(
+        help="build every transformers causal-LM and image-text-to-text model type tiny and measure which standard "
+             "values and relations hold on it (cached): the Coverage page's rows",
+        run=run_survey,
+        arguments=_survey_arguments,
+    ),
     "serve": Command(
         help="serve site/ on 127.0.0.1",
         run=run_serve,
@@ -244,6 +263,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from generator.recipe.fields import FamilyYamlError
     from generator.site.render import FactsError, MkdocsBuildError
     from generator.site.safe_urls import UnsafeUrlError
+    from generator.survey.run import UnknownModelType
 
     return (
         FamilyYamlError,
@@ -257,6 +277,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
         ReleaseRecordError,
         BuildBusy,
         NotOurDirectory,
+        UnknownModelType,
         OSError,
     )
 

@@ -142,12 +142,15 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         names = [family.family for family in all_families() if family.verified_under(transformers.__version__)]
         collected = collect_all(names, progress=progress, force=force)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
+        from generator.survey.run import survey_all, survey_dir
+
+        survey_all(progress=progress)  # the Coverage page's rows; cached (also across build directories)
         docs, staged = build_dir() / "docs", _beside(site, "new")
         from generator.facts.tl_names import annotations
 
         transformer_lens = annotations(names, build_dir() / "transformer_lens", progress)
         progress("render: pages from facts")
-        render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens)
+        render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens, survey=survey_dir())
         progress("mkdocs: build --strict")
         staged.mkdir(parents=True, exist_ok=True)
         claim_site(staged)  # mkdocs keeps dot files, so a killed build's leftover is known as ours

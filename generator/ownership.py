@@ -20,7 +20,8 @@ from generator.recipe.fields import REPO_ROOT
 SITE_MARKER = ".nncanon-site"
 BUILD_MARKER = ".nncanon-build"
 _SOURCES = ("docs_src", "families", "generator", "nncanon", "site_templates", "tests", "bench", ".git")
-_BUILD_ENTRIES = frozenset({"facts", "docs", "docs_run", "transformer_lens", "checkpoints", ".lock", BUILD_MARKER})
+_BUILD_ENTRIES = frozenset({"facts", "docs", "docs_run", "transformer_lens", "survey", "checkpoints", ".lock",
+                            BUILD_MARKER})
 
 
 class NotOurDirectory(ValueError):

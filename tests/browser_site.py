@@ -25,6 +25,8 @@ from limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "facts"
+#: the Coverage page's rows: four model types of a survey run (tests/test_survey_page.py)
+SURVEY = ROOT / "tests" / "fixtures" / "survey"
 FAMILY = "qwen3_5_moe_text"
 CHROMIUM = Path(os.environ.get("NNCANON_CHROMIUM") or "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -60,7 +62,7 @@ def build_site(tmp: Path, facts: dict):
     site.mkdir()
     server = site_server(site)
     url = server.url
-    render_site(tmp / "facts", tmp / "docs")
+    render_site(tmp / "facts", tmp / "docs", survey=SURVEY)
     level = logging.getLogger("mkdocs").level
     logging.getLogger("mkdocs").setLevel(logging.ERROR)
     try:

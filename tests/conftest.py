@@ -39,7 +39,8 @@ def pytest_configure(config):
 SHARED = {
     "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_diagram_interiors.py",
                                       "test_site_index.py", "test_release_records.py"}),
-    "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py"}),
+    "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
+                         "test_browser_coverage.py"}),
 }
 UNITS = {name: unit for unit, files in SHARED.values() for name in files}
 

@@ -9,7 +9,7 @@ import sys
 
 from import_graph import REPO, circles, graph, modules
 
-STAGES = ("recipe", "checkpoint", "notes", "facts", "site")
+STAGES = ("recipe", "checkpoint", "notes", "facts", "survey", "site")
 #: generator modules outside the stages: the command line and the whole build run every stage; the
 #: directories' ownership is a utility any stage that writes may use
 ORCHESTRATORS = {"generator", "generator.__main__", "generator.build", "generator.contribute"}

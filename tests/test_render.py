@@ -314,11 +314,13 @@ def test_site_builds_strictly_without_torch(tmp_path):
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
         "from generator.site.render import render_site, mkdocs_build;"
-        "render_site(Path(sys.argv[2]), Path(sys.argv[3])); mkdocs_build(Path(sys.argv[3]), Path(sys.argv[4]));"
+        "render_site(Path(sys.argv[2]), Path(sys.argv[3]), survey=Path(sys.argv[5]));"
+        "mkdocs_build(Path(sys.argv[3]), Path(sys.argv[4]));"
         "assert 'torch' not in sys.modules, 'the renderer imported torch'"
     )
     run = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT), str(FIXTURES), str(docs), str(site)],
+        [sys.executable, "-c", code, str(ROOT), str(FIXTURES), str(docs), str(site),
+         str(ROOT / "tests" / "fixtures" / "survey")],
         capture_output=True,
         text=True,
         timeout=HANG,
@@ -336,6 +338,7 @@ def test_site_builds_strictly_without_torch(tmp_path):
         "facts/index.json",
         f"facts/{FAMILY}.json",
         "llms.txt",
+        "coverage/index.html",
         "assets/nncanon.css",
         "assets/nncanon.js",
         "assets/nncanon-events.js",

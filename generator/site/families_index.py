@@ -111,10 +111,11 @@ def matches(terms: dict[str, list[str]]) -> dict[str, list[str]]:
             for key, found in terms.items()}
 
 
-def facet_terms(entries: list[dict]) -> list[dict]:
-    """``[{"key", "label", "terms": [(term, count)]}]``: every term some family matches, most common first."""
+def facet_terms(entries: list[dict], facets: tuple[tuple[str, str], ...] = FACETS) -> list[dict]:
+    """``[{"key", "label", "terms": [(term, count)]}]``: every term some row matches, most common first (the
+    families index's facets, or another page's: the Coverage page's)."""
     out = []
-    for key, label in FACETS:
+    for key, label in facets:
         counts: dict[str, int] = {}
         for e in entries:
             for term in matches(e["facets"])[key]:

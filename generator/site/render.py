@@ -407,10 +407,11 @@ def annotate(hosts: list[dict], found: dict[str, dict]) -> None:
 
 def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = None,
                 transformer_lens: dict[str, dict] | None = None, interiors: bool = True,
-                releases_dir: Path | None = None) -> None:
+                releases_dir: Path | None = None, survey: Path | None = None) -> None:
     """Write the whole docs tree into out_dir (replacing it): deterministic, byte for byte.
 
-    Only ``families`` are rendered (default: every facts file in facts_dir). The tree is written
+    Only ``families`` are rendered (default: every facts file in facts_dir); the Coverage page from the
+    survey's rows in ``survey`` (generator/survey; an empty page without). The tree is written
     into a fresh ``.tmp-<name>-*`` beside out_dir and swapped in (:func:`replace_dir`), so a kill
     at any moment leaves out_dir either the old tree or the new one, never a half-deleted one.
     """
@@ -428,7 +429,7 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     staged = Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))
     staged.chmod(0o755)
     try:
-        _write_tree(loaded, staged, interiors)
+        _write_tree(loaded, staged, interiors, survey)
         (staged / "releases.md").write_text(releases_page(records), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
@@ -436,7 +437,7 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     replace_dir(staged, out_dir)
 
 
-def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True) -> None:
+def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, survey: Path | None = None) -> None:
     (out_dir / MARKER).write_text("made by generator/site/render.py; replaced on every render\n")
     for src in sorted(DOCS_SRC.rglob("*")):
         if src.is_file():
@@ -466,6 +467,10 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True) -> 
     (out_dir / "facts" / "index.json").write_text(
         _dump({"schema": SCHEMA, "families": entries}), encoding="utf-8"
     )
+    from generator.site.coverage import render_coverage
+
+    rendered = {facts["family"] for facts in families}
+    (out_dir / "coverage.md").write_text(render_coverage(env, survey, rendered), encoding="utf-8")
     (out_dir / "llms.txt").write_text(
         env.get_template("llms.txt.j2").render(entries=entries), encoding="utf-8"
     )

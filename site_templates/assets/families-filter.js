@@ -1,7 +1,7 @@
-// The families index: facet buttons filter the rows. A family matches a facet when it has any pressed
-// term of it (OR within a facet) and must match every facet with a pressed term (AND across facets); a row
-// carries the broader terms its own imply (families_index.PARENTS). Each button counts the families the
-// filter would show with it chosen, so the counts follow the other groups' choices.
+// The families index and the Coverage page: facet buttons filter the rows. A row matches a facet when it has
+// any pressed term of it (OR within a facet) and must match every facet with a pressed term (AND across
+// facets); a family's row carries the broader terms its own imply (families_index.PARENTS). Each button
+// counts the rows the filter would show with it chosen, so the counts follow the other groups' choices.
 // The pressed terms live in the URL (?mlp=mixture%20of%20experts&attention=q%2Fk%20norms), so a filtered
 // view can be linked and survives reload.
 (function () {
@@ -13,6 +13,7 @@
     form.addEventListener("submit", function (e) { e.preventDefault(); });
     var buttons = Array.prototype.slice.call(form.querySelectorAll(".nc-trait"));
     var rows = Array.prototype.slice.call(document.querySelectorAll("table.nc-families tbody tr"));
+    var noun = form.dataset.noun || "families";  // the Coverage page counts model types
     var count = form.querySelector(".nc-trait-count");
     var clear = form.querySelector(".nc-facet-clear");
 
@@ -56,7 +57,7 @@
         }).length;
         b.querySelector(".nc-count").textContent = n;
       });
-      count.textContent = facetsPressed.length ? shown + " of " + rows.length + " families" : "";
+      count.textContent = facetsPressed.length ? shown + " of " + rows.length + " " + noun : "";
       clear.hidden = !facetsPressed.length;
       if (updateUrl) writeUrl(byFacet);
     }

@@ -1,0 +1,134 @@
+"""The Coverage page: one row per model type the survey covered, from its cached facts alone (no torch).
+
+A row is one of three kinds, and looks it: a model type with a family page links to the page (what it
+says was verified there, on a pinned checkpoint); a surveyed one gives what the generic parts measured on
+a tiny random model (N of M values resolve, K of L relations hold, the family it looks most like); one
+that does not get that far says where it stopped and why, in one line. The filters are the families
+index's (site_templates/assets/families-filter.js): facet buttons, OR within a facet, AND across them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.site.families_index import facet_terms
+
+#: the shared relations the page names, by the start of their text (nncanon/relations.py)
+SHARED = (
+    ("residual", "residual decomposition",
+     ("model.layers[i]: layer_input + {mixer}.attention_output == layer_mid",
+      "model.layers[i]: layer_mid + mlp.mlp_output == layer_output")),
+    ("stack", "stack", ("model: layers[i].layer_output == layers[i+1].layer_input",)),
+    ("final_norm", "final norm", ("model: final_norm_output == norm(",)),
+    ("head", "head", ("model: lm_head_output == lm_head(",)),
+)
+
+FACETS = (("status", "Status"), ("mixer", "Mixer"), ("mlp", "MLP"), ("holds", "Relations that hold"),
+          ("task", "Task"), ("tl", "TransformerLens"), ("nnterp", "nnterp"))
+
+
+def _holds(row: dict, starts: tuple[str, ...]) -> bool | None:
+    """Whether every relation starting with one of ``starts`` holds on the row; None where none was checked."""
+    found = [why for text, why in row["relations"].items() if text.startswith(starts)]
+    return None if len(found) < len(starts) else all(why is None for why in found)
+
+
+def _kind(item: str) -> str:
+    """A shape word without the model's class name: "norm: LlamaRMSNorm" -> "norm: RMSNorm"."""
+    if item.startswith("norm: "):
+        name = item[6:].lower()
+        return "norm: RMSNorm" if "rms" in name else "norm: LayerNorm" if "layernorm" in name else item
+    return item
+
+
+def features(row: dict) -> set[str]:
+    """What the closest-family match compares: the values that resolve, the relations that hold, the shape."""
+    return ({f"value {k}" for k, v in row["values"].items() if v is None}
+            | {f"relation {k}" for k, v in row["relations"].items() if v is None} | {_kind(i) for i in row["shape"]})
+
+
+def closest(row: dict, paged: list[tuple[str, set[str]]]) -> tuple[str, float] | None:
+    """The family whose model type's survey row shares the most (Jaccard) with ``row``'s; a tie goes to llama
+    (the tree the generic parts are), then by name."""
+    mine = features(row)
+    scored = [(len(mine & theirs) / len(mine | theirs), family) for family, theirs in paged if mine | theirs]
+    if not scored:
+        return None
+    best = max(score for score, _ in scored)
+    return min((family != "llama", family) for score, family in scored if score == best)[1], best
+
+
+def mixers(shape: list[str]) -> list[str]:
+    """The facet's words for a tree's sequence mixers: attention, another mixer, or both (a hybrid)."""
+    return ((["attention"] if any(item.startswith("attention:") for item in shape) else [])
+            + (["another mixer"] if "mixer: not attention" in shape else []))
+
+
+def status(row: dict, page: str | None) -> str:
+    if page:
+        return "family page"
+    for flag, stop in (("builds", "does not build"), ("forwards", "does not run"), ("wraps", "does not wrap")):
+        if not row[flag]:
+            return stop
+    return "does not finish" if row["failure"] else "surveyed"
+
+
+def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compared: dict) -> dict:
+    """One table row's data and facet terms; ``compared``: its TransformerLens and nnterp columns."""
+    kind = status(row, page)
+    values, relations = row["values"], row["relations"]
+    shared = [(label, _holds(row, starts)) for _, label, starts in SHARED]
+    shape = dict(item.split(": ", 1) for item in row["shape"] if ": " in item)
+    near = closest(row, [(f, feats) for f, feats in paged if f != page]) if row["wraps"] and not page else None
+    holds = [label for label, ok in shared if ok]
+    return {
+        "model_type": row["model_type"], "class": row["class"], "kind": kind, "page": page,
+        "failure": row["failure"], "wraps": row["wraps"],
+        "resolved": sum(v is None for v in values.values()), "values_of": len(values),
+        "held": sum(r is None for r in relations.values()), "relations_of": len(relations),
+        "shared": shared, "closest": near[0] if near else None,
+        "closest_share": f"{round(100 * near[1])}%" if near else None,
+        "transformer_lens": compared.get("transformer_lens"), "nnterp": compared.get("nnterp"),
+        "facets": {
+            "status": [kind],
+            "mixer": mixers(row["shape"]) if row["wraps"] else [],
+            "mlp": [shape["mlp"]] if row["wraps"] and "mlp" in shape else [],
+            "holds": holds,
+            "task": row.get("tasks", []),
+            "tl": ["bridged" if compared.get("transformer_lens") else "not bridged"],
+            "nnterp": [compared["nnterp"]] if compared.get("nnterp") else ["not listed"],
+        },
+    }
+
+
+def coverage_context(index: dict, rows: list[dict], families: set[str] | None = None) -> dict:
+    """The Coverage template's context: every row, the facets with their counts, and the totals. A family page
+    is linked, and is a closest family, only where this render writes it (``families``; None: every one)."""
+    pages = index.get("pages", {})
+    rendered = set(pages.values()) if families is None else set(families)
+    paged = [(pages[r["model_type"]], features(r)) for r in rows
+             if r["model_type"] in pages and r["wraps"] and pages[r["model_type"]] in rendered]
+    compared = index.get("comparison", {})
+    entries = [entry(row, pages.get(row["model_type"]), paged, compared.get(row["model_type"], {})) for row in rows]
+    for e in entries:
+        e["linked"] = e["page"] in rendered
+    facets = facet_terms(entries, FACETS)
+    wrapped = [e for e in entries if e["wraps"]]
+    return {
+        "entries": entries, "facets": facets, "index": index,
+        "totals": {"types": len(entries), "pages": sum(e["kind"] == "family page" for e in entries),
+                   "builds": sum(r["builds"] for r in rows), "forwards": sum(r["forwards"] for r in rows),
+                   "wraps": len(wrapped),
+                   "values_of": max((e["values_of"] for e in wrapped), default=0),
+                   "mean_values": f"{sum(e['resolved'] for e in wrapped) / len(wrapped):.1f}" if wrapped else "0"},
+        "nnterp": index.get("nnterp", {}),
+    }
+
+
+def render_coverage(env, survey: Path | None, families: set[str] | None = None) -> str:
+    """The Coverage page's markdown, from the survey directory's index and rows (an empty page before the
+    first whole survey has run); ``families``: the family pages this render writes."""
+    from generator.survey.run import load_rows
+
+    index, rows = load_rows(survey) if survey is not None else ({}, [])
+    return env.get_template("coverage.md.j2").render(**coverage_context(index, rows, families))

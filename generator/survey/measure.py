@@ -1,0 +1,336 @@
+"""One model type surveyed: built tiny, run once, wrapped on the generic parts, its values and relations measured.
+
+The facts are what a contributor needs to start a family: does the config class build, does the model run
+on a six-token prompt, which of the generic hosts' standard values resolve on it (read in a trace, a tensor
+back), and which of their relations hold (each computed on the model by the module's own math and
+compared with the read values within its float32 tolerance, ``nncanon/precision.py``). Only names,
+booleans and one-line reasons are kept, never a measured number: the facts are the same under every
+``ATEN_CPU_CAPABILITY``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import warnings
+from typing import Any
+
+from generator.survey.shrink import BATCH, SEQ, VOCAB, tiny_config
+
+#: relations the survey does not check: the mask relation reads the tokenizer's pad token, and the survey
+#: runs on token ids with no tokenizer and no padding
+SKIPPED = ("attention_mask == the batch's mask",)
+#: the seed of every survey model's weights (tiny_weights' draws, the same bits on every CPU)
+SEED = 0
+#: a vector the model's init draws at random and tiny_weights has no rule for (a family recipe must name
+#: one): the survey draws it in this range, a spread like a norm's or a bias's noise, so it neither vanishes
+#: nor saturates
+UNRULED = (-0.5, 0.5)
+#: the most parameters a shrunk model may keep: the recipes' tiny models have under 1M; more means a size
+#: field the shrink table does not know kept its full default (a vision tower's convolutions, a hash
+#: embedding), and building and running it would cost the whole survey's budget
+MAX_PARAMETERS = 4_000_000
+#: seconds one model type may take, built, run and measured (a tiny one takes about one): a model whose
+#: forward loops far longer on six tokens is reported, not waited for
+BUDGET_S = 60
+
+
+class TooLarge(ValueError):
+    """The shrunk config still builds a model too large to survey."""
+
+
+class OverBudget(TimeoutError):
+    """One model type took longer than the survey gives it."""
+
+
+@contextlib.contextmanager
+def budget(seconds: int):
+    import signal
+
+    def stop(signum, frame):
+        raise OverBudget(f"stopped after {seconds} s (a tiny model takes about one)")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def one_line(error: BaseException) -> str:
+    """``Type: first line`` of an exception; a message that ends at a colon continues on its next line (a
+    config validator's names the check, then says what failed). Addresses are dropped: they differ per run."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    text = re.sub(r" at 0x[0-9a-f]+", "", text)
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
+
+
+def tasks(model_type: str) -> list[str]:
+    """Which of transformers' two lists the model type is on."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    return [task for task, names in (("causal LM", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+                                     ("image-text-to-text", MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
+            if model_type in names]
+
+
+def model_class(model_type: str) -> type:
+    import transformers
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type) or MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type]
+    return getattr(transformers, name)
+
+
+def build(model_type: str) -> Any:
+    """The tiny model, float32, every parameter drawn from SHAKE-256 as the family recipes' are."""
+    import torch
+
+    from generator.checkpoint import tiny_weights
+
+    torch.manual_seed(SEED)  # decides only which vectors the init leaves constant
+    config = tiny_config(model_type)
+    with torch.device("meta"):  # sized first, for nothing
+        sizes = {name: p.numel() for name, p in model_class(model_type)(config).named_parameters()}
+    if sum(sizes.values()) > MAX_PARAMETERS:
+        largest = max(sizes, key=sizes.get)
+        raise TooLarge(f"the shrunk config still has {sum(sizes.values()):,} parameters ({largest}: "
+                       f"{sizes[largest]:,}); a size field the survey's shrink table does not know")
+    with torch.device("cpu"):
+        model = model_class(model_type)(config).to(torch.float32).eval()
+    modules = dict(model.named_modules())
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            try:
+                values = tiny_weights.draw(SEED, name, param, modules[name.rpartition(".")[0]])
+            except tiny_weights.InitRuleMissing:
+                values = tiny_weights.uniform(SEED, name, param.numel(), *UNRULED).astype("float32")
+            param.copy_(torch.from_numpy(values.reshape(tuple(param.shape))))
+    return model
+
+
+def inputs() -> tuple[tuple, dict]:
+    """Six token ids, no padding: the trace arguments every survey read uses."""
+    import torch
+
+    ids = (torch.arange(BATCH * SEQ).reshape(BATCH, SEQ) * 37 + 11) % VOCAB
+    return (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+@contextlib.contextmanager
+def missing_ops_unavailable():
+    """A value whose op the module does not have is unavailable, not an error in the family module: the
+    survey asks which values an unknown tree serves, and "none there" is the answer (as nncanon says
+    under a release outside the verified range, `StandardModel._install_sources`)."""
+    from nncanon import releases
+
+    verified, named = releases.verified, releases.named
+    releases.verified = lambda release=None: False
+    releases.named = lambda: f"transformers {releases.installed()}"  # the release is not why: the tree is
+    try:
+        yield
+    finally:
+        releases.verified, releases.named = verified, named
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """transformers' log held to critical errors while the survey wraps: its pipeline lists every causal-LM
+    class when a multimodal one is wrapped for text generation, a paragraph per model type that says nothing."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(hf_logging.CRITICAL)
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def survey(model_type: str) -> dict:
+    """The facts of one model type: how far it got, and what holds on it."""
+    import torch
+
+    from generator.survey.tree import NoTree, discover, family_module
+    from nncanon.model import wrap
+
+    facts: dict[str, Any] = {"model_type": model_type, "class": None, "builds": False, "forwards": False,
+                             "wraps": False, "failure": None, "values": {}, "relations": {}, "shape": [],
+                             "tasks": tasks(model_type)}
+    args, kwargs = inputs()
+    with warnings.catch_warnings(), budget(BUDGET_S):
+        warnings.simplefilter("ignore")
+        try:
+            facts["class"] = model_class(model_type).__name__
+            model = build(model_type)
+            facts["builds"] = True
+            with torch.no_grad():
+                model(**kwargs)
+            facts["forwards"] = True
+            tree = discover(model)
+            facts["shape"] = tree.shape
+            with missing_ops_unavailable(), quiet_transformers():
+                standard = wrap(family_module(model_type, tree), model, "text-generation")
+            facts["wraps"] = True
+            facts["values"] = read_values(standard, args, kwargs)
+            facts["relations"] = check_relations(standard, args, kwargs, facts["values"])
+        except (Exception, NoTree, OverBudget) as error:  # any failure is the answer for this model type, in one line
+            facts["failure"] = one_line(error)
+    return facts
+
+
+def _kinds(model: Any) -> list[tuple[str, Any]]:
+    """(host path pattern, first envoy) of every host kind, the root first."""
+    from generator.facts.proof import envoys, pattern
+    from generator.survey.tree import generic_hosts
+
+    generic = {path for path, _ in generic_hosts()}
+    seen: dict[str, Any] = {}
+    for envoy in envoys(model):
+        if pattern(envoy._std_path) not in generic:
+            continue  # a generic host mounted elsewhere too (a vision block's attention): not the text stack's
+        seen.setdefault(f"{pattern(envoy._std_path)}:{type(envoy).__name__}", envoy)
+    return [(key.split(":")[0], envoy) for key, envoy in seen.items()]
+
+
+def _read(model: Any, wanted: dict, args: tuple, kwargs: dict) -> dict:
+    """Every read of ``wanted`` in one forward; where that fails, each half again (one read that cannot be made
+    fails the forward it shares), down to the reads that fail, each kept as its exception."""
+    from generator.facts.proof import read_all
+
+    try:
+        return read_all(model, wanted, args, kwargs)
+    except Exception as error:
+        if len(wanted) == 1:
+            return {key: error for key in wanted}
+    keys = list(wanted)
+    half = len(keys) // 2
+    return {**_read(model, {k: wanted[k] for k in keys[:half]}, args, kwargs),
+            **_read(model, {k: wanted[k] for k in keys[half:]}, args, kwargs)}
+
+
+def not_served(model: Any, envoy: Any, attr: str) -> str | None:
+    """Why ``envoy`` cannot serve ``attr`` before any forward: a condition of the load, an op its module does
+    not have, a child module its locator reads that the tree does not have (a read would fail the forward
+    it shares with every other read)."""
+    from generator.facts.proof import MODULE_IO, unavailable
+    from nncanon.hosts import Host
+
+    if attr in MODULE_IO:
+        return None
+    if not isinstance(envoy, Host):
+        return f"{envoy.path} is not a host of the generic parts"
+    why = unavailable(model, envoy, attr) or model.missing_op(type(envoy), attr)
+    if why:
+        return str(why)
+    value = next(v for v in type(envoy).values() if v.name == attr)
+    if value.locator.module is not None:
+        try:
+            envoy.get(value.locator.module)
+        except AttributeError:
+            return f"{type(envoy._module).__name__} has no module {value.locator.module}"
+    return None
+
+
+def read_values(model: Any, args: tuple, kwargs: dict) -> dict[str, str | None]:
+    """``"host.value" -> None`` (it resolves: the read gives a tensor) or why not, for every value of the
+    generic hosts (a host the tree has no module for: all of its values say so)."""
+    import torch
+
+    from generator.facts.proof import path_of
+    from generator.survey.tree import generic_values
+
+    results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_values()}
+    wanted = {}
+    for host, envoy in _kinds(model):
+        for value in type(envoy).values():
+            key = f"{host}.{value.name}"
+            why = not_served(model, envoy, value.name)
+            if why:
+                results[key] = why
+            else:
+                wanted[(path_of(envoy), value.name)] = envoy
+    hosts = {path_of(envoy): host for host, envoy in _kinds(model)}
+    for (path, name), read in _read(model, wanted, args, kwargs).items():
+        key = f"{hosts[path]}.{name}"
+        if isinstance(read, BaseException):
+            results[key] = one_line(read)
+        elif isinstance(read, torch.Tensor) or (isinstance(read, list) and name == "input_size"):
+            results[key] = None
+        else:
+            results[key] = f"read {type(read).__name__}, not a tensor"
+    return dict(sorted(results.items()))
+
+
+def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str | None]) -> dict[str, str | None]:
+    """``"host: relation" -> None`` (it holds on every envoy of the host) or why not, for every relation of
+    the generic hosts the tree mounts. Computed by the relation's own code on the values read; a term that is
+    a value which did not resolve (``values``, from `read_values`) is not read again."""
+    from generator.facts.proof import envoys, mixer_of, path_of, pattern, targets
+    from generator.survey.tree import generic_hosts, generic_relations
+    from nncanon.relations import error as relative_error
+
+    results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_relations(SKIPPED)}
+    failed: dict[str, str] = {}  # a relation holds only where it holds on every envoy: its first failure stays
+    plan = []
+    generic = {path for path, _ in generic_hosts()}
+    for envoy in envoys(model):
+        host = pattern(envoy._std_path)
+        if host not in generic:
+            continue
+        for relation in getattr(type(envoy), "RELATIONS", ()):
+            if relation.text.startswith(SKIPPED):
+                continue
+            key = f"{host}: {relation.text}"
+            relation = relation.on(mixer_of(envoy))
+            if "{mixer}" in relation.text:
+                failed.setdefault(key, "the block has no attention to mount as self_attn")
+                continue
+            try:
+                terms = {term: targets(model, envoy, term) for term in relation.reads}
+            except (AttributeError, IndexError) as error:
+                failed.setdefault(key, f"a term does not resolve: {one_line(error)}")
+                continue
+            why = next((w for found, attr, _ in terms.values() for e in found
+                        if (w := not_served(model, e, attr) or values.get(f"{pattern(path_of(e))}.{attr}"))), None)
+            if why:
+                failed.setdefault(key, f"not served: {why}")
+                continue
+            plan.append((key, envoy, relation, terms))
+    wanted = {(path_of(t), attr): t for *_, terms in plan for found, attr, _ in terms.values() for t in found}
+    read = _read(model, wanted, args, kwargs)
+    for key, envoy, relation, terms in plan:
+        if key in failed:
+            continue
+        reads, broken = {}, None
+        for term, (found, attr, many) in terms.items():
+            got = [read[(path_of(t), attr)] for t in found]
+            broken = broken or next((g for g in got if isinstance(g, BaseException)), None)
+            reads[term] = got if many else got[0]
+        if broken is not None:
+            failed[key] = f"cannot be read: {one_line(broken)}"
+            continue
+        try:
+            pairs = relation.compute(envoy, reads)
+            worst = max((relative_error(computed, got) for computed, got in pairs), default=0.0)
+        except Exception as error:
+            failed[key] = f"cannot be computed: {one_line(error)}"
+            continue
+        # the relation's own float32 tolerance (nncanon/precision.py), as the family pages' build uses it
+        if worst > relation.tolerance:
+            failed[key] = "does not hold"
+        else:
+            results[key] = None
+    results.update(failed)
+    return dict(sorted(results.items()))

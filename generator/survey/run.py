@@ -1,0 +1,229 @@
+"""``python -m generator survey``: every causal-LM and image-text-to-text model type, surveyed and cached.
+
+The model types are transformers' own lists (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` and
+``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``), so a release that adds one adds a row. Each type's facts
+are cached as ``<build>/survey/<model_type>.json`` under a key of the transformers and TransformerLens
+releases, the survey code's hash and the model type, and shared with every build directory on the machine
+(``$NNCANON_CACHE/survey``, beside the tiny checkpoints): a rerun with nothing changed reads them back and
+runs nothing, and the site's build runs the survey before it renders (`survey_all`); ``build --force``
+collects the families again, not the survey (``survey --force`` does). The comparison columns are no
+measurement and are not cached: each whole survey writes them into ``index.json`` for every model type,
+TransformerLens's bridge from the installed package's own list of architectures, nnterp's status from the
+data file this package carries (``nnterp_status.json``, which names its source and date).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+SCHEMA = 1
+HERE = Path(__file__).resolve().parent
+NNTERP = HERE / "nnterp_status.json"
+#: the list of model types the last whole survey covered (``index.json`` beside the rows)
+INDEX = "index.json"
+
+
+class UnknownModelType(ValueError):
+    """A model type the survey was asked for that transformers does not ship as a causal LM or an
+    image-text-to-text model."""
+
+
+def survey_dir() -> Path:
+    from generator.facts.collect import build_dir
+
+    return build_dir() / "survey"
+
+
+def shared_dir() -> Path:
+    """The rows every build directory on this machine shares, beside the tiny checkpoints (``$NNCANON_CACHE``):
+    a row is a function of its key alone, so a build in a new directory (every test's) copies it, not runs it."""
+    from generator.checkpoint.checkpoints import cache_root
+
+    return cache_root() / "survey"
+
+
+def model_types() -> list[str]:
+    """Every causal-LM and image-text-to-text model type of the installed transformers, sorted."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
+
+
+def _release(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def code_hash() -> str:
+    """The survey's code and what it measures with: its own package, the relations' reader, the weights'
+    draws, the generic hosts and their relations. A change to any of them surveys every type again."""
+    import generator.checkpoint.tiny_weights
+    import generator.facts.proof
+    import nncanon.parts.attention
+    import nncanon.parts.decoder
+    import nncanon.parts.mlp
+    import nncanon.relations
+
+    files = sorted(HERE.glob("*.py")) + [Path(m.__file__) for m in (
+        generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.decoder, nncanon.parts.attention,
+        nncanon.parts.mlp, nncanon.relations)]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_key(model_type: str, code: str) -> str:
+    payload = {"transformers": _release("transformers"), "code": code, "model_type": model_type, "schema": SCHEMA}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def transformer_lens_bridged() -> tuple[set[str], dict[str, int]]:
+    """The architecture classes TransformerLens's bridge adapts (its SUPPORTED_ARCHITECTURES), and how many
+    checkpoints of each its registry marks verified (status 1 in its supported_models.json)."""
+    try:
+        from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+        from transformer_lens.tools.model_registry import registry_io
+    except ImportError:
+        return set(), {}
+    registry = Path(registry_io.__file__).parent / "data" / "supported_models.json"
+    verified: dict[str, int] = {}
+    if registry.is_file():
+        for entry in json.loads(registry.read_text(encoding="utf-8")).get("models", []):
+            if entry.get("status") == 1:
+                verified[entry["architecture_id"]] = verified.get(entry["architecture_id"], 0) + 1
+    return set(SUPPORTED_ARCHITECTURES), verified
+
+
+def comparison(cls: str | None, bridged: set[str], verified: dict[str, int], nnterp: dict) -> dict:
+    tl = None
+    if cls in bridged:
+        count = verified.get(cls, 0)
+        tl = f"bridged; {count} checkpoint{'s' * (count != 1)} pass its checks" if count else "bridged"
+    return {"transformer_lens": tl, "nnterp": nnterp["classes"].get(cls)}
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def cached(model_type: str, key: str) -> dict | None:
+    """The row under ``key``: the build directory's, else the shared one's (copied into the build directory)."""
+    for directory in (survey_dir(), shared_dir()):
+        try:
+            data = json.loads((directory / f"{model_type}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if data.get("key") == key:
+            if directory != survey_dir():
+                _write(survey_dir() / f"{model_type}.json", data)
+            return data["facts"]
+    return None
+
+
+def survey_all(names: list[str] | None = None, progress: Callable[[str], None] = print,
+               force: bool = False) -> dict:
+    """Survey ``names`` (default: every model type), each only where its cache key changed; returns the
+    run's numbers (how many built, ran, wrapped; the mean values resolved; wall and CPU seconds)."""
+    every = model_types()
+    unknown = [name for name in names or [] if name not in every]
+    if unknown:
+        raise UnknownModelType(f"{unknown[0]!r} is not a causal-LM or image-text-to-text model type of transformers "
+                               f"{_release('transformers')}; {len(every)} are, e.g. {', '.join(every[:3])}")
+    names = names or every
+    start, cpu = time.perf_counter(), time.process_time()
+    code = code_hash()
+    surveyed, rows = 0, []
+    for model_type in names:
+        key = cache_key(model_type, code)
+        facts = None if force else cached(model_type, key)
+        if facts is None:
+            from generator.survey.measure import survey
+
+            began = time.perf_counter()
+            facts = survey(model_type)
+            for directory in (survey_dir(), shared_dir()):
+                _write(directory / f"{model_type}.json", {"key": key, "facts": facts})
+            surveyed += 1
+            progress(f"survey {model_type}: {summary(facts)} ({time.perf_counter() - began:.1f} s)")
+        rows.append(facts)
+    numbers = totals(rows)
+    if names == every:  # the page lists the types of the last whole survey, not a stale file of an older release
+        write_index(every)
+    numbers.update(surveyed=surveyed, wall_s=round(time.perf_counter() - start, 1),
+                   cpu_s=round(time.process_time() - cpu, 1))
+    progress(f"survey: {numbers['types']} model types, {numbers['builds']} build, {numbers['forwards']} run, "
+             f"{numbers['wraps']} wrap; {numbers['mean_values']} of {numbers['values_of']} values resolve on "
+             f"average; {surveyed} surveyed now in {numbers['wall_s']} s ({numbers['cpu_s']} CPU-s)")
+    return numbers
+
+
+def write_index(names: list[str]) -> dict:
+    """``index.json``: the model types of a whole survey, the ones with a family page, and the comparison
+    columns of each (TransformerLens, nnterp), with the nnterp file's source."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    nnterp = json.loads(NNTERP.read_text(encoding="utf-8"))
+    bridged = transformer_lens_bridged()
+    classes = {**MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, **MODEL_FOR_CAUSAL_LM_MAPPING_NAMES}
+    index = {"schema": SCHEMA, "transformers": _release("transformers"),
+             "transformer_lens": _release("transformer-lens"), "model_types": names, "pages": pages(),
+             "comparison": {name: comparison(classes.get(name), *bridged, nnterp) for name in names},
+             "nnterp": {k: v for k, v in nnterp.items() if k != "classes"}}
+    _write(survey_dir() / INDEX, index)
+    return index
+
+
+def pages() -> dict[str, str]:
+    """model type -> the family whose page serves it (every family with a families/*.yaml)."""
+    from generator.recipe.family import all_families
+    from nncanon.families import model_types_of
+
+    return {model_type: family.family for family in all_families()
+            for model_type in model_types_of(family.module.rsplit(".", 1)[-1])}
+
+
+def summary(facts: dict) -> str:
+    if facts["failure"]:
+        return facts["failure"]
+    values, relations = facts["values"], facts["relations"]
+    return (f"{sum(v is None for v in values.values())} of {len(values)} values, "
+            f"{sum(r is None for r in relations.values())} of {len(relations)} relations")
+
+
+def totals(rows: list[dict]) -> dict:
+    wrapped = [r for r in rows if r["wraps"]]
+    resolved = [sum(v is None for v in r["values"].values()) for r in wrapped]
+    return {"types": len(rows), "builds": sum(r["builds"] for r in rows), "forwards": sum(r["forwards"] for r in rows),
+            "wraps": len(wrapped), "values_of": max((len(r["values"]) for r in wrapped), default=0),
+            "mean_values": round(sum(resolved) / len(resolved), 1) if resolved else 0}
+
+
+def load_rows(directory: Path | None = None) -> tuple[dict, list[dict]]:
+    """The last whole survey's index and its rows (the renderer's input; no torch); ``({}, [])`` when no
+    whole survey has run in ``directory``."""
+    directory = survey_dir() if directory is None else Path(directory)
+    try:
+        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, []
+    rows = [json.loads((directory / f"{name}.json").read_text(encoding="utf-8"))["facts"]
+            for name in index["model_types"]]
+    return index, rows
