@@ -26,9 +26,9 @@ from nnsight.modeling.transformers import TransformersModel
 
 import nncanon
 from generator.checkpoints import checkpoint_dir
-from nncanon.families import _loading
 from nncanon.families import llama as llama_family
 from nncanon.families import qwen3_5_moe_text as qwen_family
+from nncanon.parts import loading
 
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 BLOCK_VALUES = ["layer_input", "layer_mid", "layer_output", "mlp.mlp_output"]
@@ -143,8 +143,8 @@ def bench(label: str, ours, plain_module, raw, inputs: list[str], repeats: int) 
 def tiny(repeats: int) -> None:
     directory = checkpoint_dir(qwen_family.FAMILY)
     ours = nncanon.load(directory)
-    plain = _loading.text_model(directory, qwen_family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
-    raw_module = _loading.text_model(directory, qwen_family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
+    plain = loading.text_model(directory, qwen_family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
+    raw_module = loading.text_model(directory, qwen_family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
     raw = TransformersModel(raw_module, tokenizer=ours.tokenizer, task="text-generation")
     bench(f"tiny {qwen_family.FAMILY}", ours, plain, raw, PROMPTS, repeats)
 

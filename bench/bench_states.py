@@ -32,7 +32,8 @@ from torch._C._profiler import _EventType  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import nncanon  # noqa: E402
-from nncanon.families import _deltanet, family_module  # noqa: E402
+from nncanon.families import family_module
+from nncanon.parts import deltanet
 
 FAMILY = "qwen3_5_moe_text"
 TEXT = ("The cat sat on the mat because it was warm, and the dog ran after a ball in the garden "
@@ -129,10 +130,10 @@ def main() -> None:
         peaks = [peak_bytes(run) for _, run in cases]
     results = [(name, took, peak) for (name, _), took, peak in zip(cases, times, peaks)]
 
-    per_token = _deltanet.state_bytes_per_token(model.text_config)
+    per_token = deltanet.state_bytes_per_token(model.text_config)
     print(f"{FAMILY} tiny checkpoint, {args.tokens}-token prompt, {len(linear)} DeltaNet blocks; "
-          f"states: {_deltanet.human_bytes(per_token)} per token per block here, "
-          f"{_deltanet.human_bytes(per_token * args.tokens * len(linear))} for all blocks; "
+          f"states: {deltanet.human_bytes(per_token)} per token per block here, "
+          f"{deltanet.human_bytes(per_token * args.tokens * len(linear))} for all blocks; "
           f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), time: best of {args.repeats}")
     base_time, base_peak = results[0][1], results[0][2]
     print(f"{'':44} {'time':>9} {'x plain':>8} {'peak MiB':>9} {'x plain':>8}")

@@ -16,8 +16,8 @@ from nnsight.modeling.transformers import TransformersModel
 
 import nncanon
 from generator.checkpoints import checkpoint_dir
-from nncanon.families import _loading
 from nncanon.families import qwen3_5_moe_text as family
+from nncanon.parts import loading
 
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 DELTA, ATTN = 1, 3
@@ -77,8 +77,8 @@ def main() -> None:
     torch.set_num_threads(1)  # one thread: the three runs compete for the same core, not for a pool
     directory = checkpoint_dir(family.FAMILY)
     ours = nncanon.load(directory)
-    plain = _loading.text_model(directory, family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
-    raw_module = _loading.text_model(directory, family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
+    plain = loading.text_model(directory, family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
+    raw_module = loading.text_model(directory, family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
     raw = TransformersModel(raw_module, tokenizer=ours.tokenizer, task="text-generation")
     for i in (DELTA, ATTN):  # the sources nncanon installs at load, installed for raw nnsight too
         block = raw.model.layers[i]

@@ -105,7 +105,7 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
 def marked_blocks(family_module: Any, full: Any) -> list[dict]:
     """Full-size blocks a family serves more on: qwen3_vl's first blocks, which add the DeepStack features
     (``deepstack_output``): the slider marks them."""
-    from nncanon.families._qwen_vit import DeepStackBlock, deepstack_blocks
+    from nncanon.parts.qwen_vit import DeepStackBlock, deepstack_blocks
 
     if DeepStackBlock not in getattr(family_module, "ENVOYS", {}).values():
         return []
@@ -299,7 +299,7 @@ def fact_sources(family: Family) -> list[Path]:
     files = [family.path, *sorted(directory.glob(f"{family.family}.*.md")), *sorted((directory / "shared").glob("*.md"))]
     library = REPO_ROOT / "nncanon"
     own = library / "families" / f"{family.module.rsplit('.', 1)[-1]}.py"
-    # the library, but of the family modules only this one (shared parts start with an underscore)
+    # the library, but of the family modules only this one (the shared parts live in nncanon/parts/)
     files += sorted(p for p in library.rglob("*.py")
                     if p.parent != library / "families" or p.name.startswith("_") or p == own)
     files += sorted(p for p in (REPO_ROOT / "generator").glob("*.py") if p.name not in RENDER_ONLY)

@@ -21,13 +21,13 @@ def full_size(family: Family, family_module: Any, checkpoint_id: str, task: str,
 
     directory = checkpoint_dir(family)
     if task == "text-generation":
-        from nncanon.families import _loading
+        from nncanon.parts import loading
 
         module = meta_module(family_module, meta_config(family, checkpoint_id)[0], task)
         if type(module) is not causal_lm:
             raise nncanon.FamilyMismatch(f"{family.family}: a meta-first load builds {type(module).__name__}, the "
                                          f"tiny checkpoint loads {causal_lm.__name__}; set build.causal_lm")
-        return nncanon.wrap(family_module, module, task, tokenizer=_loading.tokenizer(directory), device="meta")
+        return nncanon.wrap(family_module, module, task, tokenizer=loading.tokenizer(directory), device="meta")
     module = meta_model(family, checkpoint_id)
     processor = load_processor(directory)
     return nncanon.wrap(family_module, module, task, tokenizer=processor.tokenizer, processor=processor,

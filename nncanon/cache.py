@@ -87,8 +87,6 @@ def _blocks(model: Any, blocks: Any) -> list[int]:
 
 def resolve(model: Any, names: list[str] | str, blocks: Any = None) -> list[Entry]:
     """Every (key, host, value) the cache reads, in forward order."""
-    from .model import StandardModel
-
     names = [names] if isinstance(names, str) else list(names)
     root = {v.name: v for v in type(model).values()}
     entries: list[Entry] = []
@@ -126,7 +124,6 @@ def resolve(model: Any, names: list[str] | str, blocks: Any = None) -> list[Entr
             raise CacheError(f"cache: {name!r} is not a value of the root nor of {where} of this "
                              f"{model.family} model; names are root values (logits) or paths from a block "
                              f"(layer_input, mlp.router_logits); model.support() lists them")
-    assert isinstance(model, StandardModel)
     return _in_forward_order(model, entries)
 
 

@@ -1,7 +1,7 @@
 """Hosts: the nnsight Envoy classes that carry standard values.
 
 A host class is an Envoy subclass whose class body holds one `ValueProperty` per value.
-Families build them by subclassing the shared hosts in `nncanon.families._decoder` and
+Families build them by subclassing the shared hosts in `nncanon.parts` (`decoder`, `attention`, `mlp`, `mixture`, ...) and
 friends; `host()` makes one from a list of values. The support table lists a host's values
 base class first (so a family's additions come after the shared ones), print(model) lists
 them as nnsight does, most derived class first.

@@ -20,7 +20,7 @@ block (what `tracer.iter` counts), and routes the call:
 
 The route is per family (`route_kernels`) and applies to the blocks of every model of that
 family `track` has marked, in a trace or not. Mamba-2's scan kernels take the same route, with a
-tap of their own (`nncanon.families._ssd`): the recurrent state is one concept across both mixers. Code that calls the kernels outside such a
+tap of their own (`nncanon.parts.ssd`): the recurrent state is one concept across both mixers. Code that calls the kernels outside such a
 block (a plain Hugging Face model of the same architecture) gets transformers' binding.
 """
 

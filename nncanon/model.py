@@ -17,15 +17,12 @@ import torch
 from nnsight.modeling.transformers import TransformersModel
 
 from . import releases
+from .building import ImplementationError
 from .hosts import Host, HostKind, Stack, index, pattern, span
 from .inputs import cached_mask_left_to_the_model
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
-
-
-class ImplementationError(ValueError):
-    """The requested attention (or experts) implementation is one the family's model does not support."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +123,7 @@ class StandardModel(Host, TransformersModel):
         ``dtype``, ``device_map``, ... it was loaded with; the first trace does it too. A no-op once loaded."""
         if self.dispatched:
             return
-        from .loading import load_weights
+        from .building import load_weights
 
         module = load_weights(self)
         with self._native_tree():
@@ -452,39 +449,6 @@ def _kinds_serving(name: str) -> list[type[Host]]:
             for value in cls.values():
                 _SERVING.setdefault(value.name, []).append(cls)
     return _SERVING.get(name, [])
-
-
-def _implementation_error(family: ModuleType, error: ValueError, hf_kwargs: dict) -> ImplementationError | None:
-    """transformers' refusal of an attention or experts implementation, as one line naming the family and
-    the implementations its model supports; None for any other error."""
-    import transformers
-
-    text = str(error)
-    named = getattr(transformers, text.split(" ", 1)[0], None)
-    cls = named if isinstance(named, type) else getattr(family.build, "causal_lm", None)
-    for key, words in (("attn_implementation", ("attention", "attn_implementation", "Flash Attention")),
-                       ("experts_implementation", ("experts implementation", "experts_implementation"))):
-        asked = hf_kwargs.get(key)
-        if asked is None or not any(word in text for word in words):
-            continue
-        supported = _supported(cls, key) if cls is not None else []
-        model = f" ({cls.__name__})" if cls is not None else ""
-        listed = f"; it supports {', '.join(repr(s) for s in supported)}" if supported else (
-            "; it has no experts to run another way" if key == "experts_implementation" else "")
-        return ImplementationError(f"{family.FAMILY}{model} does not support {key}={asked!r}{listed}")
-    return None
-
-
-def _supported(cls: type, key: str) -> list[str]:
-    """The implementations of ``key`` (attn_implementation, experts_implementation) ``cls`` can load with."""
-    if key == "experts_implementation":
-        from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
-
-        can_set = getattr(cls, "_can_set_experts_implementation", None)
-        return ["eager", *sorted(ALL_EXPERTS_FUNCTIONS.keys())] if can_set is not None and can_set() else []
-    flags = (("sdpa", "_supports_sdpa"), ("flash_attention_2", "_supports_flash_attn"),
-             ("flex_attention", "_supports_flex_attn"))
-    return ["eager", *(name for name, flag in flags if getattr(cls, flag, False))]
 
 
 def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors: Any) -> StandardModel:

@@ -29,11 +29,12 @@ class NotRemotable(ValueError):
 
 def ship_by_value() -> None:
     """Register nncanon for pickling by value (``nnsight.register``), so a remote request carries it."""
+    import sys
+
     import nnsight
 
-    import nncanon
-
-    nnsight.register(nncanon)
+    # the package this module belongs to: imported before any of its modules, so no import (and no circle)
+    nnsight.register(sys.modules[__name__.partition(".")[0]])
 
 
 def check_remote_key(model: Any) -> None:

@@ -32,7 +32,7 @@ from plain_hooks import mixer_calls
 
 import nncanon
 from nncanon import kernels
-from nncanon.families import _deltanet
+from nncanon.parts import deltanet
 
 DELTA = 1  # a DeltaNet block of the tiny checkpoint (layer_types: linear x3 + full, twice)
 LINEAR = (0, 1, 2, 4, 5, 6)
@@ -130,13 +130,13 @@ def test_states_size_is_computed_from_the_config(model):
     for checkpoint, size in (("Qwen/Qwen3.5-35B-A3B", "2 MiB"), ("Qwen/Qwen3.5-122B-A10B", "4 MiB"),
                              ("Qwen/Qwen3.5-397B-A17B", "4 MiB")):
         config = family.checkpoint_config(checkpoint)  # the full-size config.json, from the family YAML
-        assert f"{size} per token per block" in _deltanet.states_note(config), checkpoint
-    assert _deltanet.state_bytes_per_token(family.checkpoint_config("Qwen/Qwen3.5-35B-A3B")) == 32 * 128 * 128 * 4
+        assert f"{size} per token per block" in deltanet.states_note(config), checkpoint
+    assert deltanet.state_bytes_per_token(family.checkpoint_config("Qwen/Qwen3.5-35B-A3B")) == 32 * 128 * 128 * 4
     config = model.text_config
-    assert _deltanet.state_bytes_per_token(config) == (
+    assert deltanet.state_bytes_per_token(config) == (
         config.linear_num_value_heads * config.linear_key_head_dim * config.linear_value_head_dim * 4)
     states = next(v for v in type(model.layers[DELTA].linear_attn).values() if v.name == "states")
-    assert states.extra["bytes_per_token"] is _deltanet.state_bytes_per_token
+    assert states.extra["bytes_per_token"] is deltanet.state_bytes_per_token
 
 
 # -- the values against the module's own math --------------------------------------------

@@ -372,17 +372,18 @@ def test_qwen3_moe_refuses_dense_blocks():
 
     import nncanon
     from generator.checkpoints import checkpoint_dir
-    from nncanon.families import _loading, qwen3_moe
+    from nncanon.families import qwen3_moe
     from nncanon.model import FamilyMismatch
+    from nncanon.parts import loading
 
     config = Qwen3MoeConfig(hidden_size=40, intermediate_size=56, moe_intermediate_size=28, num_experts=10,
                             num_experts_per_tok=3, num_hidden_layers=4, num_attention_heads=8,
                             num_key_value_heads=4, head_dim=24, vocab_size=384, mlp_only_layers=[2])
-    tokenizer = _loading.tokenizer(checkpoint_dir("qwen3_moe"))
-    module = _loading.meta(Qwen3MoeForCausalLM, config)
+    tokenizer = loading.tokenizer(checkpoint_dir("qwen3_moe"))
+    module = loading.meta(Qwen3MoeForCausalLM, config)
     with pytest.raises(FamilyMismatch, match=r"blocks \[2\] have a dense MLP"):
         nncanon.wrap(qwen3_moe, module, "text-generation", tokenizer=tokenizer, device="meta")
     config.mlp_only_layers = []
-    module = _loading.meta(Qwen3MoeForCausalLM, config)
+    module = loading.meta(Qwen3MoeForCausalLM, config)
     model = nncanon.wrap(qwen3_moe, module, "text-generation", tokenizer=tokenizer, device="meta")
     assert model.layers[2].mlp.top_k == 3

@@ -138,7 +138,7 @@ def _wrap_kernels(mixer, seen):
     """Catch the delta-rule kernel's arguments and output by wrapping the modeling module's kernel names."""
     import inspect
 
-    from nncanon.families._deltanet import KERNELS
+    from nncanon.parts.deltanet import KERNELS
 
     modeling = inspect.getmodule(type(mixer))
     saved = {name: getattr(modeling, name) for name in KERNELS}

@@ -129,7 +129,7 @@ def test_an_explicit_device_map_and_bfloat16_pass_through(llama_checkpoint, monk
     monkeypatch.setattr(LlamaForCausalLM, "from_pretrained",
                         classmethod(lambda cls, *a, **k: asked.append(k) or original(cls, *a, **k)))
     mapped = nncanon.load(llama_checkpoint, device_map=leaves)
-    # nncanon asks for the loading info itself, to refuse weights that do not load (nncanon/families/_loading.py)
+    # nncanon asks for the loading info itself, to refuse weights that do not load (nncanon/parts/loading.py)
     assert asked == [{"device_map": leaves, "output_loading_info": True}]
     assert all(p.device.type == "cpu" for p in mapped._module.parameters())
     with mapped.trace(PROMPT):

@@ -344,8 +344,8 @@ def _hosts(llama):
 
 def _mlp_with(monkeypatch, llama, view):
     """llama's MLP host serving ``mlp_output`` through ``view``."""
-    from nncanon.families._decoder import MLP
     from nncanon.hosts import host
+    from nncanon.parts.mlp import MLP
     from nncanon.values import Value
 
     _, module, _ = llama
@@ -388,7 +388,7 @@ def test_a_value_no_relation_states_fails_naming_it(llama, monkeypatch):
     from generator.loads import resolve_loads
     from generator.measure import run_inputs
     from generator.proof import RelationError, prove_family
-    from nncanon.families._decoder import Block
+    from nncanon.parts.decoder import Block
 
     family, module, checkpoint = llama
     dropped = tuple(r for r in Block.RELATIONS if "mlp_norm_output" not in r.proves)

@@ -16,7 +16,7 @@ from PIL import Image
 
 import nncanon
 from nncanon import Unavailable
-from nncanon.families import _qwen_vit
+from nncanon.parts import qwen_vit
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 DEEPSTACK = ("qwen3_vl", "qwen3_vl_moe")
@@ -46,7 +46,7 @@ def models():
 
 def images(model) -> list[Image.Image]:
     """A red square (2 x 2 merge blocks) and a wide image of seeded noise (2 x 4), at the family's patch size."""
-    return _qwen_vit.example_images(model.processor)
+    return qwen_vit.example_images(model.processor)
 
 
 def inputs(model):

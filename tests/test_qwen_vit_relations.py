@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from generator.proof import RelationError, pattern, prove_family, targets
-from nncanon.families import _qwen_vit, _qwen_vit_relations
+from nncanon.parts import qwen_vit
+from nncanon.parts.qwen_vit import relations as vit_relations
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5_moe_text")
 IMAGE = "image-text-to-text"
@@ -115,18 +116,18 @@ def test_every_vision_value_is_stated_by_a_relation(family, proofs):
 
 
 def test_the_vision_relations_each_host_carries():
-    assert _qwen_vit.VisionBlock.RELATIONS[0].adds == ("layer_input", "{mixer}.attention_output", "layer_mid")
-    assert _qwen_vit.VisionAttention.RELATIONS == _qwen_vit_relations.ATTENTION_RELATIONS
-    assert _qwen_vit.VisionMLP.RELATIONS == _qwen_vit_relations.MLP_RELATIONS_FC
-    assert _qwen_vit.GatedVisionMLP.RELATIONS == _qwen_vit_relations.GATED_MLP_RELATIONS
-    assert _qwen_vit.DeepStackVision.RELATIONS == _qwen_vit_relations.DEEPSTACK_RELATIONS
+    assert qwen_vit.VisionBlock.RELATIONS[0].adds == ("layer_input", "{mixer}.attention_output", "layer_mid")
+    assert qwen_vit.VisionAttention.RELATIONS == vit_relations.ATTENTION_RELATIONS
+    assert qwen_vit.VisionMLP.RELATIONS == vit_relations.MLP_RELATIONS_FC
+    assert qwen_vit.GatedVisionMLP.RELATIONS == vit_relations.GATED_MLP_RELATIONS
+    assert qwen_vit.DeepStackVision.RELATIONS == vit_relations.DEEPSTACK_RELATIONS
     # the text root of a VL line replaces exactly the relations images change, and keeps the others
     texts = lambda relations: [r.text for r in relations]  # noqa: E731
-    from nncanon.relations import ROOT_RELATIONS
+    from nncanon.parts.decoder import ROOT_RELATIONS
 
-    changed = set(texts(ROOT_RELATIONS)) - set(texts(_qwen_vit.IMAGE_ROOT_RELATIONS))
+    changed = set(texts(ROOT_RELATIONS)) - set(texts(qwen_vit.IMAGE_ROOT_RELATIONS))
     assert changed == {"layers[0].layer_input == token_embeddings"}
-    assert len(set(texts(ROOT_RELATIONS)) - set(texts(_qwen_vit.DEEPSTACK_ROOT_RELATIONS))) == 2
+    assert len(set(texts(ROOT_RELATIONS)) - set(texts(qwen_vit.DEEPSTACK_ROOT_RELATIONS))) == 2
 
 
 # -- a wrong claim fails, naming it ---------------------------------------------------------------
@@ -139,14 +140,14 @@ def test_a_wrong_vision_relation_fails_naming_it(proofs, monkeypatch):
     def wrong(host, r):
         return [(r["layer_input"], r["layer_mid"])]
 
-    monkeypatch.setattr(_qwen_vit.VisionBlock, "RELATIONS", (*_qwen_vit.VisionBlock.RELATIONS, wrong))
+    monkeypatch.setattr(qwen_vit.VisionBlock, "RELATIONS", (*qwen_vit.VisionBlock.RELATIONS, wrong))
     with pytest.raises(RelationError, match=r"'layer_mid == layer_input'.*does not hold on model\.vision\.layers\[0\]"):
         proofs("qwen2_vl").prove(only_image=True)
 
 
 def test_attention_across_images_is_not_the_heads(proofs, monkeypatch):
     """The packed attention's relation is block-diagonal: claiming one segment over the whole row fails."""
-    monkeypatch.setattr(_qwen_vit_relations, "segment_bounds",
+    monkeypatch.setattr(vit_relations, "segment_bounds",
                         lambda config, grid, block: [0, int(grid.prod(-1).sum())])
     with pytest.raises(RelationError, match=r"attention_head_outputs == softmax.*does not hold on model\.vision"):
         proofs("qwen2_vl").prove(only_image=True)
@@ -154,7 +155,7 @@ def test_attention_across_images_is_not_the_heads(proofs, monkeypatch):
 
 def test_the_stack_without_deepstack_fails(proofs, monkeypatch):
     """Claiming no DeepStack block (the stream passes untouched at the image tokens too) fails on block 0."""
-    monkeypatch.setattr(_qwen_vit_relations, "taps", lambda model: [])
+    monkeypatch.setattr(vit_relations, "taps", lambda model: [])
     with pytest.raises(RelationError, match=r"layers\[i\]\.layer_output == layers\[i\+1\]\.layer_input.*"
                                             r"does not hold on model under image"):
         proofs("qwen3_vl").prove(only_image=True)

@@ -96,9 +96,9 @@ def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavaila
 
     import nncanon
     from generator.checkpoints import checkpoint_dir
-    from nncanon.families import _conv
+    from nncanon.parts import conv
 
-    monkeypatch.setattr(_conv, "cache_arg", lambda mixer_class: None)
+    monkeypatch.setattr(conv, "cache_arg", lambda mixer_class: None)
     model = nncanon.load(checkpoint_dir("mamba2"))
     for name in ("conv_state_input", "conv_state_output"):
         with pytest.raises(nncanon.Unavailable, match=rf"model.layers\[1\].mixer.{name} is unavailable: "

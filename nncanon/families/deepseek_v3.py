@@ -33,23 +33,21 @@ from ..hosts import host
 from ..layouts import HeadOutputs, Layout, Residual, layout
 from ..locators import call, child, op
 from ..model import StandardModel
-from ..precision import SUBBLOCK
-from ..relations import ATTENTION_RELATIONS, MOE_RELATIONS, first, relation, rows
-from ..values import Condition, Value
-from ..views import View, heads
-from ._decoder import (
-    ATTENTION_CALL,
-    MLP,
+from ..parts.attention import ATTENTION_CALL, ATTENTION_RELATIONS, Attention
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
-    MoE,
-    MoEBlock,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock
+from ..parts.mlp import MLP
+from ..precision import SUBBLOCK
+from ..relations import first, relation, rows
+from ..values import Condition, Value
+from ..views import View, heads
 
 FAMILY = "deepseek_v3"
 MODEL_TYPES = ("deepseek_v3",)

@@ -10,7 +10,7 @@ activation and its output by ``mlp_multipliers[1]``. The attention multiplies it
 (``token_embeddings`` is embed_tokens' own output, before it) and the head's logits by
 ``lm_head_multiplier`` (``logits`` is after it, ``lm_head_output`` before).
 
-The mixer is Mamba-2's (`_ssd`), its input times ``ssm_in_multiplier`` and its in_proj output times a
+The mixer is Mamba-2's (`nncanon.parts.ssd`), its input times ``ssm_in_multiplier`` and its in_proj output times a
 muP vector (``ssm_multipliers`` over z, x, B, C and dt), with the same values and the same recurrent
 state as the mamba2 family: ``State [batch heads key_dim value_dim]`` with ``key_dim = mamba_d_state``
 and ``value_dim = mamba_d_head``, ``state`` and ``states`` under ``nncanon.route_kernels(model.family,
@@ -29,12 +29,13 @@ from ..hosts import host
 from ..layouts import Neurons, Residual
 from ..locators import FIRST, child, own
 from ..model import StandardModel
+from ..parts import conv, ssd
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
 from ..precision import SUBBLOCK
-from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, first, pick, relation, rows
+from ..relations import first, pick, relation, rows
 from ..values import Condition, Value
-from . import _conv, _ssd
-from ._decoder import ROOT_VALUES, Attention, text_only
-from ._ssd import KERNELS, SSD  # noqa: F401  (KERNELS: a family with kernel routes, see generator/loads.py)
 
 FAMILY = "falcon_h1"
 MODEL_TYPES = ("falcon_h1",)
@@ -155,7 +156,7 @@ def _gated_out(host, r):
     return [(module.out_proj(y), r["attention_output"])]
 
 
-CONV_RELATIONS = _conv.conv_relations(_ssd.conv_input, "(in_proj(input · ssm_in_multiplier) · muP vector)'s x, B, "
+CONV_RELATIONS = conv.conv_relations(ssd.conv_input, "(in_proj(input · ssm_in_multiplier) · muP vector)'s x, B, "
                                                         "C columns")
 
 FalconSSD = host("FalconSSD", SSD, values=[
@@ -163,7 +164,7 @@ FalconSSD = host("FalconSSD", SSD, values=[
           child("norm"), conditions=(GATED_NORM,)),
 ], HOST="model.layers[i].mamba", RELATIONS=(*SSD.RELATIONS[:2], _gated_out, SSD.RELATIONS[3], *CONV_RELATIONS))
 assert SSD.RELATIONS[2].text.startswith("attention_output == out_proj(gated_norm_output)")  # the one replaced
-assert SSD.RELATIONS[4:] == _ssd.CONV_RELATIONS  # stated again with Falcon-H1's projection
+assert SSD.RELATIONS[4:] == ssd.CONV_RELATIONS  # stated again with Falcon-H1's projection
 
 # -- the root: multiplied embedding and logits -------------------------------------------------------------------
 
@@ -193,7 +194,7 @@ build = text_only(hf.FalconH1ForCausalLM)
 
 
 def prepare(model: StandardModel) -> None:
-    _ssd.prepare(model, hf)
+    ssd.prepare(model, hf)
 
 
 def layer_types(model) -> list[str]:

@@ -26,21 +26,21 @@ from ..hosts import host
 from ..layouts import Pattern, Residual
 from ..locators import call, child, op
 from ..model import StandardModel
-from ..precision import SUBBLOCK
-from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, causal_mask, mix, pick, real_queries, relation
-from ..values import Value
-from ._decoder import (
-    EAGER,
-    MLP,
+from ..parts.attention import ATTENTION_RELATIONS, EAGER, Attention, causal_mask, mix, real_queries
+from ..parts.decoder import (
+    ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
     Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mlp import MLP
+from ..precision import SUBBLOCK
+from ..relations import pick, relation
+from ..values import Value
 
 FAMILY = "gemma2"
 MODEL_TYPES = ("gemma2",)

@@ -31,17 +31,18 @@ from transformers.models.gemma3 import modeling_gemma3 as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, pick, relation
-from ._decoder import (
-    MLP,
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.decoder import (
+    ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mlp import MLP
+from ..relations import pick, relation
 from .gemma2 import SandwichBlock, _final_norm, _scaled_embeddings, gemma_rms, softcap
 
 FAMILY = "gemma3_text"

@@ -31,17 +31,18 @@ from ..hosts import host
 from ..layouts import HeadOutputs, Neurons, Residual
 from ..locators import child, own
 from ..model import StandardModel
-from ..relations import ATTENTION_RELATIONS, ROOT_RELATIONS, first, relation, rows
-from ..values import Value
-from ..views import heads
-from ._decoder import (
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.decoder import (
+    ROOT_RELATIONS,
     ROOT_VALUES,
-    Attention,
     Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..relations import first, relation, rows
+from ..values import Value
+from ..views import heads
 
 FAMILY = "gpt2"
 MODEL_TYPES = ("gpt2",)

@@ -38,18 +38,12 @@ from ..hosts import host
 from ..layouts import HeadOutputs, Residual
 from ..locators import child
 from ..model import FamilyMismatch, StandardModel
-from ..relations import ATTENTION_RELATIONS, MLP_RELATIONS, first, pick, relation, rows
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
+from ..parts.mlp import MLP, MLP_RELATIONS
+from ..relations import first, pick, relation, rows
 from ..values import Value, never
 from ..views import heads
-from ._decoder import (
-    MLP,
-    ROOT_RELATIONS,
-    ROOT_VALUES,
-    Attention,
-    Block,
-    attention_layer_types,
-    text_only,
-)
 
 FAMILY = "gpt_neox"
 MODEL_TYPES = ("gpt_neox",)

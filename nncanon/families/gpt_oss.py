@@ -30,24 +30,21 @@ from ..hosts import host
 from ..layouts import Layout, Pattern, Residual
 from ..locators import call, op, own
 from ..model import StandardModel
-from ..precision import SUBBLOCK
-from ..relations import ATTENTION_RELATIONS, MOE_RELATIONS, causal_mask, first, real_queries, relation, rows
-from ..values import Value
-from ..views import derived
-from ._decoder import (
-    EAGER,
+from ..parts.attention import ATTENTION_RELATIONS, EAGER, Attention, causal_mask, real_queries
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
-    MoE,
-    MoEBlock,
     attention_layer_types,
-    moe_dim_sizes,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes
+from ..precision import SUBBLOCK
+from ..relations import first, relation, rows
+from ..values import Value
+from ..views import derived
 
 FAMILY = "gpt_oss"
 MODEL_TYPES = ("gpt_oss",)

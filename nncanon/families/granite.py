@@ -33,19 +33,21 @@ from ..hosts import host
 from ..layouts import Residual
 from ..locators import own
 from ..model import StandardModel
-from ..relations import BLOCK_RELATIONS, ROOT_RELATIONS, relation
-from ..values import Value
-from ._decoder import (
-    MLP,
+from ..parts.attention import Attention
+from ..parts.decoder import (
+    BLOCK_RELATIONS,
+    ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
     Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mlp import MLP
+from ..relations import relation
+from ..values import Value
 
 # -- the root: the embedding and logits multipliers --------------------------------------------
 

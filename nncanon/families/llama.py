@@ -5,7 +5,7 @@ the attention is grouped-query with the rotary embedding on every dimension of e
 nothing in it has a norm or a gate of its own. Llama 3.1 and 3.2 scale the rotary frequencies
 ("llama3" rope), which changes the cos/sin tables, not where any value is read. The small
 Llama 3.2 checkpoints tie lm_head to embed_tokens. Every host is the shared one of
-nncanon.families._decoder, unchanged: this family is what those hosts were written for.
+nncanon.parts, unchanged: this family is what those hosts were written for.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ from transformers.models.llama import modeling_llama as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ._decoder import (
-    MLP,
+from ..parts.attention import Attention
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
     Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mlp import MLP
 
 FAMILY = "llama"
 MODEL_TYPES = ("llama",)

@@ -32,19 +32,13 @@ from ..hosts import host
 from ..layouts import Layout, Neurons, Residual, RouterLogits
 from ..locators import child, op, own
 from ..model import StandardModel
+from ..parts.attention import ATTENTION_RELATIONS, Attention, real_queries
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, TEXT_RENAME, text_only
+from ..parts.mixture import MoEBlock
 from ..precision import SUBBLOCK
-from ..relations import ATTENTION_RELATIONS, first, real_queries, relation, rows
+from ..relations import first, relation, rows
 from ..values import Value
 from ..views import View, _tokens_read, _tokens_write
-from ._decoder import (
-    ROOT_RELATIONS,
-    ROOT_VALUES,
-    TEXT_PATHS,
-    TEXT_RENAME,
-    Attention,
-    MoEBlock,
-    text_only,
-)
 
 FAMILY = "llama4_text"
 MODEL_TYPES = ("llama4_text",)

@@ -23,17 +23,17 @@ from transformers.models.mistral import modeling_mistral as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ._decoder import (
-    MLP,
+from ..parts.attention import Attention
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
     Block,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mlp import MLP
 
 #: the shared attention relations, with the window MistralAttention hands the attention call
 MistralAttention = host("MistralAttention", Attention, WINDOW=lambda module: module.config.sliding_window)

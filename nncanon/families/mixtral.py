@@ -24,19 +24,16 @@ from transformers.models.mixtral import modeling_mixtral as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ..relations import MOE_RELATIONS, routing
-from . import mistral
-from ._decoder import (
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    MoE,
-    MoEBlock,
-    moe_dim_sizes,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes, routing
+from . import mistral
 
 FAMILY = "mixtral"
 MODEL_TYPES = ("mixtral",)

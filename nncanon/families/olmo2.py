@@ -30,19 +30,19 @@ from ..hosts import host
 from ..layouts import Residual
 from ..locators import FIRST, child, own
 from ..model import StandardModel
-from ..relations import relation
-from ..values import Value, never
-from ._decoder import (
-    MLP,
+from ..parts.attention import Attention
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_RENAME,
-    Attention,
     Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mlp import MLP
+from ..relations import relation
+from ..values import Value, never
 
 FAMILY = "olmo2"
 MODEL_TYPES = ("olmo2",)

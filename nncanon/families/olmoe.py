@@ -28,20 +28,18 @@ from transformers.models.olmoe import modeling_olmoe as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ..relations import ATTENTION_RELATIONS, first, relation
-from ._decoder import (
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
-    MoE,
-    MoEBlock,
     attention_layer_types,
-    moe_dim_sizes,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mixture import MoE, MoEBlock, moe_dim_sizes
+from ..relations import first, relation
 
 FAMILY = "olmoe"
 

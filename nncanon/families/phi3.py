@@ -30,10 +30,7 @@ from ..hosts import host
 from ..layouts import Neurons
 from ..locators import child
 from ..model import StandardModel
-from ..relations import MLP_RELATIONS, first, pick, relation, rows
-from ..values import Value
-from ._decoder import (
-    MLP,
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -42,6 +39,9 @@ from ._decoder import (
     nothing_to_prepare,
     text_only,
 )
+from ..parts.mlp import MLP, MLP_RELATIONS
+from ..relations import first, pick, relation, rows
+from ..values import Value
 from .mistral import MistralAttention
 from .mistral import layer_types as layer_types  # one window serves every block, as on Mistral
 

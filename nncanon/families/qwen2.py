@@ -7,7 +7,7 @@ added, so attention_queries is rotate(q_proj(x)) with q_proj's bias in it. There
 (Qwen3 added them). The small checkpoints (Qwen2-0.5B and Qwen2.5-3B here) tie lm_head to
 embed_tokens. The configs name a sliding_window, but use_sliding_window is false on these
 checkpoints and transformers then sets sliding_window to None: every block is full attention.
-Every host is the shared one of nncanon.families._decoder, unchanged.
+Every host is the shared one of nncanon.parts, unchanged.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from transformers.models.qwen2 import modeling_qwen2 as hf
 
 from ..hosts import host
 from ..model import StandardModel
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
+from ..parts.mlp import MLP
 from . import llama
-from ._decoder import MLP, ROOT_RELATIONS, ROOT_VALUES, Attention, Block, text_only
 
 FAMILY = "qwen2"
 MODEL_TYPES = ("qwen2",)

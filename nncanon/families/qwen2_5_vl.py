@@ -27,35 +27,37 @@ from ..hosts import host
 from ..layouts import layout
 from ..locators import op
 from ..model import StandardModel
+from ..parts import qwen_vit
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.mlp import MLP
+from ..parts.qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
 from ..values import Value
 from ..views import READ_ONLY
-from . import _qwen_vit
-from ._decoder import MLP, ROOT_VALUES, TEXT_PATHS, Attention, Block
-from ._decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ._qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401
-from ._qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401
 
 FAMILY = "qwen2_5_vl"
 MODEL_TYPES = ("qwen2_5_vl", "qwen2_5_vl_text")
-RENAME = {**_qwen_vit.MOUNTS, **_qwen_vit.RENAME_FC}
+RENAME = {**qwen_vit.MOUNTS, **qwen_vit.RENAME_FC}
 
 WindowIndex = layout("WindowIndex", "image_tokens")
 
 #: ``model.vision``: the Qwen ViT with its window order
-WindowedVision = host("QwenWindowedVision", _qwen_vit.Vision, values=[
+WindowedVision = host("QwenWindowedVision", qwen_vit.Vision, values=[
     Value("window_index", WindowIndex,
           "The window order: merge block b of the encoder's stream is merge block window_index[b] of the "
           "processor's row (every image's blocks, images one after another); read-only",
           op("get_vision_window_index_0", element=0), view=READ_ONLY),
-], HOST="model.vision", RELATIONS=_qwen_vit.WINDOWED_VISION_RELATIONS)
+], HOST="model.vision", RELATIONS=qwen_vit.WINDOWED_VISION_RELATIONS)
 
 ENVOYS = {hf.Qwen2_5_VLDecoderLayer: Block, hf.Qwen2_5_VLAttention: Attention, hf.Qwen2MLP: MLP,
-          **_qwen_vit.envoys(hf.Qwen2_5_VisionTransformerPretrainedModel, hf.Qwen2_5_VLVisionBlock,
+          **qwen_vit.envoys(hf.Qwen2_5_VisionTransformerPretrainedModel, hf.Qwen2_5_VLVisionBlock,
                              hf.Qwen2_5_VLVisionAttention, hf.Qwen2_5_VLMLP, vision_host=WindowedVision,
-                             mlp_host=_qwen_vit.GatedVisionMLP)}
-ROOT = host("Qwen2_5_VLStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=_qwen_vit.IMAGE_ROOT_RELATIONS,
+                             mlp_host=qwen_vit.GatedVisionMLP)}
+ROOT = host("Qwen2_5_VLStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=qwen_vit.IMAGE_ROOT_RELATIONS,
             family_module=sys.modules[__name__])
 
-build = _qwen_vit.wrapper_build(hf.Qwen2_5_VLForConditionalGeneration)
-required_paths = _qwen_vit.required_paths(TEXT_PATHS, ["vision.layers.0.mlp.gate_proj", "projector.linear_fc1"])
+build = qwen_vit.wrapper_build(hf.Qwen2_5_VLForConditionalGeneration)
+required_paths = qwen_vit.required_paths(TEXT_PATHS, ["vision.layers.0.mlp.gate_proj", "projector.linear_fc1"])
 

@@ -23,21 +23,18 @@ from transformers.models.qwen2_moe import modeling_qwen2_moe as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ._decoder import (
+from ..parts.attention import Attention
+from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Attention,
-    MoEBlock,
-    SharedMoE,
-    TokenMLP,
     attention_layer_types,
-    moe_dim_sizes,
     nothing_to_prepare,
-    require_every_block_sparse,
     text_only,
 )
+from ..parts.mixture import MoEBlock, SharedMoE, moe_dim_sizes, require_every_block_sparse
+from ..parts.mlp import TokenMLP
 
 FAMILY = "qwen2_moe"
 MODEL_TYPES = ("qwen2_moe",)

@@ -24,20 +24,22 @@ from transformers.models.qwen2_vl import modeling_qwen2_vl as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from . import _qwen_vit
-from ._decoder import MLP, ROOT_VALUES, TEXT_PATHS, Attention, Block
-from ._decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ._qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401
-from ._qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401
+from ..parts import qwen_vit
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.mlp import MLP
+from ..parts.qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen2_vl"
 MODEL_TYPES = ("qwen2_vl", "qwen2_vl_text")
-RENAME = {**_qwen_vit.MOUNTS, **_qwen_vit.RENAME_FC}
+RENAME = {**qwen_vit.MOUNTS, **qwen_vit.RENAME_FC}
 ENVOYS = {hf.Qwen2VLDecoderLayer: Block, hf.Qwen2VLAttention: Attention, hf.Qwen2MLP: MLP,
-          **_qwen_vit.envoys(hf.Qwen2VisionTransformerPretrainedModel, hf.Qwen2VLVisionBlock, hf.VisionAttention,
+          **qwen_vit.envoys(hf.Qwen2VisionTransformerPretrainedModel, hf.Qwen2VLVisionBlock, hf.VisionAttention,
                              hf.VisionMlp)}
-ROOT = host("Qwen2VLStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=_qwen_vit.IMAGE_ROOT_RELATIONS,
+ROOT = host("Qwen2VLStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=qwen_vit.IMAGE_ROOT_RELATIONS,
             family_module=sys.modules[__name__])
 
-build = _qwen_vit.wrapper_build(hf.Qwen2VLForConditionalGeneration)
-required_paths = _qwen_vit.required_paths(TEXT_PATHS, ["vision.layers.0.mlp.linear_fc1", "projector.linear_fc1"])
+build = qwen_vit.wrapper_build(hf.Qwen2VLForConditionalGeneration)
+required_paths = qwen_vit.required_paths(TEXT_PATHS, ["vision.layers.0.mlp.linear_fc1", "projector.linear_fc1"])

@@ -16,8 +16,10 @@ from transformers.models.qwen3 import modeling_qwen3 as hf
 
 from ..hosts import host
 from ..model import StandardModel
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
+from ..parts.mlp import MLP
 from . import llama
-from ._decoder import MLP, ROOT_RELATIONS, ROOT_VALUES, Attention, Block, text_only
 
 FAMILY = "qwen3"
 MODEL_TYPES = ("qwen3",)

@@ -4,7 +4,7 @@ Llama's tree with a hybrid block: three blocks in four carry a gated DeltaNet mi
 linear_attn, the fourth ordinary attention, self_attn (config.layer_types). Each block has
 one or the other, never both, so on a linear block every self_attn value is reported
 missing and the linear values live at layers[i].linear_attn (see
-nncanon.families._deltanet). The MLP is a mixture of experts with a shared expert scaled
+nncanon.parts.deltanet). The MLP is a mixture of experts with a shared expert scaled
 by a sigmoid gate. Every released checkpoint is a qwen3_5_moe wrapper:
 task="text-generation" (the default) builds Qwen3_5MoeForCausalLM out of it,
 task="image-text-to-text" the wrapper, whose text stack sits at model.language_model;
@@ -25,10 +25,12 @@ from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ..relations import routing
-from . import _deltanet, _loading, _qwen_vit
-from ._decoder import ROOT_VALUES, Attention, Block, SharedMoE, TokenMLP, moe_dim_sizes
-from ._deltanet import DeltaNet
+from ..parts import deltanet, loading, qwen_vit
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_VALUES, Block
+from ..parts.deltanet import DeltaNet
+from ..parts.mixture import SharedMoE, moe_dim_sizes, routing
+from ..parts.mlp import TokenMLP
 
 FAMILY = "qwen3_5_moe_text"
 MODEL_TYPES = ("qwen3_5_moe_text",)
@@ -47,13 +49,13 @@ RENAME = {
     # -- the vision encoder (task="image-text-to-text"): the Qwen ViT at model.visual, its merger
     "model.visual": "vision",
     "model.visual.merger": "projector",
-    **_qwen_vit.RENAME,
+    **qwen_vit.RENAME,
 }
 
 Layer = host("Layer", Block, TRACKS_TOKENS=True)
 #: Qwen3.5-MoE's router always renormalises its top-k (its config has no norm_topk_prob)
 Mixture = host("Mixture", SharedMoE, RELATIONS=(routing(True), *SharedMoE.RELATIONS[1:]))
-KERNELS = _deltanet.KERNELS  # a DeltaNet family: generator/collect.py adds its kernel routes as loads
+KERNELS = deltanet.KERNELS  # a DeltaNet family: generator/collect.py adds its kernel routes as loads
 
 ENVOYS = {
     hf.Qwen3_5MoeDecoderLayer: Layer,
@@ -62,24 +64,24 @@ ENVOYS = {
     hf.Qwen3_5MoeSparseMoeBlock: Mixture,
     hf.Qwen3_5MoeMLP: TokenMLP,
     # -- the vision encoder (task="image-text-to-text")
-    hf.Qwen3_5MoeVisionModel: _qwen_vit.PositionedVision,
-    hf.Qwen3_5MoeVisionBlock: _qwen_vit.VisionBlock,
-    hf.Qwen3_5MoeVisionAttention: _qwen_vit.VisionAttention,
-    hf.Qwen3_5MoeVisionMLP: _qwen_vit.VisionMLP,
+    hf.Qwen3_5MoeVisionModel: qwen_vit.PositionedVision,
+    hf.Qwen3_5MoeVisionBlock: qwen_vit.VisionBlock,
+    hf.Qwen3_5MoeVisionAttention: qwen_vit.VisionAttention,
+    hf.Qwen3_5MoeVisionMLP: qwen_vit.VisionMLP,
 }
 
-ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=_qwen_vit.IMAGE_ROOT_RELATIONS,
+ROOT = host("Qwen3_5MoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=qwen_vit.IMAGE_ROOT_RELATIONS,
             family_module=sys.modules[__name__])
 
 
 def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
-    _loading.check_task(task)
+    loading.check_task(task)
     if task == "text-generation":
-        module = _loading.text_model(checkpoint, hf.Qwen3_5MoeForCausalLM, "model.language_model.", **hf_kwargs)
-        return module, {"tokenizer": _loading.tokenizer(checkpoint)}
+        module = loading.text_model(checkpoint, hf.Qwen3_5MoeForCausalLM, "model.language_model.", **hf_kwargs)
+        return module, {"tokenizer": loading.tokenizer(checkpoint)}
     from ..processing import load_processor
 
-    module = _loading.pretrained(hf.Qwen3_5MoeForConditionalGeneration, checkpoint, **hf_kwargs)
+    module = loading.pretrained(hf.Qwen3_5MoeForConditionalGeneration, checkpoint, **hf_kwargs)
     processor = load_processor(checkpoint)
     return module, {"tokenizer": processor.tokenizer, "processor": processor}
 
@@ -89,7 +91,7 @@ build.causal_lm, build.wrapper = hf.Qwen3_5MoeForCausalLM, hf.Qwen3_5MoeForCondi
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    paths = [*_deltanet.HYBRID_PATHS, "layers.0.mlp.router", "layers.0.mlp.experts", "layers.0.mlp.shared_experts"]
+    paths = [*deltanet.HYBRID_PATHS, "layers.0.mlp.router", "layers.0.mlp.experts", "layers.0.mlp.shared_experts"]
     if model.task == "image-text-to-text":
         # the vision encoder
         paths += ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
@@ -97,22 +99,22 @@ def required_paths(model: StandardModel) -> list[str]:
     return paths
 
 
-layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing
+layer_types, explain_missing = deltanet.layer_types, deltanet.explain_missing
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {**moe_dim_sizes(model), **_deltanet.dim_sizes(model)}
+    return {**moe_dim_sizes(model), **deltanet.dim_sizes(model)}
 
 
 def prepare(model: StandardModel) -> None:
-    _deltanet.prepare(model, hf)
+    deltanet.prepare(model, hf)
     # the vision encoder: image_features is read inside the wrapper's forward (model.model)
-    _qwen_vit.install_sources(model)
+    qwen_vit.install_sources(model)
 
 
 # -- the vision encoder: how the encyclopedia traces images (generator/collect.py) --------------
 
-trace_inputs = _qwen_vit.trace_inputs
-image_sizes = _qwen_vit.image_sizes
-vision_variants = _qwen_vit.variants
+trace_inputs = qwen_vit.trace_inputs
+image_sizes = qwen_vit.image_sizes
+vision_variants = qwen_vit.variants
 

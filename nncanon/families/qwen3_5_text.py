@@ -15,9 +15,11 @@ from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from . import _deltanet
-from ._decoder import MLP, ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, Attention, Block, text_only
-from ._deltanet import KERNELS, DeltaNet  # noqa: F401  (KERNELS: a DeltaNet family, see generator/collect.py)
+from ..parts import deltanet
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, Block, text_only
+from ..parts.deltanet import KERNELS, DeltaNet  # noqa: F401 (the family API, shared)
+from ..parts.mlp import MLP
 
 FAMILY = "qwen3_5_text"
 MODEL_TYPES = ("qwen3_5_text",)
@@ -27,16 +29,16 @@ ENVOYS = {hf.Qwen3_5DecoderLayer: Block, hf.Qwen3_5Attention: Attention, hf.Qwen
 ROOT = host("Qwen3_5StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 build = text_only(hf.Qwen3_5ForCausalLM, wrapper_prefix="model.language_model.")
-layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing
+layer_types, explain_missing = deltanet.layer_types, deltanet.explain_missing
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    return [*_deltanet.HYBRID_PATHS, "layers.0.mlp.down_proj"]
+    return [*deltanet.HYBRID_PATHS, "layers.0.mlp.down_proj"]
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.intermediate_size, **_deltanet.dim_sizes(model)}
+    return {"intermediate_size": model.text_config.intermediate_size, **deltanet.dim_sizes(model)}
 
 
 def prepare(model: StandardModel) -> None:
-    _deltanet.prepare(model, hf)
+    deltanet.prepare(model, hf)

@@ -17,17 +17,10 @@ from transformers.models.qwen3_moe import modeling_qwen3_moe as hf
 
 from ..hosts import host
 from ..model import StandardModel
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.mixture import MoE, MoEBlock, moe_dim_sizes, require_every_block_sparse
 from . import qwen3
-from ._decoder import (
-    ROOT_RELATIONS,
-    ROOT_VALUES,
-    Attention,
-    MoE,
-    MoEBlock,
-    moe_dim_sizes,
-    require_every_block_sparse,
-    text_only,
-)
 
 FAMILY = "qwen3_moe"
 MODEL_TYPES = ("qwen3_moe",)

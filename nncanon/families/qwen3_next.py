@@ -17,20 +17,12 @@ from transformers.models.qwen3_next import modeling_qwen3_next as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from . import _deltanet
-from ._decoder import (
-    ROOT_RELATIONS,
-    ROOT_VALUES,
-    TEXT_RENAME,
-    Attention,
-    MoEBlock,
-    SharedMoE,
-    TokenMLP,
-    moe_dim_sizes,
-    require_every_block_sparse,
-    text_only,
-)
-from ._deltanet import KERNELS, DeltaNet  # noqa: F401  (KERNELS: a DeltaNet family, see generator/collect.py)
+from ..parts import deltanet
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, text_only
+from ..parts.deltanet import KERNELS, DeltaNet  # noqa: F401 (the family API, shared)
+from ..parts.mixture import MoEBlock, SharedMoE, moe_dim_sizes, require_every_block_sparse
+from ..parts.mlp import TokenMLP
 
 FAMILY = "qwen3_next"
 MODEL_TYPES = ("qwen3_next",)
@@ -40,17 +32,17 @@ ENVOYS = {hf.Qwen3NextDecoderLayer: MoEBlock, hf.Qwen3NextAttention: Attention, 
 ROOT = host("Qwen3NextStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 
 build = text_only(hf.Qwen3NextForCausalLM)
-layer_types, explain_missing = _deltanet.layer_types, _deltanet.explain_missing
+layer_types, explain_missing = deltanet.layer_types, deltanet.explain_missing
 
 
 def required_paths(model: StandardModel) -> list[str]:
     require_every_block_sparse(model, FAMILY)
-    return [*_deltanet.HYBRID_PATHS, "layers.0.mlp.router", "layers.0.mlp.experts", "layers.0.mlp.shared_experts"]
+    return [*deltanet.HYBRID_PATHS, "layers.0.mlp.router", "layers.0.mlp.experts", "layers.0.mlp.shared_experts"]
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {**moe_dim_sizes(model), **_deltanet.dim_sizes(model)}
+    return {**moe_dim_sizes(model), **deltanet.dim_sizes(model)}
 
 
 def prepare(model: StandardModel) -> None:
-    _deltanet.prepare(model, hf)
+    deltanet.prepare(model, hf)

@@ -24,21 +24,23 @@ from transformers.models.qwen3_vl import modeling_qwen3_vl as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from . import _qwen_vit
-from ._decoder import MLP, ROOT_VALUES, TEXT_PATHS, Attention
-from ._decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ._qwen_vit import DeepStackBlock, image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401
-from ._qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401
+from ..parts import qwen_vit
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_VALUES, TEXT_PATHS
+from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.mlp import MLP
+from ..parts.qwen_vit import DeepStackBlock, image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
+from ..parts.qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen3_vl"
 MODEL_TYPES = ("qwen3_vl", "qwen3_vl_text")
-RENAME = {**_qwen_vit.MOUNTS, **_qwen_vit.RENAME, **_qwen_vit.DEEPSTACK_MOUNTS}
+RENAME = {**qwen_vit.MOUNTS, **qwen_vit.RENAME, **qwen_vit.DEEPSTACK_MOUNTS}
 ENVOYS = {hf.Qwen3VLTextDecoderLayer: DeepStackBlock, hf.Qwen3VLTextAttention: Attention, hf.Qwen3VLTextMLP: MLP,
-          **_qwen_vit.envoys(hf.Qwen3VLVisionModel, hf.Qwen3VLVisionBlock, hf.Qwen3VLVisionAttention,
-                             hf.Qwen3VLVisionMLP, vision_host=_qwen_vit.DeepStackVision)}
-ROOT = host("Qwen3VLStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=_qwen_vit.DEEPSTACK_ROOT_RELATIONS,
+          **qwen_vit.envoys(hf.Qwen3VLVisionModel, hf.Qwen3VLVisionBlock, hf.Qwen3VLVisionAttention,
+                             hf.Qwen3VLVisionMLP, vision_host=qwen_vit.DeepStackVision)}
+ROOT = host("Qwen3VLStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=qwen_vit.DEEPSTACK_ROOT_RELATIONS,
             family_module=sys.modules[__name__])
 
-build = _qwen_vit.wrapper_build(hf.Qwen3VLForConditionalGeneration)
-required_paths = _qwen_vit.required_paths([*TEXT_PATHS, "layers.0.self_attn.q_norm", "layers.0.self_attn.k_norm"],
-                                          _qwen_vit.DEEPSTACK_PATHS)
+build = qwen_vit.wrapper_build(hf.Qwen3VLForConditionalGeneration)
+required_paths = qwen_vit.required_paths([*TEXT_PATHS, "layers.0.self_attn.q_norm", "layers.0.self_attn.k_norm"],
+                                          qwen_vit.DEEPSTACK_PATHS)

@@ -17,26 +17,28 @@ from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as hf
 
 from ..hosts import host
 from ..model import StandardModel
-from ..relations import routing
-from . import _qwen_vit
-from ._decoder import MLP, ROOT_VALUES, TEXT_PATHS, Attention, MoE
-from ._decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ._decoder import moe_dim_sizes as dim_sizes  # noqa: F401
-from ._qwen_vit import DeepStackBlock, image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401
+from ..parts import qwen_vit
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_VALUES, TEXT_PATHS
+from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.mixture import MoE, routing
+from ..parts.mixture import moe_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.mlp import MLP
+from ..parts.qwen_vit import DeepStackBlock, image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen3_vl_moe"
 MODEL_TYPES = ("qwen3_vl_moe", "qwen3_vl_moe_text")
-RENAME = {**_qwen_vit.MOUNTS, **_qwen_vit.RENAME, **_qwen_vit.DEEPSTACK_MOUNTS, "gate": "router"}
+RENAME = {**qwen_vit.MOUNTS, **qwen_vit.RENAME, **qwen_vit.DEEPSTACK_MOUNTS, "gate": "router"}
 #: Qwen3-VL-MoE's router always renormalises its top-k (its config has no norm_topk_prob)
 Mixture = host("Mixture", MoE, RELATIONS=(routing(True), *MoE.RELATIONS[1:]))
 ENVOYS = {hf.Qwen3VLMoeTextDecoderLayer: DeepStackBlock, hf.Qwen3VLMoeTextAttention: Attention,
           hf.Qwen3VLMoeTextSparseMoeBlock: Mixture, hf.Qwen3VLMoeTextMLP: MLP,
-          **_qwen_vit.envoys(hf.Qwen3VLMoeVisionModel, hf.Qwen3VLMoeVisionBlock, hf.Qwen3VLMoeVisionAttention,
-                             hf.Qwen3VLMoeVisionMLP, vision_host=_qwen_vit.DeepStackVision)}
-ROOT = host("Qwen3VLMoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=_qwen_vit.DEEPSTACK_ROOT_RELATIONS,
+          **qwen_vit.envoys(hf.Qwen3VLMoeVisionModel, hf.Qwen3VLMoeVisionBlock, hf.Qwen3VLMoeVisionAttention,
+                             hf.Qwen3VLMoeVisionMLP, vision_host=qwen_vit.DeepStackVision)}
+ROOT = host("Qwen3VLMoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=qwen_vit.DEEPSTACK_ROOT_RELATIONS,
             family_module=sys.modules[__name__])
 
-build = _qwen_vit.wrapper_build(hf.Qwen3VLMoeForConditionalGeneration)
-required_paths = _qwen_vit.required_paths(
+build = qwen_vit.wrapper_build(hf.Qwen3VLMoeForConditionalGeneration)
+required_paths = qwen_vit.required_paths(
     [*TEXT_PATHS, "layers.0.self_attn.q_norm", "layers.0.self_attn.k_norm", "layers.0.mlp.router",
-     "layers.0.mlp.experts"], _qwen_vit.DEEPSTACK_PATHS)
+     "layers.0.mlp.experts"], qwen_vit.DEEPSTACK_PATHS)

@@ -4,9 +4,9 @@ The encoder runs on one row, ``[patches, vision_hidden_size]``: the patches of e
 the call concatenated, image j being the ``t * h * w`` patches its ``image_grid_thw`` row says,
 in merge-block order. Its stream values are served ``[1, patches, vision_hidden_size]``
 (`IMAGES_AXIS`), while a block's ``.input`` and ``.output`` stay native. Each host carries the
-relations of `_qwen_vit_relations`; a line whose encoder differs uses its own subclass
+relations of `relations`; a line whose encoder differs uses its own subclass
 (`PositionedVision` for a learned pos_embed, `GatedVisionMLP` for Qwen2.5-VL's SwiGLU; Qwen2.5-VL's
-window order and DeepStack's vision host live with the line and in `_qwen_vit_deepstack`).
+window order and DeepStack's vision host live with the line and in `deepstack`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..hosts import host
-from ..layouts import HeadOutputs, ImageFeatures, ImageTokenMask, Keys, Neurons, Patches, Queries, Values
-from ..locators import Locator, child, op, own
-from ..relations import BLOCK_RELATIONS
-from ..values import Unavailable, Value, View, never
-from ..views import IMAGES_AXIS
-from . import _qwen_vit_relations as relations
-from ._decoder import MLP, Attention, Block
+from ...hosts import host
+from ...layouts import HeadOutputs, ImageFeatures, ImageTokenMask, Keys, Neurons, Patches, Queries, Values
+from ...locators import Locator, child, op, own
+from ...values import Unavailable, Value, View, never
+from ...views import IMAGES_AXIS
+from ..attention import Attention
+from ..decoder import BLOCK_RELATIONS, Block
+from ..mlp import MLP
+from . import relations
 
 # -- locators ------------------------------------------------------------------------
 

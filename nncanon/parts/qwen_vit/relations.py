@@ -11,7 +11,7 @@ encoder keeps the block's (its residual adds and norms hold as they are, across 
   it and as what the text stack receives at the image tokens;
 - the attention (`ATTENTION_RELATIONS`): q, k and v out of qkv and the vision rotary, and heads
   mixed block-diagonally, within each image (each window on Qwen2.5-VL's windowed blocks), with no
-  mask, over segments computed here from the image grids (`_qwen_vit_windows`);
+  mask, over segments computed here from the image grids (`windows`);
 - the MLP (`MLP_RELATIONS`): fc1, the activation, fc2 with no gate (Qwen2.5-VL's SwiGLU keeps the
   shared gated relations);
 - the text root (`IMAGE_ROOT_RELATIONS`): the first block reads the token embeddings off the image
@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hosts import index
-from ..precision import SUBBLOCK
-from ..relations import MLP_RELATIONS, ROOT_RELATIONS, Relation, first, relation
-from ._qwen_vit_windows import segment_bounds, window_order
+from ...hosts import index
+from ...precision import SUBBLOCK
+from ...relations import Relation, first, relation
+from ..decoder import ROOT_RELATIONS
+from ..mlp import MLP_RELATIONS
+from .windows import segment_bounds, window_order
 
 # -- reading the call -----------------------------------------------------------------------------
 

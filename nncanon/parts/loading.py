@@ -44,7 +44,7 @@ def pretrained(cls: type, checkpoint: Path, **hf_kwargs: Any) -> torch.nn.Module
              for kind in ("missing", "unexpected", "mismatched")}
     bad = {kind: [key for key in keys if not any(re.search(p, key) for p in ignored)] for kind, keys in names.items()}
     if any(bad.values()):
-        from . import CheckpointError
+        from ..families import CheckpointError
 
         config = AutoConfig.from_pretrained(checkpoint)
         saved = (getattr(config, "architectures", None) or [config.model_type])[0]

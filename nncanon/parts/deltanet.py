@@ -12,7 +12,7 @@ after each token of a prompt.
 
 The decay ``g = -exp(A_log) · softplus(a + dt_bias)`` is Mamba-2's ``dt · A`` and takes its names:
 ``time_steps`` (the softplus, read where the forward computes it), ``decay_rates`` (A, read-only) and
-``decays`` (g, at the kernel). The causal convolution's cache state is `_conv`'s, shared with Mamba-2.
+``decays`` (g, at the kernel). The causal convolution's cache state is `conv`'s, shared with Mamba-2.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..precision import RECURRENCE, SUBBLOCK
 from ..relations import relation
 from ..values import Condition, Value, View
 from ..views import READ_ONLY
-from . import _conv
+from . import conv
 
 _KERNEL = "the kernel this call runs (a prompt's chunked one or a decode step's recurrent one)"
 _ROUTE = 'nncanon.route_kernels(model.family, "torch")'
@@ -98,8 +98,8 @@ def conv_dims(config: Any) -> tuple[int, int]:
 def conv_state_note(model: Any) -> str:
     config = model.text_config
     conv_dim, kernel = conv_dims(config)
-    return (f"{human_bytes(_conv.conv_state_bytes(conv_dim, kernel, config))} per block in a decode cache "
-            f"({conv_dim} channels: q, k, v; x {kernel} positions, {_conv.dtype_name(config)})")
+    return (f"{human_bytes(conv.conv_state_bytes(conv_dim, kernel, config))} per block in a decode cache "
+            f"({conv_dim} channels: q, k, v; x {kernel} positions, {conv.dtype_name(config)})")
 
 
 def cache_note(model: Any) -> str:
@@ -107,7 +107,7 @@ def cache_note(model: Any) -> str:
     config = model.text_config
     conv_dim, kernel = conv_dims(config)
     return (f"{states_note(config)}; a decode cache holds one such state per block, plus the conv state, "
-            f"{human_bytes(_conv.conv_state_bytes(conv_dim, kernel, config))} per block")
+            f"{human_bytes(conv.conv_state_bytes(conv_dim, kernel, config))} per block")
 
 
 
@@ -151,7 +151,7 @@ PerHead = layout("PerHead", "heads")
 NEGATED = View("negated, read-only", lambda host, x: -x, None, derived=True)
 
 DeltaNet = host("DeltaNet", LinearAttentionBase, values=[
-    *_conv.conv_values("q, k, v", note=conv_state_note),
+    *conv.conv_values("q, k, v", note=conv_state_note),
     Value("time_steps", Gates, "dt: softplus(a + dt_bias) in float32, per token and head; decays = time_steps · "
           "decay_rates", op("F_softplus_0")),
     Value("decay_rates", PerHead, "A: each head's decay rate, -exp(A_log) in float32 (negative), the log decay per "
@@ -205,12 +205,12 @@ def prepare(model: Any, modeling: Any) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, DeltaNet):
             kernels.track(envoy)
-    _conv.prepare(model, modeling, DeltaNet)
+    conv.prepare(model, modeling, DeltaNet)
 
 
 def explain_missing(model: Any, envoy: Any, name: str) -> str | None:
     """A block has linear_attn or self_attn, never both: say which this one has."""
-    from ._decoder import Block
+    from .decoder import Block
 
     if isinstance(envoy, Block) and name in MIXERS.values():
         types = layer_types(model)
@@ -291,7 +291,7 @@ def _rates(host, r):
     import torch
 
     module = host._module
-    a = _a(module, _conv.masked_input(r["inputs"]))
+    a = _a(module, conv.masked_input(r["inputs"]))
     return [(torch.nn.functional.softplus(a.float() + module.dt_bias), r["time_steps"]),
             (-module.A_log.float().exp(), r["decay_rates"])]
 
@@ -306,7 +306,7 @@ def _conv_input(host, inputs):
     in_proj_qkv, or Qwen3-Next's in_proj_qkvz split per key head by its own fix_query_key_value_ordering."""
     import torch
 
-    module, x = host._module, _conv.masked_input(inputs)
+    module, x = host._module, conv.masked_input(inputs)
     if hasattr(module, "in_proj_qkv"):
         return module.in_proj_qkv(x).transpose(1, 2)
     q, k, v, *_ = module.fix_query_key_value_ordering(module.in_proj_qkvz(x), module.in_proj_ba(x))
@@ -314,5 +314,5 @@ def _conv_input(host, inputs):
 
 
 DeltaNet.RELATIONS = (_kernel, _out, _states, _rates, _decays,
-                      *_conv.conv_relations(_conv_input, "in_proj_qkv(input) (Qwen3-Next: in_proj_qkvz's q, k, v)"))
+                      *conv.conv_relations(_conv_input, "in_proj_qkv(input) (Qwen3-Next: in_proj_qkvz's q, k, v)"))
 LinearAttentionBase.RELATIONS = ()

@@ -9,7 +9,7 @@ consecutive rows: right after ``patch_embed`` it permutes the merge blocks into 
 windows may be smaller), window after window, raster order inside each.
 
 These are computed here from the image grids alone (``image_grid_thw``) and the vision config,
-never by the model's helpers, so the relations in `_qwen_vit_relations` can check the model
+never by the model's helpers, so the relations in `relations` can check the model
 against them.
 """
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..hosts import host
-from ..layouts import ImageFeatures
-from ..locators import Tap
-from ..values import Condition, Unavailable, Value
-from . import _qwen_vit_relations as relations
-from ._decoder import Block
-from ._qwen_vit_hosts import PositionedVision
+from ...hosts import host
+from ...layouts import ImageFeatures
+from ...locators import Tap
+from ...values import Condition, Unavailable, Value
+from ..decoder import Block
+from . import relations
+from .hosts import PositionedVision
 
 #: Qwen3-VL's DeepStack mergers, mounted at the root beside the projector
 DEEPSTACK_MOUNTS = {"model.visual.deepstack_merger_list": "deepstack_projectors"}

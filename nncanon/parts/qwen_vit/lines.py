@@ -9,7 +9,7 @@ names, serve every line).
 
 from __future__ import annotations
 
-from ._qwen_vit_hosts import Vision, VisionAttention, VisionBlock, VisionMLP
+from .hosts import Vision, VisionAttention, VisionBlock, VisionMLP
 
 #: the wrapper's text stack, encoder and merger, mounted at the root (every Qwen VL wrapper)
 MOUNTS = {

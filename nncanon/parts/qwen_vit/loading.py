@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._qwen_vit_deepstack import install_deepstack
-from ._qwen_vit_hosts import install_sources
+from .deepstack import install_deepstack
+from .hosts import install_sources
 
 
 def wrapper_build(wrapper: type):
@@ -17,17 +17,17 @@ def wrapper_build(wrapper: type):
     for these lines): text prompts run as they do on the whole wrapper, with the text model's names
     and values, and model.vision does not exist.
     """
-    from . import _loading
+    from .. import loading
 
     _quiet_text_pipeline(wrapper)
 
     def build(checkpoint, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
-        _loading.check_task(task)
-        module = _loading.pretrained(wrapper, checkpoint, **hf_kwargs)
+        loading.check_task(task)
+        module = loading.pretrained(wrapper, checkpoint, **hf_kwargs)
         if task == "text-generation":
             del module.model.visual
-            return module, {"tokenizer": _loading.tokenizer(checkpoint)}
-        from ..processing import load_processor
+            return module, {"tokenizer": loading.tokenizer(checkpoint)}
+        from ...processing import load_processor
 
         processor = load_processor(checkpoint)
         return module, {"tokenizer": processor.tokenizer, "processor": processor}

@@ -21,7 +21,7 @@ def example_images(processor: Any = None) -> list:
 
 def trace_inputs(model: Any) -> tuple[tuple, dict]:
     """``(args, kwargs)`` of ``model.trace`` for one prompt with both example images."""
-    from ..processing import image_placeholder
+    from ...processing import image_placeholder
 
     pad = image_placeholder(model.processor)
     return (f"Compare {pad} with {pad}. Which one is red?",), {"images": example_images(model.processor)}

@@ -19,7 +19,7 @@ are shared by the heads of a group, as a DeltaNet's keys by its value heads) and
 ``attention_keys`` is B, ``attention_queries`` C, ``attention_values`` x, ``time_steps`` dt,
 ``decay_rates`` A (``-exp(A_log)`` per head, float32, as the scan receives it) and ``decays`` the per-token log
 decay ``dt · A`` (the DeltaNet's gate factors the same way: ``g = -exp(A_log) · softplus(a + dt_bias)``). The
-conv state before the scan is `_conv`'s, shared with the DeltaNet. transformers keeps the state as ``[heads, head_dim, state_size]``; ``state``,
+conv state before the scan is `conv`'s, shared with the DeltaNet. transformers keeps the state as ``[heads, head_dim, state_size]``; ``state``,
 ``states``, ``state_input`` and ``state_output`` serve it transposed (a view: edits land), as
 ``State [batch heads key_dim value_dim]``.
 """
@@ -39,8 +39,8 @@ from ..locators import child, own
 from ..precision import SUBBLOCK
 from ..relations import relation
 from ..values import Condition, Value, View
-from . import _conv
-from ._deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, PerHead, human_bytes, kernel_arg, kernel_out
+from . import conv
+from .deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, PerHead, human_bytes, kernel_arg, kernel_out
 
 KERNELS = ("mamba2_chunk_scan", "mamba2_selective_state_update")
 
@@ -163,7 +163,7 @@ def prepare(model: Any, modeling: Any) -> None:
     for envoy in model._hosts:
         if isinstance(envoy, SSD):
             kernels.track(envoy)
-    _conv.prepare(model, modeling, SSD)
+    conv.prepare(model, modeling, SSD)
 
 
 def reference_scan(modeling):
@@ -204,7 +204,7 @@ def state_bytes_per_token(model: Any) -> int:
 def conv_state_bytes(model: Any) -> int:
     """Bytes of one block's conv state in a decode cache: conv_dim x conv_kernel in the model's dtype."""
     sizes = model.dim_sizes()
-    return _conv.conv_state_bytes(sizes["conv_dim"], sizes["conv_kernel"], model.text_config)
+    return conv.conv_state_bytes(sizes["conv_dim"], sizes["conv_kernel"], model.text_config)
 
 
 def states_note(model: Any) -> str:
@@ -216,12 +216,12 @@ def states_note(model: Any) -> str:
 def conv_state_note(model: Any) -> str:
     sizes = model.dim_sizes()
     return (f"{human_bytes(conv_state_bytes(model))} per block in a decode cache ({sizes['conv_dim']} channels: x, "
-            f"B, C; x {sizes['conv_kernel']} positions, {_conv.dtype_name(model.text_config)})")
+            f"B, C; x {sizes['conv_kernel']} positions, {conv.dtype_name(model.text_config)})")
 
 
 SSD = host("SSD", values=[
     Value("attention_output", Residual, "What the mixer adds to the residual stream", own("output")),
-    *_conv.conv_values("x, B, C", note=conv_state_note),
+    *conv.conv_values("x, B, C", note=conv_state_note),
     Value("attention_values", LinearV, "x: what each token writes into the state, per head (after the convolution)",
           kernel_arg(0), conditions=_K),
     Value("attention_keys", LinearQK, "B: the direction each token writes along, per group of heads",
@@ -273,7 +273,7 @@ def recurrence(x, dt, A, B, C, D, dt_bias, initial_state, dt_limit):
 def _projected(host, inputs):
     """(z, the conv's input [batch, conv_dim, seq], dt) by the mixer's own in_proj on its masked input."""
     module = host._module
-    x = _conv.masked_input(inputs)
+    x = conv.masked_input(inputs)
     # Falcon-H1 scales the mixer's input by ssm_in_multiplier and the projection by its muP vector (absent: 1)
     projected = module.in_proj(x * getattr(module, "ssm_in_multiplier", 1.0)) * getattr(module, "mup_vector", 1.0)
     gate, xbc, dt = projected.split([module.intermediate_size, module.conv_dim, module.num_heads], dim=-1)
@@ -360,5 +360,5 @@ def conv_input(host, inputs):
     return _projected(host, inputs)[1]
 
 
-CONV_RELATIONS = _conv.conv_relations(conv_input, "in_proj(input)'s x, B, C columns")
+CONV_RELATIONS = conv.conv_relations(conv_input, "in_proj(input)'s x, B, C columns")
 SSD.RELATIONS = (_inputs, _scan, _out, _states, *CONV_RELATIONS)

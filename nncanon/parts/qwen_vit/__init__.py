@@ -20,19 +20,19 @@ returned stream after the merger has, so an edit belongs on the last block's lay
 
 This module gathers the line's parts, one idea per module:
 
-- `_qwen_vit_hosts`: the hosts (``model.vision``, its blocks, attention and MLP), their locators and views;
-- `_qwen_vit_relations`: what each value means, as equations the build checks, and the text root's
+- `hosts`: the hosts (``model.vision``, its blocks, attention and MLP), their locators and views;
+- `relations`: what each value means, as equations the build checks, and the text root's
   relations under images (`IMAGE_ROOT_RELATIONS`, `DEEPSTACK_ROOT_RELATIONS`);
-- `_qwen_vit_windows`: the packed row's attention segments and Qwen2.5-VL's window order, from the grids;
-- `_qwen_vit_deepstack`: Qwen3-VL's DeepStack taps, served at ``model.layers[i].deepstack_output``;
-- `_qwen_vit_lines`: the names (`MOUNTS`, `RENAME`, `RENAME_FC`, `envoys`) and the variants table;
-- `_qwen_vit_loading`: the wrapper's loading, required paths and ``prepare``;
-- `_qwen_vit_inputs`: the example images and trace inputs the encyclopedia measures with.
+- `windows`: the packed row's attention segments and Qwen2.5-VL's window order, from the grids;
+- `deepstack`: Qwen3-VL's DeepStack taps, served at ``model.layers[i].deepstack_output``;
+- `lines`: the names (`MOUNTS`, `RENAME`, `RENAME_FC`, `envoys`) and the variants table;
+- `loading`: the wrapper's loading, required paths and ``prepare``;
+- `inputs`: the example images and trace inputs the encyclopedia measures with.
 """
 
 from __future__ import annotations
 
-from ._qwen_vit_deepstack import (
+from .deepstack import (
     DEEPSTACK,
     DEEPSTACK_MOUNTS,
     DEEPSTACK_PATHS,
@@ -43,7 +43,7 @@ from ._qwen_vit_deepstack import (
     deepstack_blocks,
     install_deepstack,
 )
-from ._qwen_vit_hosts import (
+from .hosts import (
     IMAGE_TOKENS,
     IMAGES_HEADS,
     NO_PATTERN,
@@ -58,10 +58,10 @@ from ._qwen_vit_hosts import (
     Worded,
     install_sources,
 )
-from ._qwen_vit_inputs import example_images, image_sizes, trace_inputs
-from ._qwen_vit_lines import LINES, MOUNTS, RENAME, RENAME_FC, envoys, variant, variants, vision_variants
-from ._qwen_vit_loading import VISION_PATHS, dense_dim_sizes, prepare, required_paths, wrapper_build
-from ._qwen_vit_relations import DEEPSTACK_ROOT_RELATIONS, IMAGE_ROOT_RELATIONS, WINDOWED_VISION_RELATIONS
+from .inputs import example_images, image_sizes, trace_inputs
+from .lines import LINES, MOUNTS, RENAME, RENAME_FC, envoys, variant, variants, vision_variants
+from .loading import VISION_PATHS, dense_dim_sizes, prepare, required_paths, wrapper_build
+from .relations import DEEPSTACK_ROOT_RELATIONS, IMAGE_ROOT_RELATIONS, WINDOWED_VISION_RELATIONS
 
 __all__ = ["Vision", "PositionedVision", "DeepStackVision", "VisionBlock", "VisionAttention", "VisionMLP",
            "GatedVisionMLP", "RENAME", "RENAME_FC", "MOUNTS", "DEEPSTACK_MOUNTS", "DEEPSTACK_PATHS", "DEEPSTACK",

@@ -1,0 +1,15 @@
+"""The shared mechanisms families are written from: one module per mechanism, each with the relations that
+state what its values mean.
+
+- ``decoder``: the model root and the block (Llama's tree), and a text-only family's ``build``;
+- ``attention``: softmax attention over a causal mask, recomputed from queries and keys;
+- ``mlp``: the dense MLP, gated or not, and the same MLP on a mixture's token rows;
+- ``mixture``: top-k mixtures of experts, with or without a gated shared expert;
+- ``conv``: the causal convolution's cache state, shared by the recurrent mixers;
+- ``deltanet``: the gated DeltaNet mixer and its delta-rule recurrence;
+- ``ssd``: Mamba-2's selective scan (state-space duality);
+- ``qwen_vit``: the Qwen vision line (encoder, merger, the scatter at the image tokens);
+- ``loading``: how a family's ``build`` loads a local checkpoint and its tokenizer.
+
+A family module (``nncanon.families.<name>``) is data over these parts plus the relations only it needs.
+"""
