@@ -403,6 +403,12 @@ class StandardModel(Host, TransformersModel):
             return cache.run(self, names, inputs, kwargs, blocks)
         return cache.read(self, names, blocks)
 
+    def unembed(self, x: Any) -> Any:
+        """Logits from a residual stream: the final norm, the head and what the family does past it (`nncanon.lens`)."""
+        from .lens import unembed
+
+        return unembed(self, x)
+
     def _explain_missing(self, envoy: Host, name: str) -> str | None:
         """Why ``envoy`` has no ``name``, in one line naming what exists instead (`nncanon.missing`)."""
         from .missing import explain

@@ -207,7 +207,7 @@ def _capped_logits(host, r):
 
 
 ROOT_RELATIONS_GEMMA2 = (pick(ROOT_RELATIONS, "layers[i].layer_output"), _scaled_embeddings, _final_norm, pick(ROOT_RELATIONS, "lm_head_output"),
-                         _capped_logits, pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
+                         _capped_logits, pick(ROOT_RELATIONS, "unembed("), pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
 
 ENVOYS = {hf.Gemma2DecoderLayer: SandwichBlock, hf.Gemma2Attention: SoftcappedAttention, hf.Gemma2MLP: MLP}
 ROOT = host("Gemma2StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA2,
@@ -216,6 +216,11 @@ ROOT = host("Gemma2StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=
 build = text_only(hf.Gemma2ForCausalLM)
 layer_types = attention_layer_types
 prepare = nothing_to_prepare
+
+
+def past_the_head(model: StandardModel, logits):
+    """The lens's step past the head (`nncanon.lens`): the final logit softcap, as Gemma2ForCausalLM applies it."""
+    return softcap(logits, model.text_config.final_logit_softcapping)
 
 
 def required_paths(model: StandardModel) -> list[str]:
