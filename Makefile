@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup site test verify-newest lint bench serve clean
+.PHONY: setup site test verify-newest releases lint bench serve clean
 
 # constraints.txt locks the releases the site is built on, inside the range pyproject declares
 $(PY):
@@ -31,6 +31,13 @@ verify-newest:
 	$(VENV_NEWEST)/bin/python -m pip install -q --upgrade pip
 	$(VENV_NEWEST)/bin/python -m pip install -q -e ".[site]" "transformers==$(NEWEST)" "torch==2.13.0" "nnsight==0.8.1"
 	NNCANON_BUILD=build/transformers-$(NEWEST) NNCANON_CACHE=build/checkpoints $(VENV_NEWEST)/bin/python -m generator verify --force
+	NNCANON_BUILD=build/transformers-$(NEWEST) $(VENV_NEWEST)/bin/python -m generator releases --check
+
+# after a family or a release changes: the kept records (releases/, nncanon/verified_releases.json) from the facts
+# of the locked release (build/) and of the newest (make verify-newest)
+releases: $(PY)
+	$(PY) -m generator releases
+	NNCANON_BUILD=build/transformers-$(NEWEST) $(PY) -m generator releases
 
 lint: $(PY)
 	$(VENV)/bin/ruff check nncanon generator tests bench

@@ -29,7 +29,7 @@ def main() -> None:
         os.environ["NNCANON_BUILD"] = str(root / "build")
         os.environ["NNCANON_CACHE"] = str(root / "checkpoints")
         from generator import build as B
-        from generator.render import mkdocs_build
+        from generator.site.render import mkdocs_build
 
         quiet = lambda line: None  # noqa: E731
         if names:

@@ -25,7 +25,7 @@ import torch
 from nnsight.modeling.transformers import TransformersModel
 
 import nncanon
-from generator.checkpoints import checkpoint_dir
+from generator.checkpoint.checkpoints import checkpoint_dir
 from nncanon.families import llama as llama_family
 from nncanon.families import qwen3_5_moe_text as qwen_family
 from nncanon.parts import loading

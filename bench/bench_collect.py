@@ -38,9 +38,9 @@ def main() -> None:
         import transformers  # noqa: F401
 
         import nncanon  # noqa: F401
-        from generator.checkpoints import checkpoint_dir
-        from generator.collect import cached_facts
-        from generator.family import all_families
+        from generator.checkpoint.checkpoints import checkpoint_dir
+        from generator.facts.collect import cached_facts
+        from generator.recipe.family import all_families
 
         imports = cpu() - start
         names = wanted.split(",") if wanted else [family.family for family in all_families()]

@@ -29,8 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 import torch, transformers, nnsight
 import nncanon
-from generator.checkpoints import checkpoint_dir
-from generator.family import get_family
+from generator.checkpoint.checkpoints import checkpoint_dir
+from generator.recipe.family import get_family
 
 family, case = sys.argv[1], sys.argv[2]
 fam = get_family(family)

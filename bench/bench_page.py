@@ -1,5 +1,5 @@
 """The family page in Chromium: the bytes it transfers, and the time from navigation start to interactive,
-with each block's inside (generator/interiors.py) and without it, side by side in one run.
+with each block's inside (generator/site/interiors.py) and without it, side by side in one run.
 
 Run: python bench/bench_page.py [--family NAME] [--repeats N]
 
@@ -30,7 +30,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from generator.serve import site_server
+from generator.site.serve import site_server
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -39,7 +39,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 
 def build_site(out: Path, interiors: bool = True) -> Path:
     sys.path.insert(0, str(ROOT))
-    from generator.render import mkdocs_build, render_site
+    from generator.site.render import mkdocs_build, render_site
 
     facts = ROOT / "build" / "facts"
     if not any(p for p in facts.glob("*.json") if p.name != "index.json"):

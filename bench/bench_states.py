@@ -90,7 +90,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
 
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     checkpoint = checkpoint_dir(FAMILY)
     model = nncanon.load(checkpoint)

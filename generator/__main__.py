@@ -40,16 +40,16 @@ def _checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_checkpoint(args: argparse.Namespace) -> int:
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     print(checkpoint_dir(args.family, rebuild=args.rebuild))
     return 0
 
 
 def run_pin(args: argparse.Namespace) -> int:
-    from generator.checkpoints import cached_dir, pin
-    from generator.family import get_family
-    from generator.identity import check_identity
+    from generator.checkpoint.checkpoints import cached_dir, pin
+    from generator.facts.identity import check_identity
+    from generator.recipe.family import get_family
 
     family = get_family(args.family)
     check_identity(family)  # a checkpoint of another model type would verify that model, not this family
@@ -134,7 +134,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import errno
 
     from generator import build
-    from generator.serve import site_server
+    from generator.site.serve import site_server
 
     SITE = build.SITE
     if not 0 <= args.port <= 65535:
@@ -157,6 +157,20 @@ def run_serve(args: argparse.Namespace) -> int:
             server.serve_forever()
         except KeyboardInterrupt:
             pass
+    return 0
+
+
+def _releases_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true",
+                        help="fail when the kept record differs from the facts, instead of writing it")
+
+
+def run_releases(args: argparse.Namespace) -> int:
+    from generator.facts import release_record
+    from generator.facts.collect import facts_dir
+
+    done = (release_record.check if args.check else release_record.write)(facts_dir())
+    print(f"{'checked' if args.check else 'wrote'} {done.relative_to(release_record.REPO_ROOT)}")
     return 0
 
 
@@ -191,6 +205,11 @@ COMMANDS: dict[str, Command] = {
         run=run_checkpoint,
         arguments=_checkpoint_arguments,
     ),
+    "releases": Command(
+        help="write releases/transformers-<release>.json from the facts of $NNCANON_BUILD (or --check it)",
+        run=run_releases,
+        arguments=_releases_arguments,
+    ),
     "pin": Command(
         help="rebuild the tiny checkpoint and write its weights' sha256 into the family YAML (tiny.sha256)",
         run=run_pin,
@@ -216,14 +235,15 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     another build holding the lock, a --site or build directory the build did not make, and the file system's errors (permission denied, disk full).
     """
     from generator.build import BuildBusy
-    from generator.checkpoints import PinMismatch
-    from generator.collect import ClaimError
-    from generator.docs_run import DocsError
-    from generator.examples import NoteError
-    from generator.family import FamilyYamlError
+    from generator.checkpoint.checkpoints import PinMismatch
+    from generator.facts.collect import ClaimError
+    from generator.facts.release_record import ReleaseRecordError
+    from generator.notes.docs_run import DocsError
+    from generator.notes.examples import NoteError
     from generator.ownership import NotOurDirectory
-    from generator.render import FactsError, MkdocsBuildError
-    from generator.safe_urls import UnsafeUrlError
+    from generator.recipe.fields import FamilyYamlError
+    from generator.site.render import FactsError, MkdocsBuildError
+    from generator.site.safe_urls import UnsafeUrlError
 
     return (
         FamilyYamlError,
@@ -234,6 +254,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
         FactsError,
         MkdocsBuildError,
         UnsafeUrlError,
+        ReleaseRecordError,
         BuildBusy,
         NotOurDirectory,
         OSError,

@@ -30,10 +30,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from generator.collect import build_dir, cached_facts, facts_dir
-from generator.docs_run import run_pages
-from generator.family import REPO_ROOT, all_families
+from generator.facts.collect import build_dir, cached_facts, facts_dir
+from generator.notes.docs_run import run_pages
 from generator.ownership import NotOurDirectory, check_build_dir, check_leftover, check_site_dir, claim_site
+from generator.recipe.family import all_families
+from generator.recipe.fields import REPO_ROOT
 
 SITE = REPO_ROOT / "site"
 LOCK = ".lock"
@@ -122,7 +123,7 @@ def verify(progress: Callable[[str], None] = print, force: bool = False, timeout
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,
           timeout: float | None = None) -> list[str]:
     """Build the whole site into ``site``; returns the families whose facts were collected anew."""
-    from generator.render import mkdocs_build, render_site
+    from generator.site.render import mkdocs_build, render_site
 
     site = Path(site)
     check_site_dir(site, build_dir())
@@ -132,7 +133,7 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         collected = collect_all(names, progress=progress, force=force)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         docs, staged = build_dir() / "docs", _beside(site, "new")
-        from generator.tl_names import annotations
+        from generator.facts.tl_names import annotations
 
         transformer_lens = annotations(names, build_dir() / "transformer_lens", progress)
         progress("render: pages from facts")

@@ -15,8 +15,9 @@ import json
 import re
 from pathlib import Path
 
-from generator.family import REPO_ROOT, Family, FamilyYamlError, families_dir, get_family
-from generator.identity import MARKER, check_identity, import_module
+from generator.facts.identity import MARKER, check_identity, import_module
+from generator.recipe.family import Family, families_dir, get_family
+from generator.recipe.fields import REPO_ROOT, FamilyYamlError
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -91,11 +92,11 @@ def served_claims(family: Family) -> dict[str, dict[str, dict]]:
     """``claims.values`` as the family's code serves it on its tiny checkpoint, under every load."""
     import torch
 
-    from generator.checkpoints import checkpoint_dir
-    from generator.claims import claimed_values
-    from generator.collect import PROMPTS
-    from generator.loads import resolve_loads
-    from generator.measure import host_rows
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.facts.claims import claimed_values
+    from generator.facts.collect import PROMPTS
+    from generator.facts.loads import resolve_loads
+    from generator.facts.measure import host_rows
 
     module = import_module(family)
     check_identity(family, module)

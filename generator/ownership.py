@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from generator.family import REPO_ROOT
+from generator.recipe.fields import REPO_ROOT
 
 SITE_MARKER = ".nncanon-site"
 BUILD_MARKER = ".nncanon-build"

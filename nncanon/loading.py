@@ -31,7 +31,7 @@ def meta_module(family: ModuleType, config: Any, task: str, **hf_kwargs: Any) ->
     """The module ``family.build`` makes for ``task``, built on the meta device from ``config`` (no weights).
 
     The one path to a weightless model: meta-first loads, `from_config`, and the encyclopedia's full-size
-    printouts (generator/configs.py) all come here.
+    printouts (generator/facts/configs.py) all come here.
     """
     from .parts import loading
 

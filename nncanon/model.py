@@ -51,13 +51,16 @@ class Row:
 
 
 class Support(list):
-    """The rows of `StandardModel.support`, printable as a table."""
+    """The rows of `StandardModel.support`, printable as a table; ``release`` says when the installed transformers
+    is not one the family was verified on (`nncanon.releases.family_note`), else None."""
+
+    release: str | None = None
 
     def __str__(self) -> str:
         classes: dict[str, set[str]] = {}
         for row in self:
             classes.setdefault(row.host, set()).add(row.host_class)
-        lines, host = [], None
+        lines, host = ([f"! {self.release}"] if self.release else []), None
         for row in self:
             if (row.host, row.host_class) != host:
                 host = (row.host, row.host_class)
@@ -373,6 +376,7 @@ class StandardModel(Host, TransformersModel):
         from .order import arrange, forward_order
 
         rows = Support()
+        rows.release = releases.family_note(self.family)
         measured = forward_order(self) or {}
         for kind in self.host_kinds():
             declared = {value.name: value for value in kind.cls.values()}

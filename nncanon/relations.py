@@ -8,7 +8,7 @@ module's ``input``/``output``), and how to compute its two sides from what was r
 own math (its norm, its projection, its router), never by the value plumbing under test. The
 encyclopedia's build reads every term on every block under every load and fails naming the
 relation and the block where one does not hold; a value no relation proves fails the build too
-(``generator/proof.py``).
+(``generator/facts/proof.py``).
 
 A family whose block differs (sandwich norms, a parallel block, a softcap) gives its host class its
 own ``RELATIONS``, which the page shows; it cannot inherit a relation that does not hold, because the

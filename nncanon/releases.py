@@ -9,8 +9,10 @@ rather than failing the load, as it does inside the range, where it means the fa
 
 from __future__ import annotations
 
+import json
 import warnings
 from importlib.metadata import PackageNotFoundError, version
+from importlib.resources import files
 
 #: the releases every family is verified on (pyproject's transformers requirement; tests/test_release_range.py)
 VERIFIED = ">=5.23,<5.25"
@@ -56,3 +58,20 @@ def named() -> str:
     """The installed release in a clause, and whether it is verified: for an error or an Unavailable message."""
     release = installed()
     return f"transformers {release}" + ("" if verified(release) else f" (outside the verified {VERIFIED})")
+
+
+def verified_on(family: str) -> list[str]:
+    """The transformers releases ``family``'s facts were verified under (``nncanon/verified_releases.json``, which
+    ``python -m generator releases`` writes from the kept release records; CI checks each against its facts)."""
+    kept = json.loads(files("nncanon").joinpath("verified_releases.json").read_text(encoding="utf-8"))
+    return kept.get(family, [])
+
+
+def family_note(family: str) -> str | None:
+    """One line for ``support()`` when the installed release is not one ``family`` was verified under."""
+    release, on = installed(), verified_on(family)
+    if release in on:
+        return None
+    where = f"verified on transformers {', '.join(on)}" if on else "verified on no transformers release yet"
+    return (f"{family} is {where}; transformers {release} is installed, so a value the release moved may be "
+            "unavailable or differ")

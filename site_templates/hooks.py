@@ -1,6 +1,6 @@
 """mkdocs hooks (mkdocs.yml `hooks:`): the families in the nav, grouped by line.
 
-The family pages are generated (generator/render.py writes docs/families/<family>.md and
+The family pages are generated (generator/site/render.py writes docs/families/<family>.md and
 docs/facts/index.json), so the nav in mkdocs.yml cannot name them; this lists them under Families,
 one section per line group (facts/index.json's ``group``), groups and families sorted by name. No torch here.
 """
@@ -100,7 +100,7 @@ _MOVE_CONFIG = (
     "c.textContent=JSON.stringify(j)})()</script>"
 )
 
-SCOPE_404 = '__md_scope=new URL(".",document.baseURI)'  # generator/html_guard.py allows the theme's script with it
+SCOPE_404 = '__md_scope=new URL(".",document.baseURI)'  # generator/site/html_guard.py allows the theme's script with it
 
 
 def relocatable_404(page: str) -> str:

@@ -51,8 +51,8 @@ def build_site(tmp: Path, facts: dict):
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
-    from generator.render import MKDOCS_YML, render_site
-    from generator.serve import site_server
+    from generator.site.render import MKDOCS_YML, render_site
+    from generator.site.serve import site_server
 
     (tmp / "facts").mkdir()
     (tmp / "facts" / f"{FAMILY}.json").write_text(json.dumps(facts), encoding="utf-8")

@@ -38,7 +38,7 @@ def pytest_configure(config):
 #: expensive session fixture -> (its unit, the test files that use it)
 SHARED = {
     "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_diagram_interiors.py",
-                                      "test_site_index.py"}),
+                                      "test_site_index.py", "test_release_records.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py"}),
 }
 UNITS = {name: unit for unit, files in SHARED.values() for name in files}
@@ -102,7 +102,7 @@ def facts_by_capability(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def checkpoint():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir(FAMILY)
 

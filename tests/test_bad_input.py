@@ -19,7 +19,8 @@ import pytest
 import yaml
 from limits import HANG
 
-from generator.family import FamilyYamlError, load_family
+from generator.recipe.family import load_family
+from generator.recipe.fields import FamilyYamlError
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ROOT / "families"
@@ -78,7 +79,7 @@ def test_billion_laughs_is_refused_at_once(tmp_path):
     path.write_text(path.read_text(encoding="utf-8") + "laughs:\n" + textwrap.indent(BILLION_LAUGHS, "  "))
     line = path.read_text(encoding="utf-8").splitlines().index("laughs:") + 2
     script = (
-        "import sys\nfrom generator.family import FamilyYamlError, load_family\n"
+        "import sys\nfrom generator.recipe.family import FamilyYamlError, load_family\n"
         "try:\n    load_family(sys.argv[1])\nexcept FamilyYamlError as e:\n    print(e)\n"
     )
     done = subprocess.run(
@@ -263,7 +264,7 @@ CASES = {
 
 def test_a_missing_notes_file_is_named_when_the_notes_are_built(tmp_path):
     """The YAML loads (pin and checkpoint need only the recipe); building its notes names the path."""
-    from generator.examples import _notes_source
+    from generator.notes.examples import _notes_source
 
     family = load_family(mutate(tmp_path, _set("notes", value="qwen3.notess.md")))
     with pytest.raises(FamilyYamlError) as info:
@@ -321,7 +322,7 @@ def test_a_bad_field_of_a_vision_family_names_itself(tmp_path, case):
 
 
 def test_every_repository_family_loads():
-    from generator.family import all_families
+    from generator.recipe.family import all_families
 
     assert len(all_families()) == len(list(FAMILIES.glob("*.yaml")))
 
@@ -383,8 +384,8 @@ assert y == 2
 
 @pytest.fixture()
 def runner(tmp_path):
-    from generator.examples import ExpressionContext, NoteRunner, parse_notes
-    from generator.family import get_family
+    from generator.notes.examples import ExpressionContext, NoteRunner, parse_notes
+    from generator.recipe.family import get_family
 
     family = get_family("qwen3")
     context = ExpressionContext(family)
@@ -402,7 +403,7 @@ def run(runner, title):
 
 
 def note_error(runner, title):
-    from generator.examples import NoteError
+    from generator.notes.examples import NoteError
 
     with pytest.raises(NoteError) as info:
         run(runner, title)
@@ -465,7 +466,7 @@ def test_a_bad_timeout_setting_is_named(runner, monkeypatch):
 
 
 def test_a_multi_line_message_is_one_line():
-    from generator.examples import NoteError
+    from generator.notes.examples import NoteError
 
     error = NoteError("x", "A note", "x.md", 3, "Tensor-likes are not close!\n\nMismatched elements: 1", "f(x)")
     assert str(error) == (
@@ -480,8 +481,8 @@ def test_a_call_that_never_returns_to_python_stops_the_build(tmp_path):
     path.write_text("## Sums\nIt is {{ sum(range(10**15)) }}.\n", encoding="utf-8")
     script = textwrap.dedent(
         f"""
-        from generator.examples import ExpressionContext, NoteRunner, parse_notes
-        from generator.family import get_family
+        from generator.notes.examples import ExpressionContext, NoteRunner, parse_notes
+        from generator.recipe.family import get_family
         family = get_family("qwen3")
         context = ExpressionContext(family)
         _, notes = parse_notes({str(path)!r}, "qwen3")

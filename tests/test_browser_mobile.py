@@ -226,8 +226,8 @@ def test_404_finds_its_assets_under_a_sub_path(browser, tmp_path, site_facts):
     """Built without site_url (as `python -m generator build` does) and copied under /docs/ of a
     server that answers a missing URL with 404.html (as static hosts do): the page is styled, its
     links lead into /docs/, and Material's search worker loads from there."""
-    from generator.mkdocs_run import mkdocs_build
-    from generator.render import render_site
+    from generator.site.mkdocs_run import mkdocs_build
+    from generator.site.render import render_site
 
     (tmp_path / "facts").mkdir()
     (tmp_path / "facts" / "qwen3_5_moe_text.json").write_text(json.dumps(site_facts), encoding="utf-8")

@@ -83,7 +83,7 @@ def facts(workspace: Path) -> dict:
 
 def test_malformed_yaml_fails_naming_file_and_field_and_keeps_the_site(workspace, built):
     from generator.build import build
-    from generator.family import FamilyYamlError
+    from generator.recipe.fields import FamilyYamlError
 
     path = mutated(workspace, lambda data: data.pop("tagline"))
     before = {p: p.read_bytes() for p in built.rglob("*") if p.is_file()}
@@ -109,9 +109,9 @@ def claims_of(data: dict, host: str, name: str) -> dict:
         read_at="the child module mlp's input"), r"layer_mid read at"),
 ])
 def test_a_wrong_value_claim_fails_naming_it(workspace, built, kind, edit, match):
-    from generator.claims import check_value_claims
-    from generator.collect import ClaimError
-    from generator.family import load_family
+    from generator.facts.claims import check_value_claims
+    from generator.facts.collect import ClaimError
+    from generator.recipe.family import load_family
 
     family = load_family(mutated(workspace, edit))
     with pytest.raises(ClaimError, match=match):
@@ -119,10 +119,10 @@ def test_a_wrong_value_claim_fails_naming_it(workspace, built, kind, edit, match
 
 
 def test_a_wrong_identity_fails_naming_it(workspace, built, checkpoint):
-    from generator.claims import check_identities
-    from generator.collect import PROMPTS, ClaimError
-    from generator.family import load_family
-    from generator.loads import resolve_loads
+    from generator.facts.claims import check_identities
+    from generator.facts.collect import PROMPTS, ClaimError
+    from generator.facts.loads import resolve_loads
+    from generator.recipe.family import load_family
     from nncanon.families import qwen3_5_moe_text as module
 
     def drop_the_mlp(data):
@@ -135,8 +135,8 @@ def test_a_wrong_identity_fails_naming_it(workspace, built, checkpoint):
 
 
 def test_a_wrong_diagram_part_fails_naming_it(workspace, built, model):
-    from generator.collect import ClaimError, parts
-    from generator.family import load_family
+    from generator.facts.collect import ClaimError, parts
+    from generator.recipe.family import load_family
 
     def misplace(data):
         data["page"]["block_kinds"]["linear_attention"]["parts"][1] = ["linear_attn", "self_attn.attention_output"]
@@ -150,9 +150,9 @@ def test_a_wrong_diagram_part_fails_naming_it(workspace, built, model):
 def test_a_tag_the_traits_contradict_fails_naming_it(workspace, built):
     import json
 
-    from generator.collect import ClaimError
-    from generator.family import load_family
-    from generator.traits import check_tags
+    from generator.facts.collect import ClaimError
+    from generator.facts.traits import check_tags
+    from generator.recipe.family import load_family
 
     directory = workspace / "mutant-tags"
     shutil.copytree(workspace / "families", directory)

@@ -64,7 +64,7 @@ def ws(tmp_path, monkeypatch) -> Path:
 
 def put_docs_run(ws: Path) -> None:
     """The hand-written pages' code as having run (tests/test_docs.py runs it), as the facts are cached."""
-    from generator.docs_run import PAGES, page_key
+    from generator.notes.docs_run import PAGES, page_key
 
     directory = ws / "build" / "docs_run"
     directory.mkdir(parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ def put_docs_run(ws: Path) -> None:
 
 
 def put_facts(ws: Path, name: str, facts: dict) -> None:
-    from generator.collect import cache_key
+    from generator.facts.collect import cache_key
 
     directory = ws / "build" / "facts"
     directory.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def test_two_builds_at_once_leave_one_complete_site(ws):
 
 def test_a_kill_between_the_swap_renames_keeps_the_old_site(ws):
     from generator.build import build
-    from generator.family import FamilyYamlError
+    from generator.recipe.fields import FamilyYamlError
 
     site = ws / "site"
     build(site=site, progress=quiet)
@@ -266,7 +266,7 @@ def test_builds_on_different_days_are_byte_identical(ws, monkeypatch):
     assert [k for k in a if a[k] != b[k]] == []
     assert "SOURCE_DATE_EPOCH" not in os.environ  # set for mkdocs only, then restored
 
-    from generator.mkdocs_run import DEFAULT_SOURCE_DATE_EPOCH
+    from generator.site.mkdocs_run import DEFAULT_SOURCE_DATE_EPOCH
 
     assert _gzip_mtime(ws / "site-a" / "sitemap.xml.gz") == DEFAULT_SOURCE_DATE_EPOCH
 
@@ -293,13 +293,13 @@ def _made(cls: type[BaseException], message: str) -> BaseException:
 
 def _errors() -> dict[str, BaseException]:
     from generator.build import BuildBusy
-    from generator.checkpoints import PinMismatch
-    from generator.collect import ClaimError
-    from generator.docs_run import DocsError
-    from generator.examples import NoteError
-    from generator.family import FamilyYamlError
-    from generator.render import FactsError, MkdocsBuildError
-    from generator.safe_urls import UnsafeUrlError
+    from generator.checkpoint.checkpoints import PinMismatch
+    from generator.facts.collect import ClaimError
+    from generator.notes.docs_run import DocsError
+    from generator.notes.examples import NoteError
+    from generator.recipe.fields import FamilyYamlError
+    from generator.site.render import FactsError, MkdocsBuildError
+    from generator.site.safe_urls import UnsafeUrlError
 
     return {
         "FamilyYamlError": FamilyYamlError("families/x.yaml", "tagline", "missing"),

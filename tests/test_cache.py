@@ -43,7 +43,7 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("family", ["llama", "qwen3_moe", "qwen3_5_moe_text"])
 def test_cache_equals_reading_each_value(family):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir(family))
     names = _names(model)
@@ -76,7 +76,7 @@ def test_a_cache_in_a_trace_that_patches_holds_what_the_forward_saw():
     cache out. The truth is plain PyTorch hooks on the same batch, run by a trace that reads nothing: the
     probabilities are eager attention's own (output_attentions), the rest hooks' copies taken before the patch
     hooks, registered after them, edit."""
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir("llama"), attn_implementation="eager")
     names = ["layer_input", "self_attn.attention_probabilities", "self_attn.attention_output", "layer_output"]

@@ -1,4 +1,4 @@
-"""The tiny pinned checkpoint (generator/checkpoints.py) and the full-size meta builds.
+"""The tiny pinned checkpoint (generator/checkpoint/checkpoints.py) and the full-size meta builds.
 
 Builds go to a temporary cache (NNCANON_CACHE), so these tests neither read nor write the
 repository's build/ directory; every build is from the real family YAML or a copy of it.
@@ -16,9 +16,10 @@ import pytest
 import torch
 from PIL import Image
 
-from generator import checkpoints as C
 from generator.__main__ import main as cli_main
-from generator.family import REPO_ROOT, FamilyYamlError, load_family
+from generator.checkpoint import checkpoints as C
+from generator.recipe.family import load_family
+from generator.recipe.fields import REPO_ROOT, FamilyYamlError
 
 FAMILY = "qwen3_5_moe_text"
 REPIN = f"python -m generator pin {FAMILY}"
@@ -370,7 +371,7 @@ def test_build_failure_leaves_nothing(family, tmp_path, monkeypatch):
 
 
 def test_unknown_family_is_a_clear_error():
-    from generator.family import FamilyYamlError
+    from generator.recipe.fields import FamilyYamlError
 
     with pytest.raises(FamilyYamlError, match="no such family file.*qwen3_5_moe_text"):
         C.checkpoint_dir("no_such_family")

@@ -19,7 +19,7 @@ MIXER = {"mamba2": "mixer", "falcon_h1": "mamba", "qwen3_5_text": "linear_attn",
 
 @pytest.fixture(scope="module", params=sorted(MIXER))
 def model(request):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return nncanon.load(checkpoint_dir(request.param))
 

@@ -1,4 +1,4 @@
-"""The interiors' dataflow (generator/dataflow.py, generator/interiors.py): which values feed which, drawn as
+"""The interiors' dataflow (generator/facts/dataflow.py, generator/site/interiors.py): which values feed which, drawn as
 arcs, and checked against the measured order.
 
 Mutations of the fixture's facts (the measured sequence, a dataflow pair) fail the build naming both values;
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.claim_error import ClaimError
+from generator.facts.claim_error import ClaimError
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "facts" / "qwen3_5_moe_text.json"
 
@@ -36,7 +36,7 @@ def _swap(rows: list[str], a: str, b: str) -> None:
 
 
 def test_swapping_two_values_in_the_measured_sequence_fails_naming_the_relation_edge(facts):
-    from generator.render import render_family
+    from generator.site.render import render_family
 
     render_family(facts)  # the measured facts hold
     mutated = copy.deepcopy(facts)
@@ -51,7 +51,7 @@ def test_swapping_two_values_in_the_measured_sequence_fails_naming_the_relation_
 
 
 def test_reversing_a_dataflow_pair_fails_naming_both(facts):
-    from generator.render import render_family
+    from generator.site.render import render_family
 
     mutated = copy.deepcopy(facts)
     flow = _kind(mutated, "full_attention")["dataflow"]
@@ -64,7 +64,7 @@ def test_reversing_a_dataflow_pair_fails_naming_both(facts):
 
 
 def test_a_swap_in_the_vision_blocks_order_fails_naming_both(facts):
-    from generator.render import render_family
+    from generator.site.render import render_family
 
     mutated = copy.deepcopy(facts)
     _swap(mutated["vision"]["sequence"], "model.vision.layers[i].self_attn.attention_values",
@@ -76,7 +76,7 @@ def test_a_swap_in_the_vision_blocks_order_fails_naming_both(facts):
 
 
 def test_a_pair_naming_an_unmeasured_value_is_a_one_line_error(facts):
-    from generator.render import render_family
+    from generator.site.render import render_family
 
     mutated = copy.deepcopy(facts)
     _kind(mutated, "full_attention")["dataflow"].append(
@@ -90,10 +90,10 @@ def test_a_pair_naming_an_unmeasured_value_is_a_one_line_error(facts):
 
 
 def test_every_pair_is_a_solid_arc_and_a_value_no_pair_feeds_a_dashed_one(facts):
-    from generator.render import render_family
+    from generator.site.render import render_family
 
     html = render_family(facts)
-    from generator.escaping import slug
+    from generator.site.escaping import slug
 
     kinds = [(_kind(facts, k), f"part-{k}-in") for k in ("linear_attention", "full_attention")]
     kinds.append((facts["vision"], "part-vision-in"))
@@ -118,8 +118,8 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
     nncanon/parts/deltanet.py, conv.py): the terms on the two sides of each ``==``, both value rows of the block,
     from the one produced first. A root value (attention_mask) or a module's call ({mixer}.input, input)
     makes none; an addend is tied to the sum, not to the other addend."""
-    from generator.claims import block_of_kind
-    from generator.dataflow import dataflow
+    from generator.facts.claims import block_of_kind
+    from generator.facts.dataflow import dataflow
     from nncanon.families import qwen3_5_moe_text as family_module
     from nncanon.order import block_sequence
 

@@ -15,7 +15,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 @pytest.fixture(scope="module")
 def model():
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return nncanon.load(checkpoint_dir("deepseek_v3"))
 

@@ -124,7 +124,7 @@ def test_printout_lists_state_and_states_after_attention_output(model):
 
 def test_states_size_is_computed_from_the_config(model):
     """The spec: 2 MiB per token per block on 35B-A3B, 4 MiB on 122B-A10B and 397B-A17B."""
-    from generator.family import get_family
+    from generator.recipe.family import get_family
 
     family = get_family(model.family)
     for checkpoint, size in (("Qwen/Qwen3.5-35B-A3B", "2 MiB"), ("Qwen/Qwen3.5-122B-A10B", "4 MiB"),

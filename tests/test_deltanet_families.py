@@ -28,7 +28,7 @@ def family(request):
 
 @pytest.fixture(scope="module")
 def hybrid_checkpoint(family):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir(family)
 

@@ -1,4 +1,4 @@
-"""Each block kind's inside (generator/interiors.py): every value of every family page is a diagram part or
+"""Each block kind's inside (generator/site/interiors.py): every value of every family page is a diagram part or
 listed with why; the order drawn is the order a forward runs (checked against plain PyTorch hooks); and
 a diagram whose arrows contradict the measured order fails the build naming the family, kind and parts."""
 
@@ -22,7 +22,7 @@ def _rows(facts: dict) -> set[str]:
 
 @pytest.mark.slow
 def test_every_value_on_every_family_page_is_a_part_or_has_a_reason(facts_by_capability):
-    from generator.render import page_context, render_family
+    from generator.site.render import page_context, render_family
 
     pages = sorted(Path(facts_by_capability["native"]).glob("*.json"))
     assert len(pages) > 20
@@ -52,7 +52,7 @@ def test_every_value_on_every_family_page_is_a_part_or_has_a_reason(facts_by_cap
 def test_the_measured_order_is_the_order_plain_hooks_see(model):
     """On the DeltaNet block: the mixer finishes before the MLP starts, and in the MLP the shared expert runs
     before the router (Qwen3.5-MoE's order, not the declared one) and both before the mixture returns."""
-    from generator.claims import block_of_kind
+    from generator.facts.claims import block_of_kind
     from nncanon.families import qwen3_5_moe_text as family_module
     from nncanon.order import block_sequence
 
@@ -95,10 +95,10 @@ def _swapped(tmp_path: Path, kind: str, i: int, j: int) -> Path:
     (2, 3, "layers[i].mlp", "layers[i].post_attention_layernorm"),
 ])
 def test_swapping_two_parts_fails_the_build_naming_them(tmp_path, model, i, j, first, second):
-    from generator.claim_error import ClaimError
-    from generator.collect import parts
-    from generator.family import load_family
-    from generator.render import render_family
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.collect import parts
+    from generator.recipe.family import load_family
+    from generator.site.render import render_family
 
     facts = json.loads(FIXTURE.read_text())
     render_family(facts)  # the real parts hold

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from limits import HANG
 
-from generator.docs_run import PAGES, DocsError, run_page, run_pages
+from generator.notes.docs_run import PAGES, DocsError, run_page, run_pages
 
 DOCS = Path(__file__).resolve().parent.parent / "docs_src"
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
@@ -36,7 +36,7 @@ def test_a_failing_block_names_the_page_and_the_block(tmp_path):
 
 
 def test_pages_run_once_until_they_change(tmp_path, monkeypatch):
-    import generator.docs_run as docs_run
+    import generator.notes.docs_run as docs_run
 
     monkeypatch.setattr(docs_run, "run_page", lambda page: None)
     assert run_pages(tmp_path, progress=lambda line: None, pages=("index.md",)) == ["index.md"]

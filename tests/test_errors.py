@@ -63,7 +63,7 @@ def test_assigning_a_wrong_shape_names_the_value_and_its_layout(model):
 
 
 def test_dense_and_index_errors_say_what_there_is():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     llama = nncanon.load(checkpoint_dir("llama"))
     with pytest.raises(IndexError, match=r"model\.layers has 4 blocks \(0 to 3\)"):
@@ -184,7 +184,7 @@ def test_a_stale_slice_is_warned_and_a_name_the_invoke_never_reads_is_not(model)
 
 @pytest.fixture(scope="module")
 def llama():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return nncanon.load(checkpoint_dir("llama"))
 
@@ -204,7 +204,7 @@ def test_another_familys_value_names_the_family_and_its_host(llama):
 
 
 def test_a_mixer_the_block_does_not_have_names_the_one_it_has():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     mamba = nncanon.load(checkpoint_dir("mamba2"))
     assert _missing(lambda: mamba.layers[0].self_attn) == (

@@ -1,4 +1,4 @@
-"""The notes of the qwen3_5_moe_text page (generator/examples.py): built, checked, and broken on purpose.
+"""The notes of the qwen3_5_moe_text page (generator/notes/examples.py): built, checked, and broken on purpose.
 
 The whole family's notes are built once against the tiny checkpoint; the failure cases run on
 copies of the family's files in a temporary directory, each with one claim broken, and must fail
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.examples import NoteError, build_notes, evaluate, instrument, parse_notes, slugify
+from generator.notes.examples import NoteError, build_notes, evaluate, instrument, parse_notes, slugify
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ROOT / "families"
@@ -164,7 +164,7 @@ def test_the_build_is_deterministic(built, vl_model, checkpoint):
 
 
 def test_deltanet_queries_reach_the_kernel_at_the_key_head_count(vl_model):
-    from generator.examples import chat_prompt
+    from generator.notes.examples import chat_prompt
 
     config = vl_model.config.get_text_config()
     assert config.linear_num_key_heads != config.linear_num_value_heads
@@ -293,7 +293,7 @@ def test_a_false_silent_check_fails(tmp_path, vl_model, checkpoint):
 
 
 def test_a_wrong_sae_release_fails_with_the_field(tmp_path, vl_model, checkpoint):
-    from generator.family import FamilyYamlError
+    from generator.recipe.fields import FamilyYamlError
 
     yaml_path = copy_family(tmp_path, keep=("saes",), yaml=("features: 32768", "features: 32000"))
     with pytest.raises(FamilyYamlError, match=r"saes\.releases\[0\].*names 32768 features"):
@@ -310,7 +310,7 @@ def test_expression_forms():
     assert evaluate("[11, 11, 10] == xs", names) == "[11, 11, 10]"
     assert evaluate("n * 2", names) == "60" and evaluate("xs", names) == "[11, 11, 10]"
     assert evaluate("assert ok", names) == ""
-    from generator.examples import ClaimFailed
+    from generator.notes.examples import ClaimFailed
 
     with pytest.raises(ClaimFailed, match="claims 31, but n is 30"):
         evaluate("31 == n", names)

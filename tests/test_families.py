@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from generator.family import all_families
+from generator.recipe.family import all_families
 from nncanon.families import _decoder
 
 
@@ -45,7 +45,7 @@ def family(request):
 
 @pytest.fixture(scope="module")
 def checkpoint(family):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir(family)
 
@@ -338,8 +338,8 @@ def test_support_rows(model, eager_model):
 
 
 def test_full_size_printout(family):
-    from generator.configs import full_size
-    from generator.family import get_family
+    from generator.facts.configs import full_size
+    from generator.recipe.family import get_family
 
     fam = get_family(family)
     module = importlib.import_module(fam.module)
@@ -371,7 +371,7 @@ def test_qwen3_moe_refuses_dense_blocks():
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
     from nncanon.families import qwen3_moe
     from nncanon.model import FamilyMismatch
     from nncanon.parts import loading

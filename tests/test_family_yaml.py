@@ -1,11 +1,12 @@
-"""Family YAML validation (generator/family.py): every malformed file names its file and field."""
+"""Family YAML validation (generator/recipe/family.py): every malformed file names its file and field."""
 
 import copy
 
 import pytest
 import yaml
 
-from generator.family import Family, FamilyYamlError, all_families, families_dir, load_family
+from generator.recipe.family import Family, all_families, families_dir, load_family
+from generator.recipe.fields import FamilyYamlError
 
 SHA = "3f" * 32
 

@@ -13,7 +13,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 @pytest.fixture(scope="module")
 def checkpoint():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir("gpt_oss")
 

@@ -262,7 +262,7 @@ def _values(model):
 @pytest.mark.parametrize("family,load", [("llama", {}), ("llama", {"attn_implementation": "eager"}),
                                          ("qwen3_moe", {}), ("qwen3_5_moe_text", {})])
 def test_grad_of_every_value_equals_plain_autograd(family, load):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir(family), **load)
     hf = plain_module(model, checkpoint_dir(family))

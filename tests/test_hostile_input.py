@@ -122,14 +122,14 @@ IMG = "<img src=x onerror=alert(1)>"
     ],
 )
 def test_the_guard_finds_scripts_handlers_and_unsafe_urls(markup):
-    from generator.html_guard import unsafe_html
+    from generator.site.html_guard import unsafe_html
 
     assert len(unsafe_html(f"<p>before</p>\n{markup}\n")) == 1, markup
     assert unsafe_html(f"<p>before</p>\n{markup}\n")[0][0] == 2
 
 
 def test_the_guard_passes_the_sites_own_scripts():
-    from generator.html_guard import unsafe_html
+    from generator.site.html_guard import unsafe_html
 
     page = (
         '<script src="../assets/javascripts/bundle.a5f9d56c.min.js"></script><script src="../../assets/nncanon.js">'
@@ -154,7 +154,7 @@ NOTE_CASES = {
 def _render(tmp_path: Path, facts: dict) -> Path:
     import json
 
-    from generator.render import render_site
+    from generator.site.render import render_site
 
     (tmp_path / "facts").mkdir()
     (tmp_path / "facts" / f"{FAMILY}.json").write_text(json.dumps(facts), encoding="utf-8")
@@ -172,7 +172,7 @@ def _fixture() -> dict:
 def test_note_prose_markdown_reads_as_html_is_escaped(case):
     import markdown
 
-    from generator.escaping import escape_markdown
+    from generator.site.escaping import escape_markdown
 
     html = markdown.markdown(escape_markdown(NOTE_CASES[case]), extensions=["attr_list", "md_in_html",
                                                                              "pymdownx.superfences"])
@@ -180,7 +180,7 @@ def test_note_prose_markdown_reads_as_html_is_escaped(case):
 
 
 def test_a_script_link_in_a_note_is_an_unsafe_url_naming_the_note(tmp_path):
-    from generator.render import FactsError
+    from generator.site.render import FactsError
 
     facts = _fixture()
     facts["notes"][1]["markdown"] += "\n\nSee [a](javascript:alert(1)).\n"
@@ -194,8 +194,8 @@ def test_a_script_link_in_a_note_is_an_unsafe_url_naming_the_note(tmp_path):
 @pytest.mark.slow
 def test_yaml_text_and_note_prose_reach_the_built_site_as_text(tmp_path):
     """The nav title (a group, or lines[0] without one) and every note-prose case: built, no live script."""
-    from generator.html_guard import unsafe_html
-    from generator.render import mkdocs_build
+    from generator.site.html_guard import unsafe_html
+    from generator.site.render import mkdocs_build
 
     facts = _fixture()
     facts["group"] = IMG
@@ -225,7 +225,7 @@ def test_the_nav_title_is_escaped_at_its_source(tmp_path):
 
 
 def test_a_live_script_on_a_built_page_fails_the_build_naming_page_line_and_source(tmp_path):
-    from generator.html_guard import UnsafeHtmlError, check_site
+    from generator.site.html_guard import UnsafeHtmlError, check_site
 
     (tmp_path / "families" / "llama").mkdir(parents=True)
     (tmp_path / "families" / "llama" / "index.html").write_text("<p>x</p>\n<p>y<script>alert(1)</script></p>\n")
@@ -252,7 +252,8 @@ def _family_dir(tmp_path: Path, name: str = "qwen3", as_name: str | None = None)
 
 @pytest.mark.parametrize("name", ["index", "assets", "search", "Llama", "my-family", "<img src=x>"])
 def test_a_family_name_that_is_not_an_identifier_or_is_a_site_path_is_refused(tmp_path, name):
-    from generator.family import FamilyYamlError, load_family
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     path = _family_dir(tmp_path, as_name=name) / f"{name}.yaml"
     with pytest.raises(FamilyYamlError) as caught:
@@ -262,7 +263,8 @@ def test_a_family_name_that_is_not_an_identifier_or_is_a_site_path_is_refused(tm
 
 
 def test_a_yml_file_and_a_second_yaml_for_one_module_are_refused(tmp_path, monkeypatch):
-    from generator.family import FamilyYamlError, all_families
+    from generator.recipe.family import all_families
+    from generator.recipe.fields import FamilyYamlError
 
     directory = _family_dir(tmp_path)
     monkeypatch.setenv("NNCANON_FAMILIES", str(directory))
@@ -285,8 +287,9 @@ def test_a_missing_families_directory_is_named(tmp_path, monkeypatch, capsys):
 
 
 def test_a_notes_file_symlinked_out_of_the_repository_is_refused(tmp_path):
-    from generator.family import FamilyYamlError, load_family
-    from generator.notes_parse import _notes_source
+    from generator.notes.notes_parse import _notes_source
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     directory = _family_dir(tmp_path)
     outside = tmp_path / "elsewhere.md"
@@ -299,7 +302,8 @@ def test_a_notes_file_symlinked_out_of_the_repository_is_refused(tmp_path):
 
 
 def test_a_symlinked_yaml_is_named_by_its_own_name(tmp_path):
-    from generator.family import FamilyYamlError, load_family
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     directory = _family_dir(tmp_path)
     target = tmp_path / "target.txt"
@@ -312,7 +316,7 @@ def test_a_symlinked_yaml_is_named_by_its_own_name(tmp_path):
 
 @pytest.mark.parametrize("title", ["Support", "Config", "Printout"])
 def test_a_note_whose_id_is_one_of_the_pages_own_is_refused(tmp_path, title):
-    from generator.notes_parse import NoteError, parse_notes
+    from generator.notes.notes_parse import NoteError, parse_notes
 
     notes = tmp_path / "x.notes.md"
     notes.write_text(f"## A note\n\ntext\n\n## {title}\n\ntext\n")
@@ -362,7 +366,8 @@ def _set(*keys, value):
     ],
 )
 def test_a_recipe_or_claim_that_cannot_run_or_hold_is_refused_at_load(tmp_path, edit, field, says):
-    from generator.family import FamilyYamlError, load_family
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     with pytest.raises(FamilyYamlError) as caught:
         load_family(_mutated(tmp_path, edit))
@@ -370,8 +375,9 @@ def test_a_recipe_or_claim_that_cannot_run_or_hold_is_refused_at_load(tmp_path, 
 
 
 def test_pin_refuses_a_class_of_another_family(tmp_path):
-    from generator.checkpoints import build_model
-    from generator.family import FamilyYamlError, load_family
+    from generator.checkpoint.checkpoints import build_model
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     family = load_family(_mutated(tmp_path, _set("tiny", "class", value="GPT2LMHeadModel")))
     with pytest.raises(FamilyYamlError, match=r"field 'tiny\.class': GPT2LMHeadModel is a 'gpt2' model, but "
@@ -388,8 +394,8 @@ def test_a_family_argument_is_a_name_not_a_path(capsys, name):
 def test_a_mixer_that_is_not_a_module_of_the_block_fails_the_claims(tmp_path):
     import types
 
-    from generator.collect import ClaimError, stack
-    from generator.family import load_family
+    from generator.facts.collect import ClaimError, stack
+    from generator.recipe.family import load_family
 
     family = load_family(_mutated(tmp_path, _set("page", "block_kinds", "full_attention", "mixer", value="nosuch")))
 
@@ -410,7 +416,7 @@ def test_a_mixer_that_is_not_a_module_of_the_block_fails_the_claims(tmp_path):
 
 @pytest.fixture(scope="module")
 def llama_dir() -> Path:
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir("llama")
 
@@ -513,7 +519,8 @@ def test_good_inputs_still_run(llama):
 
 
 def test_a_lone_surrogate_in_a_yaml_string_is_named(tmp_path):
-    from generator.family import FamilyYamlError, load_family
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     path = _mutated(tmp_path, _set("tagline", value="a \ud800 b"))  # written as the escape "\uD800"
     with pytest.raises(FamilyYamlError) as caught:
@@ -522,7 +529,7 @@ def test_a_lone_surrogate_in_a_yaml_string_is_named(tmp_path):
 
 
 def test_a_truncated_facts_file_in_the_cache_is_collected_again(tmp_path, monkeypatch):
-    import generator.collect as collect
+    import generator.facts.collect as collect
 
     monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
     facts = tmp_path / "build" / "facts"
@@ -588,7 +595,7 @@ def test_an_edit_that_is_not_a_tensor_of_the_values_dtype_is_named(llama, value,
 
 def test_a_prompt_over_the_position_embedding_is_named():
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
     from nncanon.inputs import InputError
 
     gpt2 = nncanon.load(checkpoint_dir("gpt2"))
@@ -615,7 +622,8 @@ def test_remote_with_ndif_unreachable_names_the_host(llama_dir, tmp_path, monkey
 
 
 def test_a_full_size_config_of_another_family_is_named_not_a_note(tmp_path):
-    from generator.family import FamilyYamlError, load_family
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     path = _mutated(tmp_path, lambda d: d["checkpoints"][0]["config"].update(model_type="bert"))
     with pytest.raises(FamilyYamlError, match=r"field 'checkpoints\[0\]\.config\.model_type': 'bert' is not a model "

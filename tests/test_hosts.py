@@ -46,7 +46,7 @@ def save_tiny_mixed(directory, **config_kwargs) -> None:
     """A tiny random Qwen3-MoE with dense blocks 0 and 2, and the qwen3_moe tiny checkpoint's tokenizer."""
     from transformers import AutoTokenizer, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir("qwen3_moe"))
     torch.manual_seed(0)
@@ -157,7 +157,7 @@ def test_a_value_of_the_other_kind_names_the_blocks_that_have_it(model):
 
 def test_a_dense_family_says_its_mlp_is_dense():
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     llama = nncanon.load(checkpoint_dir("llama"))
     with pytest.raises(nncanon.NotOnHost, match=r"block 0's mlp \(LlamaMLP\) is a dense MLP; router_logits is a "

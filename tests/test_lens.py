@@ -41,7 +41,7 @@ PAST_THE_HEAD = {"llama": None, "granite": "logits_scaling", "falcon_h1": "lm_he
 
 @pytest.mark.parametrize("family", list(PAST_THE_HEAD))
 def test_the_lens_of_the_last_block_is_the_returned_logits(family):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir(family))
     last, logits = _plain(model)
@@ -57,7 +57,7 @@ def test_the_lens_of_the_last_block_is_the_returned_logits(family):
 
 
 def test_the_lens_inside_a_trace_leaves_the_forward_alone():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir("gemma2"))
     with torch.no_grad(), model.trace(PROMPT):

@@ -14,7 +14,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 @pytest.fixture(scope="module")
 def eager():
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return nncanon.load(checkpoint_dir("llama4_text"), attn_implementation="eager")
 

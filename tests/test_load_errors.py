@@ -84,14 +84,14 @@ def test_a_model_type_with_no_family(tmp_path):
 
 @pytest.fixture(scope="module")
 def llama_checkpoint():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir("llama")
 
 
 def test_a_load_says_which_implementations_it_runs(llama_checkpoint):
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     assert nncanon.load(llama_checkpoint).implementations == {"attn_implementation": "sdpa"}
     eager = nncanon.load(llama_checkpoint, attn_implementation="eager")
@@ -120,7 +120,7 @@ def test_an_eager_only_model_is_labelled_eager(llama_checkpoint, monkeypatch):
 
 def test_an_unknown_or_inapplicable_implementation(llama_checkpoint):
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     with pytest.raises(nncanon.ImplementationError, match=r"^llama \(LlamaForCausalLM\) does not support "
                                                           r"attn_implementation='sdp'; it supports 'eager', 'sdpa'"):

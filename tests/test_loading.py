@@ -53,7 +53,7 @@ HUB_SCRIPT = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def llama_checkpoint():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir("llama")
 
@@ -102,7 +102,7 @@ def test_meta_first_then_dispatch_on_the_first_trace(checkpoint, model, prompts)
 def test_a_full_size_config_alone(llama_checkpoint):
     """Llama-3.1-8B's config: its tree and support table with no weights, and a trace says why not."""
     import nncanon
-    from generator.family import get_family
+    from generator.recipe.family import get_family
 
     family = get_family("llama")
     config = family.checkpoint_config(family.checkpoint_ids[0])
@@ -166,7 +166,7 @@ def test_meta_first_vision_wrapper_with_images():
     from PIL import Image
 
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     pad = "<|vision_start|><|image_pad|><|vision_end|>"
     prompt = f"Compare {pad} with {pad}. Which one is red?"

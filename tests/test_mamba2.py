@@ -21,7 +21,7 @@ MIXER = {"mamba2": "mixer", "falcon_h1": "mamba"}
 
 @pytest.fixture(scope="module", params=sorted(MIXER))
 def model(request):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return nncanon.load(checkpoint_dir(request.param))
 
@@ -112,7 +112,7 @@ def test_generation_matches_a_plain_model(model, ids, route):
     greedy decoding through it, on either route, gives a separately loaded plain model's tokens and logits."""
     from transformers import AutoModelForCausalLM
 
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     plain = AutoModelForCausalLM.from_pretrained(checkpoint_dir(model.family))
     kwargs = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False, output_scores=True, return_dict_in_generate=True)

@@ -231,12 +231,12 @@ def pseudo_facts(name: str) -> tuple:
     proofs: the family and the facts."""
     import importlib
 
-    from generator.checkpoints import checkpoint_dir
-    from generator.configs import full_size
-    from generator.family import get_family
-    from generator.loads import resolve_loads
-    from generator.tags import checkpoint_settings
-    from generator.traits import traits
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.facts.configs import full_size
+    from generator.facts.loads import resolve_loads
+    from generator.facts.tags import checkpoint_settings
+    from generator.facts.traits import traits
+    from generator.recipe.family import get_family
 
     family = get_family(name)
     module = importlib.import_module(family.module)
@@ -251,7 +251,7 @@ def pseudo_facts(name: str) -> tuple:
 
 def with_yaml(family, tmp_path: Path, **fields):
     """The family's YAML with ``fields`` replaced, loaded from a copy."""
-    from generator.family import load_family
+    from generator.recipe.family import load_family
 
     data = yaml.safe_load(family.path.read_text())
     data.update(fields)
@@ -263,8 +263,8 @@ def with_yaml(family, tmp_path: Path, **fields):
 
 
 def test_a_tag_or_tagline_phrase_the_facts_contradict_fails_naming_it(tmp_path):
-    from generator.claim_error import ClaimError
-    from generator.traits import check_tags
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.traits import check_tags
 
     family, facts = pseudo_facts("llama")
     check_tags(family, facts)  # llama's own words hold
@@ -285,9 +285,9 @@ def test_a_tag_or_tagline_phrase_the_facts_contradict_fails_naming_it(tmp_path):
 def test_llamas_words_on_a_layernorm_plain_mlp_family_fail(tmp_path):
     """Llama's tags and tagline copied onto gpt_neox (LayerNorm, a plain GELU MLP, a partial rotary without
     llama3 scaling), as a naive copy left them on starcoder2: each contradicted word fails, naming it."""
-    from generator.claim_error import ClaimError
-    from generator.family import get_family
-    from generator.traits import check_tags
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.traits import check_tags
+    from generator.recipe.family import get_family
 
     family, facts = pseudo_facts("gpt_neox")
     llama = get_family("llama")
@@ -304,8 +304,8 @@ def test_llamas_words_on_a_layernorm_plain_mlp_family_fail(tmp_path):
 def test_renormalisation_words_must_match_the_routing_relation(tmp_path):
     """qwen3_moe's routing relation renormalises the top-k weights: a tag, the tagline or the notes saying
     they are not fails naming the phrase."""
-    from generator.claim_error import ClaimError
-    from generator.traits import check_tags
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.traits import check_tags
 
     family, facts = pseudo_facts("qwen3_moe")
     check_tags(family, facts)
@@ -327,16 +327,16 @@ def test_renormalisation_words_must_match_the_routing_relation(tmp_path):
 def llama():
     import importlib
 
-    from generator.checkpoints import checkpoint_dir
-    from generator.family import get_family
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
 
     family = get_family("llama")
     return family, importlib.import_module(family.module), checkpoint_dir(family)
 
 
 def _hosts(llama):
-    from generator.loads import resolve_loads
-    from generator.measure import host_rows
+    from generator.facts.loads import resolve_loads
+    from generator.facts.measure import host_rows
 
     family, module, checkpoint = llama
     return host_rows(resolve_loads(family, module, checkpoint), family, module, PROMPTS)
@@ -356,8 +356,9 @@ def _mlp_with(monkeypatch, llama, view):
 
 
 def test_a_host_missing_from_the_claims_fails_naming_it(llama, tmp_path):
-    from generator.claims import check_value_claims
-    from generator.family import FamilyYamlError, load_family
+    from generator.facts.claims import check_value_claims
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
 
     family = llama[0]
     hosts = _hosts(llama)
@@ -376,7 +377,7 @@ def test_a_host_missing_from_the_claims_fails_naming_it(llama, tmp_path):
 
 
 def test_a_tuple_served_as_a_residual_fails_naming_it(llama, monkeypatch):
-    from generator.claim_error import ClaimError
+    from generator.facts.claim_error import ClaimError
     from nncanon.values import View
 
     _mlp_with(monkeypatch, llama, View("tuple", lambda host, x: (x,), None))
@@ -385,9 +386,9 @@ def test_a_tuple_served_as_a_residual_fails_naming_it(llama, monkeypatch):
 
 
 def test_a_value_no_relation_states_fails_naming_it(llama, monkeypatch):
-    from generator.loads import resolve_loads
-    from generator.measure import run_inputs
-    from generator.proof import RelationError, prove_family
+    from generator.facts.loads import resolve_loads
+    from generator.facts.measure import run_inputs
+    from generator.facts.proof import RelationError, prove_family
     from nncanon.parts.decoder import Block
 
     family, module, checkpoint = llama
@@ -399,9 +400,9 @@ def test_a_value_no_relation_states_fails_naming_it(llama, monkeypatch):
 
 
 def test_a_write_that_does_not_land_fails_naming_it(llama, monkeypatch):
-    from generator.claim_error import ClaimError
-    from generator.edits import prove_edits
-    from generator.loads import resolve_loads
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.edits import prove_edits
+    from generator.facts.loads import resolve_loads
     from nncanon.values import View
 
     # reads a copy, and an assignment keeps the model's own tensor: neither edit reaches the forward

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator.family import all_families
+from generator.recipe.family import all_families
 
 
 @pytest.mark.slow

@@ -14,12 +14,13 @@ import pytest
 from capabilities import capabilities
 from limits import HANG
 
-from generator.family import REPO_ROOT, all_families
+from generator.recipe.family import all_families
+from generator.recipe.fields import REPO_ROOT
 
 BUILD_ALL = """
 import json, sys
 from generator import checkpoints as C
-from generator.family import all_families
+from generator.recipe.family import all_families
 out = {}
 for fam in all_families():
     tmp, digest, files = C._temp_build(fam)

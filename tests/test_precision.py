@@ -45,6 +45,6 @@ def test_gamma_refuses_a_meaningless_chain():
 
 
 def test_the_transformer_lens_comparison_is_one_step():
-    from generator import tl_names
+    from generator.facts import tl_names
 
     assert tl_names.ATOL == tl_names.RTOL == precision.STEP

@@ -21,7 +21,7 @@ def text_part(lines: list[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def meta_text_model(checkpoint):
     import nncanon
-    from generator.family import get_family
+    from generator.recipe.family import get_family
 
     # the full-size config alone, as a meta-first load builds it (nncanon.from_config)
     return nncanon.from_config(get_family("qwen3_5_moe_text").checkpoint_config("Qwen/Qwen3.5-35B-A3B-Base"))

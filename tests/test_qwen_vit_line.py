@@ -32,7 +32,7 @@ WRAPPERS = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_
 @pytest.fixture(scope="module")
 def models():
     """family -> the image-text-to-text load of its tiny checkpoint (loaded on first use)."""
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     cache: dict = {}
 
@@ -84,7 +84,7 @@ def test_loads_the_wrapper_and_traces_two_images(family, models):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_text_generation_is_the_wrapper_without_its_encoder(family, models):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     text = nncanon.load(checkpoint_dir(family))
     assert type(text._module).__name__ == WRAPPERS[family]
@@ -310,7 +310,7 @@ def test_zeroing_deepstack_is_removing_it(family, models):
 
 @pytest.mark.parametrize("family", DEEPSTACK)
 def test_deepstack_output_needs_images(family):
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     text = nncanon.load(checkpoint_dir(family))
     row = next(r for r in text.support() if r.host == "model.layers[i]" and r.name == "deepstack_output")
@@ -357,8 +357,8 @@ STANDARD = ["(embed_tokens): Embedding", "(layers): ModuleList", "(norm):", "(vi
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_print_of_the_meta_full_size_wrapper_shows_the_standard_names(family):
-    from generator.configs import full_size
-    from generator.family import get_family
+    from generator.facts.configs import full_size
+    from generator.recipe.family import get_family
 
     checkpoint, own = PRINTOUTS[family]
     fam = get_family(family)

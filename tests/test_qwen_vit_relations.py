@@ -10,7 +10,7 @@ import importlib
 import pytest
 import torch
 
-from generator.proof import RelationError, pattern, prove_family, targets
+from generator.facts.proof import RelationError, pattern, prove_family, targets
 from nncanon.parts import qwen_vit
 from nncanon.parts.qwen_vit import relations as vit_relations
 
@@ -22,11 +22,11 @@ class Proof:
     """One family's loads (each model loaded once) and what proving them gave."""
 
     def __init__(self, name: str):
-        from generator.checkpoints import checkpoint_dir
-        from generator.collect import PROMPTS
-        from generator.family import get_family
-        from generator.loads import resolve_loads
-        from generator.measure import run_inputs
+        from generator.checkpoint.checkpoints import checkpoint_dir
+        from generator.facts.collect import PROMPTS
+        from generator.facts.loads import resolve_loads
+        from generator.facts.measure import run_inputs
+        from generator.recipe.family import get_family
 
         self.family = get_family(name)
         self.module = importlib.import_module(self.family.module)

@@ -62,7 +62,7 @@ def test_assignment_says_the_same(model, prompts):
 
 
 def test_the_sink_probability_refuses_an_in_place_edit():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir("gpt_oss"))
     with pytest.raises(nncanon.ReadOnly, match=r"^model\.layers\[0\]\.self_attn\.attention_sink_probability is "

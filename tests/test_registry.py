@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from generator.family import all_families
+from generator.recipe.family import all_families
 
 FAMILIES = [f.family for f in all_families()]
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
@@ -19,7 +19,7 @@ RESHAPES = {"identity", "tokens", "read-only", "images-axis", "heads(head_dim)"}
 @pytest.fixture(scope="module", params=FAMILIES)
 def model(request):
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return nncanon.load(checkpoint_dir(request.param))
 
@@ -83,9 +83,9 @@ def test_the_tiny_tokenizer_follows_its_recipe(family):
     """As saved: the recipe's special tokens at their ids, its BOS (prepended when it has one), eos and pad."""
     from transformers import AutoTokenizer
 
-    from generator.checkpoints import checkpoint_dir
-    from generator.family import get_family
-    from generator.tiny_tokenizer import tokenizer_kind
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.checkpoint.tiny_tokenizer import tokenizer_kind
+    from generator.recipe.family import get_family
 
     fam = get_family(family)
     kind, recipe = tokenizer_kind(fam), fam.tiny["tokenizer"]

@@ -43,7 +43,7 @@ def test_a_family_imports_only_its_module_and_a_missing_transformers_module_fail
 
 
 def test_the_pin_ignores_the_transformers_version_line(tmp_path):
-    from generator.checkpoints import checkpoint_files, content_sha256
+    from generator.checkpoint.checkpoints import checkpoint_files, content_sha256
 
     config = {"hidden_size": 8, "model_type": "llama", "transformers_version": "5.23.0", "vocab_size": 10}
     for release in ("5.23.0", "5.24.0"):
@@ -95,7 +95,7 @@ def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavaila
     import pytest
 
     import nncanon
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
     from nncanon.parts import conv
 
     monkeypatch.setattr(conv, "cache_arg", lambda mixer_class: None)

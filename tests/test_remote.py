@@ -28,7 +28,7 @@ SERVER = Path(__file__).with_name("ndif_server.py")
 
 @pytest.fixture(scope="module")
 def llama_checkpoint():
-    from generator.checkpoints import checkpoint_dir
+    from generator.checkpoint.checkpoints import checkpoint_dir
 
     return checkpoint_dir("llama")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import markdown
 import pytest
 import yaml
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -22,7 +23,7 @@ if str(ROOT) not in sys.path:
 
 from limits import HANG  # noqa: E402
 
-from generator.render import (  # noqa: E402
+from generator.site.render import (  # noqa: E402
     FactsError,
     MkdocsBuildError,
     escape_markdown,
@@ -312,7 +313,7 @@ def test_site_builds_strictly_without_torch(tmp_path):
     docs, site = tmp_path / "docs", tmp_path / "site"
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
-        "from generator.render import render_site, mkdocs_build;"
+        "from generator.site.render import render_site, mkdocs_build;"
         "render_site(Path(sys.argv[2]), Path(sys.argv[3])); mkdocs_build(Path(sys.argv[3]), Path(sys.argv[4]));"
         "assert 'torch' not in sys.modules, 'the renderer imported torch'"
     )
@@ -337,6 +338,7 @@ def test_site_builds_strictly_without_torch(tmp_path):
         "llms.txt",
         "assets/nncanon.css",
         "assets/nncanon.js",
+        "assets/nncanon-events.js",
     ):
         assert (site / rel).is_file(), rel
     page = (site / "families" / FAMILY / "index.html").read_text(encoding="utf-8")
@@ -353,16 +355,21 @@ def test_site_builds_strictly_without_torch(tmp_path):
     ):
         assert f'id="{hid}"' in page
     assert 'data-path="model.layers[i].mlp.router_logits"' in page
-    assert "assets/nncanon.css" in page and "assets/nncanon.js" in page
+    assert "assets/nncanon.css" in page and "assets/nncanon.js" in page and "assets/nncanon-events.js" in page
     assert "fonts.googleapis" not in page and "cdn." not in page and "unpkg" not in page
     index = (site / "families" / "index.html").read_text(encoding="utf-8")
     assert f'href="{FAMILY}/"' in index and "gated DeltaNet × 30" in index
     published = json.loads((site / "facts" / "index.json").read_text())
     assert [e["family"] for e in published["families"]] == [FAMILY]
     assert published["families"][0]["mlp"] == "mixture of experts + shared expert"
-    assert json.loads((site / "facts" / f"{FAMILY}.json").read_text()) == json.loads(
-        (FIXTURES / f"{FAMILY}.json").read_text()
-    )
+    # the published facts are the collected ones, with the releases the kept records verified the family on
+    kept = [json.loads(p.read_text())["families"] for p in sorted((ROOT / "releases").glob("transformers-*.json"))]
+    on = [json.loads(p.read_text())["transformers"] for p, families in
+          zip(sorted((ROOT / "releases").glob("transformers-*.json")), kept) if FAMILY in families]
+    on = sorted(on, key=Version)
+    assert json.loads((site / "facts" / f"{FAMILY}.json").read_text()) == {
+        **json.loads((FIXTURES / f"{FAMILY}.json").read_text()), "verified_on": on}
+    assert f"Verified on transformers {', '.join(on)}" in page and (site / "releases" / "index.html").is_file()
     llms = (site / "llms.txt").read_text()
     assert llms.startswith("# nncanon encyclopedia\n")
     assert f"[{FAMILY}](families/{FAMILY}/)" in llms and f"facts/{FAMILY}.json" in llms

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from generator.render import render_family  # noqa: E402
+from generator.site.render import render_family  # noqa: E402
 
 FACTS = ROOT / "tests" / "fixtures" / "facts" / "qwen3_5_moe_text.json"
 

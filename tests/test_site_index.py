@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.serve import site_server
+from generator.site.serve import site_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def site(tmp_path_factory, facts_by_capability):
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
-    from generator.render import MKDOCS_YML, render_site
+    from generator.site.render import MKDOCS_YML, render_site
 
     tmp = tmp_path_factory.mktemp("site-index")
     out = tmp / "site"
@@ -56,7 +56,7 @@ def site(tmp_path_factory, facts_by_capability):
 
 
 def test_the_same_mechanism_gets_the_same_word(all_facts):
-    from generator.families_index import facets
+    from generator.site.families_index import facets
 
     terms = {name: facets(f) for name, f in all_facts.items()}
     # qwen3's block kind is labelled "Attention with q/k norms", qwen3_vl's "Attention": both measured q/k norms
@@ -101,7 +101,7 @@ def _shown(page) -> set[str]:
 
 @pytest.mark.browser
 def test_facets_or_within_and_across_and_the_state_is_in_the_url(site, browser, all_facts):
-    from generator.families_index import facets
+    from generator.site.families_index import facets
 
     _, base = site
     terms = {name: facets(f) for name, f in all_facts.items()}

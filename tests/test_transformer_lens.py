@@ -1,5 +1,5 @@
 """TransformerLens names, checked: for every family, each value nncanon maps to a TransformerLens 4.3 hook
-(generator/tl_names.py) equals what TransformerBridge's run_with_cache holds there, on the tiny checkpoint.
+(generator/facts/tl_names.py) equals what TransformerBridge's run_with_cache holds there, on the tiny checkpoint.
 
 An optional extra of the library (``pip install nncanon[transformer-lens]``), which `make setup` installs, so `make test` runs these as CI does; skipped without it. A family
 TransformerLens does not bridge (its adapter refuses the model) is reported as such; the families the issue
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from generator.family import all_families
-from generator.tl_names import check, installed
+from generator.facts.tl_names import check, installed
+from generator.recipe.family import all_families
 
 pytestmark = pytest.mark.skipif(not installed(), reason="needs the transformer-lens extra (pip install "
                                                         "nncanon[transformer-lens])")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from generator.html_guard import check_site
-from generator.render import MkdocsBuildError, mkdocs_build, render_site
-from generator.safe_urls import UnsafeUrlError, is_safe_url, unsafe_urls
+from generator.site.html_guard import check_site
+from generator.site.render import MkdocsBuildError, mkdocs_build, render_site
+from generator.site.safe_urls import UnsafeUrlError, is_safe_url, unsafe_urls
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "facts"

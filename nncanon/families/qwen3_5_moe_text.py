@@ -55,7 +55,7 @@ RENAME = {
 Layer = host("Layer", Block, TRACKS_TOKENS=True)
 #: Qwen3.5-MoE's router always renormalises its top-k (its config has no norm_topk_prob)
 Mixture = host("Mixture", SharedMoE, RELATIONS=(routing(True), *SharedMoE.RELATIONS[1:]))
-KERNELS = deltanet.KERNELS  # a DeltaNet family: generator/collect.py adds its kernel routes as loads
+KERNELS = deltanet.KERNELS  # a DeltaNet family: generator/facts/collect.py adds its kernel routes as loads
 
 ENVOYS = {
     hf.Qwen3_5MoeDecoderLayer: Layer,
@@ -112,7 +112,7 @@ def prepare(model: StandardModel) -> None:
     qwen_vit.install_sources(model)
 
 
-# -- the vision encoder: how the encyclopedia traces images (generator/collect.py) --------------
+# -- the vision encoder: how the encyclopedia traces images (generator/facts/collect.py) --------------
 
 trace_inputs = qwen_vit.trace_inputs
 image_sizes = qwen_vit.image_sizes

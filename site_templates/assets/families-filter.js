@@ -7,7 +7,7 @@
     var form = document.querySelector(".nc-facets");
     if (!form || form.dataset.ready) return;
     form.dataset.ready = "1";
-    // here, not an onsubmit= attribute: no page carries an event handler attribute (generator/html_guard.py)
+    // here, not an onsubmit= attribute: no page carries an event handler attribute (generator/site/html_guard.py)
     form.addEventListener("submit", function (e) { e.preventDefault(); });
     var buttons = Array.prototype.slice.call(form.querySelectorAll(".nc-trait"));
     var rows = Array.prototype.slice.call(document.querySelectorAll("table.nc-families tbody tr"));

@@ -1,6 +1,6 @@
 // nncanon encyclopedia: the family page's interactive diagrams.
 //
-// The page (generator/render.py, site_templates/family.md.j2) draws every diagram as inline SVG;
+// The page (generator/site/render.py, site_templates/family.md.j2) draws every diagram as inline SVG;
 // each part is a focusable button whose data-path is its standard path, and #nc-data holds, as
 // JSON in an attribute, what the parts' cards say and which support-table rows and printout lines
 // each part names. This script:
@@ -14,17 +14,15 @@
 // - links the views: a part lights its rows and printout lines (a value chip also its dataflow arcs and the
 //   chips at their other ends), a row or line lights its parts.
 //
-// Material's navigation.instant swaps pages without reloading this script, so everything per page
-// runs from document$ (it emits on every page), and the listeners are delegated from document
-// once: initializing a page again only rebuilds its state. window.__nncanonReady is the
-// performance.now() at which the page's diagrams became interactive, window.__nncanonInitMs what
-// the init took (bench/bench_page.py).
+// This file is the page's state and what it draws; assets/nncanon-events.js (loaded after it) listens
+// and starts a page's state on every page Material's instant navigation shows.
 (function () {
   "use strict";
   if (window.__nncanonLoaded) return;
   window.__nncanonLoaded = true;
 
-  var page = null; // the current page's state, or null on a page without diagrams
+  // the current page's state (null on a page without diagrams), shared with assets/nncanon-events.js
+  var shared = (window.nncanonPage = { current: null });
   var URL_DELAY = 120; // ms: the URL follows the slider without flooding history.replaceState
 
   function all(root, sel) {
@@ -107,9 +105,10 @@
   };
 
   Page.prototype.findPart = function (path) {
+    var self = this;
     var found = null;
     this.parts.forEach(function (p) {
-      if (!found && p.getAttribute("data-path") === path && page.visible(p)) found = p;
+      if (!found && p.getAttribute("data-path") === path && self.visible(p)) found = p;
     });
     return found;
   };
@@ -352,7 +351,7 @@
     var self = this;
     clearTimeout(this.urlTimer);
     this.urlTimer = setTimeout(function () {
-      if (page !== self) return;
+      if (shared.current !== self) return;
       var part = self.pinned ? self.pinned.getAttribute("data-path") : null;
       var url = location.pathname + query(self.hasSlider() ? self.block : 0, part) + location.hash;
       if (url !== location.pathname + location.search + location.hash) {
@@ -384,161 +383,6 @@
     if (part && !hash) part.scrollIntoView({ block: "center" });
   };
 
-  // ---------------------------------------------------------------- events (delegated, once)
-
-  function partOf(target) {
-    return target && target.closest ? target.closest(".nc-part") : null;
-  }
-
-  document.addEventListener("mouseover", function (e) {
-    if (!page) return;
-    var part = partOf(e.target);
-    if (part) {
-      if (page.hover !== part) {
-        page.hover = part;
-        page.dismissed = false;
-        page.update();
-      }
-      return;
-    }
-    var row = e.target.closest && e.target.closest(".nc-host tr[data-path]");
-    var line = !row && e.target.closest && e.target.closest("pre.nc-printout .line[data-path]");
-    if (row || line) page.lightParts((row || line).getAttribute("data-path"));
-  });
-
-  document.addEventListener("mouseout", function (e) {
-    if (!page) return;
-    var part = partOf(e.target);
-    if (part && part === page.hover && partOf(e.relatedTarget) !== part) {
-      page.hover = null;
-      page.update();
-    }
-    var row = e.target.closest && e.target.closest(".nc-host tr[data-path], pre.nc-printout .line[data-path]");
-    if (row && !(e.relatedTarget && row.contains(e.relatedTarget))) page.clearReverse();
-  });
-
-  document.addEventListener("focusin", function (e) {
-    if (!page) return;
-    var part = partOf(e.target);
-    if (part && page.focus !== part) {
-      page.focus = part;
-      page.dismissed = false;
-      page.update();
-    }
-  });
-
-  document.addEventListener("focusout", function (e) {
-    if (!page) return;
-    var part = partOf(e.target);
-    if (part && part === page.focus) {
-      page.focus = null;
-      page.update();
-    }
-  });
-
-  // The card's row link is followed as a native fragment navigation, before Material's instant
-  // navigation sees the click: Material pushes the hash and scrolls to it later, and a scroll
-  // offset it saved (debounced) from a scroll just before the click can land on the new history
-  // entry first, so it scrolled back to where the click was instead of to the row.
-  window.addEventListener(
-    "click",
-    function (e) {
-      var a = e.target.closest && e.target.closest("a.nc-card-row-link");
-      if (!a || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
-      e.preventDefault();
-      e.stopPropagation();
-      var href = a.getAttribute("href");
-      var row = document.getElementById(decodeURIComponent(href.slice(1)));
-      // the same hash again is no navigation: scroll to the row by hand
-      if (location.hash === href && row) row.scrollIntoView();
-      else location.hash = href;
-    },
-    true
-  );
-
-  document.addEventListener("click", function (e) {
-    if (!page) return;
-    var part = partOf(e.target);
-    var link = e.target.closest && e.target.closest(".nc-card-line-link");
-    if (link && page.showLine()) {
-      e.preventDefault();
-      return;
-    }
-    if (part) {
-      page.pin(page.pinned === part ? null : part);
-    } else if (page.pinned && !(e.target.closest && e.target.closest(".nc-card, .nc-picker"))) {
-      page.pin(null);
-    }
-  });
-
-  document.addEventListener("keydown", function (e) {
-    if (!page) return;
-    var part = partOf(e.target);
-    if (part && (e.key === "Enter" || e.key === " " || e.key === "Spacebar")) {
-      e.preventDefault();
-      page.pin(page.pinned === part ? null : part);
-    } else if (e.key === "Escape" || e.key === "Esc") {
-      if (page.pinned || page.active()) {
-        page.pin(null, true);
-        page.dismissed = true;
-        page.update();
-        page.saveUrl();
-      }
-    }
-  });
-
-  document.addEventListener("input", function (e) {
-    if (page && e.target.classList && e.target.classList.contains("nc-slider")) {
-      page.setBlock(parseInt(e.target.value, 10));
-    }
-  });
-
-  var queued = false;
-  function replaceSoon() {
-    if (queued || !page) return;
-    queued = true;
-    requestAnimationFrame(function () {
-      queued = false;
-      if (page) page.replace();
-    });
-  }
-  window.addEventListener("resize", replaceSoon);
-  document.addEventListener("scroll", replaceSoon, true); // the diagrams scroll in their boxes
-
-  // ---------------------------------------------------------------- per page
-
-  // Material's search is a dialog with no name (axe: aria-dialog-name): name it.
-  function nameSearch() {
-    all(document, '.md-search[role="dialog"]').forEach(function (d) {
-      if (!d.hasAttribute("aria-label") && !d.hasAttribute("aria-labelledby")) d.setAttribute("aria-label", "Search");
-    });
-  }
-
-  function init() {
-    var start = performance.now();
-    nameSearch();
-    var dataEl = document.getElementById("nc-data");
-    if (page) clearTimeout(page.urlTimer);
-    page = null;
-    if (dataEl) {
-      try {
-        page = new Page(dataEl);
-        page.loadUrl();
-        document.documentElement.classList.add("nc-ready");
-      } catch (err) {
-        page = null;
-        console.error("nncanon: the diagrams could not start:", err); // eslint-disable-line no-console
-      }
-    }
-    window.__nncanonReady = performance.now();
-    window.__nncanonInitMs = window.__nncanonReady - start;
-  }
-
-  if (typeof document$ !== "undefined" && document$.subscribe) {
-    document$.subscribe(init);
-  } else if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", init);
-  } else {
-    init();
-  }
+  shared.Page = Page;
+  shared.all = all;
 })();

@@ -1,0 +1,191 @@
+"""The tiny checkpoint's tokenizer and processor: a byte-level BPE trained on a fixed corpus,
+with the pipeline, special tokens and chat template of the real tokenizer it imitates.
+
+Every output is a pure function of the recipe (``tiny.tokenizer``, ``tiny.processor``), the corpus
+and the templates below: training a BPE is integer counting, so the files are the same on every CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from generator.recipe.family import Family, get_family
+from generator.recipe.fields import FamilyYamlError
+from generator.recipe.tokenizer_presets import (
+    CORPUS,
+    PIPELINE_FIELDS,
+    SPLITS,
+    TEMPLATES,
+    TOKENIZER_KINDS,
+    TokenizerKind,
+)
+
+
+def tokenizer_kind(family: str | Path | Family) -> TokenizerKind:
+    """The recipe's pipeline: the preset ``kind`` (default qwen3_5), with what ``pipeline`` declares
+    in its place (``class``, ``split``, ``chat_template``, ``bos``, ``eos``, ``pad``, ``padding_side``,
+    ``nfc``): a family whose tokenizer is like no preset declares its own."""
+    fam = get_family(family)
+    recipe = fam.tiny["tokenizer"]
+    kind = TOKENIZER_KINDS[recipe.get("kind", "qwen3_5")]
+    changes = {}
+    for field, value in (recipe.get("pipeline") or {}).items():
+        where = f"tiny.tokenizer.pipeline.{field}"
+        if field not in PIPELINE_FIELDS:
+            raise FamilyYamlError(fam.path, where, f"unknown field (allowed: {', '.join(PIPELINE_FIELDS)})")
+        table = {"split": SPLITS, "chat_template": TEMPLATES}.get(field)
+        if table is not None:
+            if value not in table:
+                raise FamilyYamlError(fam.path, where, f"{value!r} is none of {', '.join(table)}")
+            value = table[value]
+        changes[PIPELINE_FIELDS[field]] = value
+    return dataclasses.replace(kind, **changes)
+
+
+def transformers_class(fam: Family, name: str, field: str) -> type:
+    import transformers
+
+    cls = getattr(transformers, name, None)
+    if not isinstance(cls, type):
+        raise FamilyYamlError(
+            fam.path, field, f"transformers {transformers.__version__} has no class {name!r}"
+        )
+    return cls
+
+
+
+def _with_inline_specials(vocab: dict[str, int], specials: list[tuple[str, int]]) -> dict[str, int]:
+    """The BPE's vocabulary with the special tokens whose ids fall inside it (Gemma's and Mistral's
+    <pad>/<bos>/<eos> at 0-2) placed there, the BPE's own tokens keeping their order in the other ids.
+    Special tokens after the vocabulary are added later, in id order, as the real tokenizers do."""
+    inline = [(token, token_id) for token, token_id in specials if token_id < len(vocab) + len(specials)
+              and token_id < len(vocab) + sum(1 for _, i in specials if i < token_id)]
+    if not inline:
+        return vocab
+    taken = {token_id for _, token_id in inline}
+    free = (i for i in range(len(vocab) + len(inline)) if i not in taken)
+    placed = {token: next(free) for token, _ in sorted(vocab.items(), key=lambda item: item[1])}
+    placed.update(inline)
+    return placed
+
+
+def _special_token_list(fam: Family) -> list[tuple[str, int]]:
+    specials = fam.tiny["tokenizer"]["special_tokens"]
+    return sorted(specials.items(), key=lambda item: item[1])
+
+
+def build_tokenizer(family: str | Path | Family):
+    """A byte-level BPE trained on :data:`CORPUS`, with the family's special tokens at their ids.
+
+    The pipeline is the real tokenizer's of ``tiny.tokenizer.kind`` (:data:`TOKENIZER_KINDS`), with
+    what ``tiny.tokenizer.pipeline`` declares in its place (:func:`tokenizer_kind`):
+    its normalizer, split regex, byte-level without prefix space, BOS, eos and pad tokens and chat
+    template, saved as the class ``AutoTokenizer`` picks for the family's checkpoints. The default
+    kind, ``qwen3_5``, is Qwen3.5's: ``Qwen3_5Tokenizer``, no BOS, eos = pad = ``<|endoftext|>``,
+    left padding.
+    """
+    import transformers
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers.models import BPE
+    from transformers import AddedToken
+
+    fam = get_family(family)
+    kind = tokenizer_kind(fam)
+    recipe = fam.tiny["tokenizer"]
+    size = recipe["bpe_vocab_size"]
+
+    backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    if kind.nfc:
+        backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(kind.regex()), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=size,
+        min_frequency=1,
+        special_tokens=[],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    # Train on the text between the special tokens only: they must not become merges.
+    pieces = re.split("|".join(re.escape(t) for t, _ in _special_token_list(fam)), CORPUS)
+    backend.train_from_iterator([p for p in pieces if p], trainer=trainer)
+    model = json.loads(backend.to_str())["model"]
+    vocab, merges = (
+        model["vocab"],
+        [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]],
+    )
+    if len(vocab) != size:
+        raise RuntimeError(
+            f"{fam.family}: the BPE trained on the corpus has {len(vocab)} ids, not "
+            f"tiny.tokenizer.bpe_vocab_size = {size}: the corpus is too small for that many merges"
+        )
+
+    vocab = _with_inline_specials(vocab, _special_token_list(fam))
+
+    config = fam.tiny["config"]
+    common = {
+        "unk_token": None,
+        "model_max_length": int(config.get("text_config", config).get("max_position_embeddings", 32768)),
+        "chat_template": kind.template,
+    }
+    if kind.padding_side is not None:
+        common["padding_side"] = kind.padding_side
+    first = _special_token_list(fam)[0][0]
+    cls = transformers_class(fam, kind.cls, "tiny.tokenizer.kind")
+    if cls is transformers.PreTrainedTokenizerFast:
+        backend.model = BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False)
+        tokenizer = cls(tokenizer_object=backend, **common)
+    else:
+        # The Qwen classes add their eos and pad tokens at construction: name the first special
+        # token there, so every special token takes its declared id, and set the kind's below.
+        tokenizer = cls(vocab=vocab, merges=merges, bos_token=None, eos_token=first, pad_token=first, **common)
+    # As in Qwen's and Llama's tokenizers, the <|...|> control tokens are special (skipped by
+    # decode(skip_special_tokens=True)); <think>, <tool_call> and their closers are added tokens
+    # that decode as text.
+    roles = {kind.bos, kind.eos, kind.pad} - {None}
+    for token, token_id in _special_token_list(fam):
+        special = (token.startswith("<|") and token.endswith("|>")) or token in roles
+        if token not in tokenizer.get_vocab() or special:
+            # a special token already in the vocabulary (placed at its id below the BPE's) keeps its id
+            added = AddedToken(token, special=special, normalized=False, lstrip=False, rstrip=False)
+            tokenizer.add_tokens([added], special_tokens=special)
+        got = tokenizer.convert_tokens_to_ids(token)
+        if got != token_id:
+            raise RuntimeError(
+                f"{fam.family}: special token {token!r} got id {got}, but "
+                f"tiny.tokenizer.special_tokens declares {token_id}; declare them at their real ids: below "
+                f"the BPE's, or at consecutive ids after them (from {size} plus those below)"
+            )
+    for role, token in (("eos_token", kind.eos), ("pad_token", kind.pad), ("bos_token", kind.bos)):
+        if getattr(tokenizer, role) != token:
+            setattr(tokenizer, role, token)
+    if kind.bos is not None:
+        # the BOS token starts every encoding, as Llama 3's post-processor does
+        bos_id = tokenizer.convert_tokens_to_ids(kind.bos)
+        tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{kind.bos} $A", pair=f"{kind.bos} $A {kind.bos} $B:1", special_tokens=[(kind.bos, bos_id)]
+        )
+    return tokenizer
+
+
+def build_processor(family: str | Path | Family, tokenizer=None):
+    """The image-text processor: ``Qwen2VLImageProcessorPil`` with ``tiny.processor`` settings
+    and the tokenizer, combined without a video processor (no torchvision needed)."""
+    from transformers import Qwen2VLImageProcessorPil
+
+    from nncanon.processing import QwenImageTextProcessor
+
+    fam = get_family(family)
+    tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)
+    image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
+    return QwenImageTextProcessor(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
+    )

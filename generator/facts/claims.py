@@ -1,0 +1,135 @@
+"""The YAML's claims: every host and value ``support()`` serves is claimed, with its layout and read-at;
+identities hold on a block of their kind."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from generator.facts.claim_error import ClaimError
+from generator.facts.loads import Models
+from generator.facts.measure import concrete, run_inputs
+from generator.recipe.family import Family
+from generator.recipe.fields import FamilyYamlError
+
+# -- claims of the YAML ----------------------------------------------------------------------------
+
+
+def claim_key(host: dict, hosts: list[dict]) -> str:
+    """A host kind's key in ``claims.values``: its path, and its module class where one path has several."""
+    shared = sum(h["path"] == host["path"] for h in hosts) > 1
+    return f"{host['path']} ({host['class']})" if shared else host["path"]
+
+
+def claimed_values(hosts: list[dict]) -> dict[str, dict[str, dict]]:
+    """``claims.values`` as the code serves it (what ``python -m generator claims`` writes)."""
+    out = {}
+    for host in hosts:
+        out[claim_key(host, hosts)] = {
+            v["name"]: {"layout": f"{v['layout']} [{' '.join(v['dims'])}]" if v["dims"] else v["layout"],
+                        "read_at": _read_at(v)} for v in host["values"]}
+    return out
+
+
+def _read_at(value: dict) -> str:
+    """Where a value is read, or why no load serves it: a read-at for a value never read would be a claim
+    nothing checks (a mixture's ``mlp_activation`` at an ``act_fn`` it does not have)."""
+    if any(value["availability"].values()):
+        return value["read_at"]
+    why = "; ".join(dict.fromkeys(c["why"] for c in value["conditions"] if c["why"])) or "its conditions never hold"
+    return f"not served under any load: {why}"
+
+
+def check_value_claims(family: Family, hosts: list[dict]) -> None:
+    """The YAML's ``claims.values`` (host -> value -> layout, read_at) equal the code's, one for one:
+    every host kind and every value ``support()`` serves is claimed, and nothing else."""
+    claims = (family.get("claims") or {}).get("values")
+    if claims is None:
+        raise FamilyYamlError(family.path, "claims.values", "missing: the page's support tables must be claimed "
+                              f"(write them with: python -m generator claims {family.family})")
+    ours = claimed_values(hosts)
+    for host, values in claims.items():
+        if host not in ours:
+            raise FamilyYamlError(family.path, f"claims.values.{host}",
+                                  f"no such host; the family has {', '.join(ours)}")
+        for name, claim in values.items():
+            where = f"claims.values.{host}.{name}"
+            if name not in ours[host]:
+                raise FamilyYamlError(family.path, where, f"{host} has no value {name!r}")
+            value = ours[host][name]
+            if claim.get("layout") != value["layout"]:
+                raise ClaimError(family.family, f"{host}.{name} layout",
+                                 f"the YAML says {claim.get('layout')!r}, the code serves {value['layout']!r}")
+            if claim.get("read_at") != value["read_at"]:
+                raise ClaimError(family.family, f"{host}.{name} read at",
+                                 f"the YAML says {claim.get('read_at')!r}, the locator reads "
+                                 f"{value['read_at']!r}")
+        missing = set(ours[host]) - set(values)
+        if missing:
+            raise FamilyYamlError(family.path, f"claims.values.{host}",
+                                  f"the code serves {', '.join(sorted(missing))} here, which the YAML does not claim")
+    unclaimed = [host for host in ours if host not in claims]
+    if unclaimed:
+        raise FamilyYamlError(family.path, "claims.values",
+                              f"the code serves host{'s' if len(unclaimed) > 1 else ''} {', '.join(unclaimed)}, "
+                              f"which the YAML does not claim (python -m generator claims {family.family} writes them)")
+
+
+def read_term(model: Any, path: str, args: tuple, kwargs: dict) -> Any:
+    """Read one term of an identity: a concrete path ending in a value, ``input`` or ``output``."""
+    import torch
+
+    host, _, name = path.rpartition(".")
+    with torch.no_grad(), model.trace(*args, **kwargs):
+        envoy = model.get(host)
+        read = getattr(envoy, name).save()
+    return read
+
+
+def block_of_kind(model: Any, family_module: Any, kind: str) -> str:
+    """The concrete path of the first block of ``kind`` on ``model`` ("vision": the first vision block)."""
+    if kind == "vision":
+        return "vision.layers.0"
+    types = family_module.layer_types(model)
+    if kind not in types:
+        raise LookupError(f"no {kind} block on this model (kinds: {sorted(set(types))})")
+    return f"layers.{types.index(kind)}"
+
+
+def resolve_term(term: str, block: str) -> str:
+    """``layers[i].input`` -> ``layers.3.input``; ``mlp.mlp_output`` -> ``layers.3.mlp.mlp_output``."""
+    term = term.strip()
+    index = int(block.rsplit(".", 1)[-1])
+    return concrete(term, index) if "[i]" in term else f"{block}.{term}"
+
+
+def check_identities(family: Family, models: Models, family_module: Any, prompts: list[str]) -> list[dict]:
+    """Evaluate each ``claims.identities`` entry on a block of its kind; record its error."""
+
+    results = []
+    for n, claim in enumerate((family.get("claims") or {}).get("identities", [])):
+        field = f"claims.identities[{n}]"
+        if not isinstance(claim, dict) or "expr" not in claim or "kind" not in claim:
+            raise FamilyYamlError(family.path, field, "expected a mapping with kind and expr")
+        expr, kind = claim["expr"], claim["kind"]
+        if expr.count("==") != 1:
+            raise FamilyYamlError(family.path, f"{field}.expr", f"expected 'a + b + ... == c', got {expr!r}")
+        model = models.get(claim.get("load") or ("image" if kind == "vision" else models.default))
+        block = block_of_kind(model, family_module, kind)
+        args, kwargs = run_inputs(model, family_module, prompts)
+        lhs, rhs = expr.split("==")
+        try:
+            terms = [read_term(model, resolve_term(t, block), args, kwargs) for t in lhs.split("+")]
+            target = read_term(model, resolve_term(rhs, block), args, kwargs)
+        except AttributeError as error:
+            raise ClaimError(family.family, f"identity {expr!r}", f"a term does not resolve on {block}: {error}") from None
+        total = terms[0]
+        for term in terms[1:]:
+            total = total + term  # left to right, as the block adds them
+        error = float((total - target).abs().max())
+        tolerance = float(claim.get("tolerance", 0.0))
+        if not error <= tolerance:
+            raise ClaimError(family.family, f"identity {expr!r}",
+                             f"off by {error:.3g} on {block} of the tiny checkpoint (tolerance {tolerance})")
+        results.append({"expr": expr, "kind": kind, "where": re.sub(r"\.(\d+)", r"[\1]", block), "error": error})
+    return results

@@ -1,0 +1,342 @@
+"""A page's tags, its tagline and the routing words of its notes, checked against what the build measured.
+
+Every tag comes from one vocabulary (:data:`TAGS`): each entry is a pattern and the check, over the
+facts (the measured traits, the proven relations' texts, the full-size configs' settings), that must
+hold for the page to say it. A tag outside the vocabulary is refused, listing it: a tag nothing can
+check is a word nothing proves. A parenthesised qualifier (``Tied embeddings (3.2)``) says the
+property holds on some of the family's checkpoints, not all.
+
+The tagline is scanned for phrases that name a checkable property (:data:`PHRASES`: RMSNorm,
+LayerNorm, SwiGLU, GeGLU, GELU, renormalised, softcap, tied, sliding window, grouped-query, ...); a
+phrase the facts contradict fails the build naming the phrase and what was measured. The notes'
+prose is held to the routing phrases (renormalised or not), the one claim the issue that added this
+found written against a page's own relation; notes state other properties as checked expressions
+(``{{ True == text("...").norm_topk_prob }}``, docs_src/contributing.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from generator.facts.claim_error import ClaimError
+from generator.recipe.family import Family
+
+#: the full-size config settings a tag may be checked against, per checkpoint (text config, defaults filled)
+CONFIG_FIELDS = ("tie_word_embeddings", "sliding_window", "use_sliding_window", "hidden_act", "hidden_activation",
+                 "activation_function",
+                 "num_experts_per_tok", "num_local_experts", "num_experts", "n_routed_experts",
+                 "interleave_moe_layer_step", "attn_temperature_tuning", "use_qk_norm", "v_head_dim",
+                 "qk_nope_head_dim", "qk_rope_head_dim", "norm_topk_prob", "attention_bias")
+
+
+def checkpoint_settings(family: Family) -> dict[str, dict]:
+    """Per full-size checkpoint, the settings tags are checked against, read through transformers' config
+    class (so a field the file leaves out has the default the model gets)."""
+    from transformers import AutoConfig
+
+    out = {}
+    for checkpoint_id in family.checkpoint_ids:
+        raw = family.checkpoint_config(checkpoint_id)
+        settings = dict(raw)
+        model_type = settings.pop("model_type", None)
+        try:
+            config = AutoConfig.for_model(model_type, **settings) if model_type else None
+        except (ValueError, TypeError, KeyError):
+            config = None
+        if config is None:
+            continue
+        text = config.get_text_config()
+        row = {name: getattr(text, name) for name in CONFIG_FIELDS if getattr(text, name, None) is not None}
+        tied = getattr(config, "tie_word_embeddings", None)
+        row["tie_word_embeddings"] = bool(tied if tied is not None else getattr(text, "tie_word_embeddings", False))
+        layer_types = list(getattr(text, "layer_types", None) or [])
+        row["layers"] = len(layer_types)
+        row["full_at"] = [i for i, kind in enumerate(layer_types) if kind == "full_attention"]
+        row["sliding_layers"] = sum("sliding" in kind for kind in layer_types)
+        rope = getattr(text, "rope_parameters", None) or {}
+        nested = [v for v in rope.values() if isinstance(v, dict)]
+        row["rope_types"] = sorted({str(r.get("rope_type") or "default") for r in (nested or [rope])})
+        row["rope_bases"] = len({r.get("rope_theta") for r in (nested or [rope])})
+        out[checkpoint_id] = row
+    return out
+
+
+@dataclass
+class Evidence:
+    """What a tag or phrase is checked against: the facts, read once."""
+
+    facts: dict
+
+    @property
+    def traits(self) -> dict:
+        return self.facts["traits"]
+
+    @property
+    def relations(self) -> str:
+        return "\n".join(r["text"] for r in self.facts.get("relations") or [])
+
+    @property
+    def checkpoints(self) -> list[dict]:
+        return list((self.traits.get("checkpoints") or {}).values())
+
+    def on(self, qualified: bool, holds: Callable[[dict], Any]) -> bool:
+        """``holds`` on every checkpoint, or on some with a qualifier (``(3.2)``, ``(small sizes)``)."""
+        rows = self.checkpoints
+        return any(holds(c) for c in rows) if qualified else bool(rows) and all(holds(c) for c in rows)
+
+    @property
+    def activations(self) -> set[str]:
+        return {str(c.get("hidden_activation") or c.get("hidden_act") or c.get("activation_function"))
+                for c in self.checkpoints}
+
+    @property
+    def windowed(self) -> Callable[[dict], bool]:
+        return lambda c: bool(c.get("sliding_window")) and c.get("use_sliding_window", True) is not False
+
+    def renormalised(self) -> bool | None:
+        """Whether the router's weights are renormalised over the chosen experts, as its proven relation says."""
+        text = self.relations
+        if "renormalised over the chosen experts" in text:
+            return True
+        if "not renormalised" in text or "softmax over the chosen logits" in text:
+            return "softmax over the chosen logits" in text  # a softmax over the chosen ones sums to one
+        if "renormalised when norm_topk_prob" in text:
+            return bool(self.traits.get("norm_topk_prob"))
+        return None
+
+    def norms(self) -> str:
+        """Every kind of norm measured in the blocks (q/k norms and a mixer's gated norm too) and the vision's."""
+        t = self.traits
+        return " / ".join(filter(None, (t.get("norm"), t.get("norm_kinds"), t.get("vision_norm"))))
+
+
+def _gelu(e: Evidence) -> bool:
+    return any(a.startswith("gelu") for a in e.activations)
+
+
+def _ratio(e: Evidence, q: bool, sliding: int, full: int) -> bool:
+    """``sliding`` sliding-window blocks to every ``full`` full-attention one, in that repeating pattern."""
+    period = sliding + full
+    return e.on(q, lambda c: c["sliding_layers"] and c["full_at"] == [
+        i for i in range(c["layers"]) if i % period >= sliding])
+
+
+def _pre_norm(e: Evidence) -> bool:
+    """A relation normalises the block's input, and no sublayer's output is normed."""
+    return bool(re.search(r"\w*norm\w*\(layer_input\)", e.relations)) and not {
+        "post-norm", "sandwich norms"} & set(e.traits["block"])
+
+
+Check = Callable[[Evidence, bool, re.Match], bool]
+
+#: the tag vocabulary: pattern (the tag without its qualifier) -> (what it needs, the check)
+TAGS: dict[str, tuple[str, Check]] = {
+    "Hybrid": ("more than one kind of block", lambda e, q, m: len(e.traits["block_kinds"]) > 1),
+    "Pre-norm": ("a norm before each sublayer, none after", lambda e, q, m: _pre_norm(e)),
+    "Pre-norm \\(LayerNorm with bias\\)": ("a LayerNorm with a bias before each sublayer", lambda e, q, m:
+                                           _pre_norm(e) and e.traits["norm_gain"] == "weight + bias"),
+    "LayerNorm with bias": ("a LayerNorm with a bias", lambda e, q, m: e.traits["norm_gain"] == "weight + bias"),
+    "Post-norm inside the residual branch": ("post-norms", lambda e, q, m: "post-norm" in e.traits["block"]),
+    "Sandwich norms": ("sandwich norms", lambda e, q, m: "sandwich norms" in e.traits["block"]),
+    "1 \\+ weight norm gain": ("a 1 + weight norm gain", lambda e, q, m: e.traits["norm_gain"] == "1 + weight"),
+    "Gated norm": ("a gated norm relation", lambda e, q, m: "gated_norm_output" in e.relations),
+    "Grouped-query attention": ("fewer kv heads than heads", lambda e, q, m: "grouped-query" in e.traits["attention"]),
+    "Multi-head attention": ("as many kv heads as heads", lambda e, q, m: not {"grouped-query", "latent attention"}
+                             & set(e.traits["attention"])),
+    "Multi-head latent attention": ("a latent attention", lambda e, q, m: "latent attention" in e.traits["attention"]),
+    "Decoupled rotary keys": ("a rotary key part of its own", lambda e, q, m: "attention_keys_rope" in e.relations),
+    "Value head narrower than query head": ("v_head_dim below the query head's", lambda e, q, m: e.on(q, lambda c: c.get(
+        "v_head_dim", 0) < c.get("qk_nope_head_dim", 0) + c.get("qk_rope_head_dim", 0))),
+    "Query/key norms": ("q/k norms", lambda e, q, m: "q/k norms" in e.traits["attention"]),
+    "L2 query/key norm": ("L2-normed queries and keys", lambda e, q, m: e.on(q, lambda c: c.get("use_qk_norm"))),
+    "Gated query": ("a gated attention output", lambda e, q, m: "gated output" in e.traits["attention"]),
+    "(?:Q/K/V|QKV) bias|Attention bias(?:es)?": ("biased attention projections",
+                                                 lambda e, q, m: e.traits.get("attention_bias")),
+    "Attention sinks": ("a sink logit in the attention's relation", lambda e, q, m: "sink" in e.relations),
+    "Chunked attention": ("chunked attention blocks", lambda e, q, m: "chunked_attention" in e.relations),
+    "NoPE blocks": ("blocks without the rotary", lambda e, q, m: "not rotated" in e.relations),
+    "Attention temperature tuning": ("attn_temperature_tuning", lambda e, q, m: e.on(
+        q, lambda c: c.get("attn_temperature_tuning"))),
+    "Attention softcap": ("softcapped scores", lambda e, q, m: "softcapped scores" in e.traits["block"]),
+    "Final logit softcap": ("a final logit softcap", lambda e, q, m: "final logit softcap" in e.traits["block"]),
+    "Eager attention only": ("eager attention as the only load", lambda e, q, m: not {"sdpa", "flash_attention_2"}
+                             & set(e.facts.get("loads") or {})),
+    "Partial rotary": ("a partial rotary", lambda e, q, m: any(
+        x.startswith("partial rotary") for x in e.traits["attention"])),
+    "Multimodal rotary": ("a multimodal rotary", lambda e, q, m: "multimodal rotary" in e.traits["attention"]),
+    "YaRN rotary": ("yarn rope scaling", lambda e, q, m: e.on(q, lambda c: "yarn" in c["rope_types"])),
+    "Scaled rotary \\((\\w+)\\)": ("that rope scaling", lambda e, q, m: e.on(False, lambda c: m[1] in c["rope_types"])),
+    "Local and global rope bases": ("two rope bases", lambda e, q, m: e.on(q, lambda c: c["rope_bases"] > 1)),
+    "Sliding-window attention": ("a sliding window", lambda e, q, m: e.on(q, e.windowed)),
+    "Alternating sliding window": ("sliding and full blocks alternating", lambda e, q, m: _ratio(e, q, 1, 1)),
+    "(\\d+):(\\d+) sliding window": ("that ratio of sliding to full blocks",
+                                     lambda e, q, m: _ratio(e, q, int(m[1]), int(m[2]))),
+    "Windowed attention": ("a windowed attention relation", lambda e, q, m: "window" in e.relations),
+    "Scaled embedding": ("the embedding scaled", lambda e, q, m: "sqrt(hidden_size)" in e.relations),
+    "Tied embeddings": ("tie_word_embeddings", lambda e, q, m: e.on(q, lambda c: c["tie_word_embeddings"])),
+    "Learned absolute positions": ("learned positions", lambda e, q, m: "learned positions" in e.traits["block"]),
+    "Fused (?:QKV|query_key_value).*": ("a fused qkv projection", lambda e, q, m: {
+        "qkv_proj", "query_key_value", "c_attn"} & set(e.traits.get("fused", ()))),
+    "Fused gate/up projection": ("a fused gate_up_proj", lambda e, q, m: "gate_up_proj" in e.traits.get("fused", ())),
+    "Parallel attention and MLP": ("a parallel block", lambda e, q, m: "parallel block" in e.traits["block"]),
+    "Parallel attention and state-space mixer": ("attention and mixer added in one relation", lambda e, q, m: re.search(
+        r"mamba\.attention_output.*self_attn\.attention_output", e.relations)),
+    "(?:muP|µP) multipliers": ("multipliers", lambda e, q, m: "multipliers" in e.traits["block"]),
+    "Scaled residual branches": ("residual_multiplier", lambda e, q, m: "residual_multiplier" in e.relations),
+    "SwiGLU MLP": ("a gated MLP with silu", lambda e, q, m: "gated" in e.traits["mlp"] and "silu" in e.activations),
+    "Clamped SwiGLU": ("a clamped SwiGLU relation", lambda e, q, m: "clamped_swiglu" in e.relations),
+    "Gated MLP": ("a gated MLP", lambda e, q, m: "gated" in e.traits["mlp"]),
+    "GELU MLP(?: \\(not gated\\))?": ("a plain MLP with a GELU", lambda e, q, m: e.traits["mlp"] == "plain" and _gelu(e)),
+    "No MLP": ("no MLP", lambda e, q, m: e.traits["mlp"] == "none"),
+    "State-space model|Selective scan|Recurrent state": ("a state-space mixer's relations",
+                                                         lambda e, q, m: "decay_rates" in e.relations),
+    "Causal convolution": ("a conv1d relation", lambda e, q, m: "conv1d" in e.relations),
+    "Mixture of experts": ("a mixture MLP", lambda e, q, m: "mixture" in e.traits["mlp"]),
+    "Shared expert": ("a shared expert", lambda e, q, m: "shared expert" in e.traits["mlp"]),
+    "Sigmoid-gated shared expert": ("a sigmoid gate on the shared expert", lambda e, q, m:
+                                    "sigmoid(shared_expert_gate" in e.relations),
+    "Sigmoid router": ("a sigmoid of the router logits", lambda e, q, m: "sigmoid(router_logits)" in e.relations),
+    "Grouped top-k": ("top-k within groups", lambda e, q, m: "topk_group" in e.relations),
+    "Dense then mixture": ("dense blocks, then mixture blocks", lambda e, q, m: re.fullmatch(
+        r"(gated|plain) then mixture.*", e.traits["mlp"])),
+    "Interleaved dense and mixture": ("interleave_moe_layer_step above 1", lambda e, q, m: e.on(
+        q, lambda c: c.get("interleave_moe_layer_step", 1) > 1)),
+    "Top-(\\d+) of (\\d+) experts": ("that many experts", lambda e, q, m: e.on(q, lambda c: c.get(
+        "num_experts_per_tok") == int(m[1]) and int(m[2]) in {c.get(k) for k in (
+            "num_local_experts", "num_experts", "n_routed_experts")})),
+    "Top-k renormalized": ("a routing relation that renormalises", lambda e, q, m: e.renormalised() is True),
+    "Top-k not renormalized": ("a routing relation that does not renormalise",
+                               lambda e, q, m: e.renormalised() is False),
+    "Softmax over the chosen experts": ("a softmax over the chosen logits",
+                                        lambda e, q, m: "softmax over the chosen" in e.relations),
+    "Vision-language": ("a vision encoder", lambda e, q, m: e.facts.get("vision") is not None),
+    "Packed vision encoder|Variable resolution|Pooled projector": (
+        "a vision encoder", lambda e, q, m: e.facts.get("vision") is not None),
+    "DeepStack": ("a DeepStack relation", lambda e, q, m: "deepstack" in e.relations.lower()),
+}
+
+_QUALIFIER = re.compile(r"^(?P<tag>.*?)(?: \((?P<qualifier>[^()]*)\))?$")
+
+
+def _entry(tag: str) -> tuple[str, re.Match, bool] | None:
+    """The vocabulary entry a tag is, its match, and whether it carries a qualifier."""
+    for pattern in TAGS:
+        if found := re.fullmatch(pattern, tag):
+            return pattern, found, False
+    parts = _QUALIFIER.match(tag)
+    if parts["qualifier"] is not None:
+        for pattern in TAGS:
+            if found := re.fullmatch(pattern, parts["tag"]):
+                return pattern, found, True
+    return None
+
+
+#: how the vocabulary's patterns read in an error
+SPELLED = {"(?:Q/K/V|QKV) bias|Attention bias(?:es)?": "Q/K/V bias, QKV bias, Attention bias(es)",
+           "Scaled rotary \\((\\w+)\\)": "Scaled rotary (<rope_type>)",
+           "(\\d+):(\\d+) sliding window": "<sliding>:<full> sliding window",
+           "Fused (?:QKV|query_key_value).*": "Fused QKV ..., Fused query_key_value ...",
+           "GELU MLP(?: \\(not gated\\))?": "GELU MLP", "(?:muP|µP) multipliers": "µP multipliers",
+           "Top-(\\d+) of (\\d+) experts": "Top-<k> of <n> experts"}
+
+
+def vocabulary() -> str:
+    return ", ".join(SPELLED.get(p) or re.sub(r"\\(.)", r"\1", p).replace("|", ", ") for p in TAGS)
+
+
+def check_tags(family: Family, facts: dict) -> None:
+    """Every tag is in the vocabulary and holds on the facts; every checkable tagline phrase holds; the
+    notes' routing words agree with the routing relation."""
+    evidence = Evidence(facts)
+    for index, tag in enumerate(family.tags):
+        entry = _entry(tag)
+        if entry is None:
+            raise ClaimError(family.family, f"tag {tag!r}", f"tags[{index}] is not a tag the build can check; use one "
+                                                            f"of: {vocabulary()} (a '(qualifier)' may follow one)")
+        pattern, found, qualified = entry
+        needs, holds = TAGS[pattern]
+        if not holds(evidence, qualified, found):
+            raise ClaimError(family.family, f"tag {tag!r}", f"needs {needs}, which the measured traits "
+                                                            f"{_shown(facts['traits'])} do not show")
+    check_phrases(family.family, "tagline", " ".join(family.tagline.split()), evidence, PHRASES + ROUTING_PHRASES)
+    for field, text in notes_prose(family):
+        check_phrases(family.family, field, text, evidence, ROUTING_PHRASES)
+
+
+def _shown(traits: dict) -> dict:
+    return {k: v for k, v in traits.items() if k != "checkpoints"}
+
+
+# -- phrases of the tagline and the notes ---------------------------------------------------------------
+
+# a negation up to two words before, in the same clause
+_NEGATION = re.compile(r"\b(no|not|nothing|without|never|none|neither|nor)\b([^\w,.;:()]+\w+){0,2}[^\w,.;:()]*$", re.I)
+
+
+@dataclass(frozen=True)
+class Phrase:
+    pattern: str
+    says: str  #: what the phrase claims, for the error
+    holds: Callable[[Evidence], Any]
+    negatable: bool = False  #: "not renormalised", "nothing is softcapped": a negation before it claims the opposite
+
+
+PHRASES = (
+    Phrase(r"\bRMSNorm\b", "an RMSNorm", lambda e: "RMSNorm" in e.norms()),
+    Phrase(r"\bLayerNorm\b", "a LayerNorm", lambda e: "LayerNorm" in e.norms()),
+    Phrase(r"\bSwiGLU\b", "a gated MLP with silu", lambda e: "clamped_swiglu" in e.relations or (
+        re.search("gated|mixture", e.traits["mlp"]) and "silu" in e.activations) or (
+        e.facts.get("vision") is not None and "act_fn(gate_proj" in e.relations)),
+    Phrase(r"\bGeGLU\b", "a gated MLP with a GELU", lambda e: "gated" in e.traits["mlp"] and _gelu(e)),
+    Phrase(r"\bGELU\b", "a GELU", lambda e: _gelu(e)),
+    Phrase(r"\bsoftcap", "a softcap", lambda e: {"softcapped scores", "final logit softcap"} & set(e.traits["block"]),
+           negatable=True),
+    Phrase(r"\bti(?:e|es|ed)\b", "tied embeddings", lambda e: e.on(True, lambda c: c["tie_word_embeddings"]),
+           negatable=True),
+    Phrase(r"\bsliding[- ](?:attention )?window", "a sliding window", lambda e: e.on(True, e.windowed), negatable=True),
+    Phrase(r"\bgrouped-query\b", "fewer kv heads than heads", lambda e: "grouped-query" in e.traits["attention"]),
+    Phrase(r"\bsandwich", "sandwich norms", lambda e: "sandwich norms" in e.traits["block"]),
+    Phrase(r"\bmixture\b", "a mixture MLP", lambda e: "mixture" in e.traits["mlp"], negatable=True),
+    Phrase(r"\bshared expert\b", "a shared expert", lambda e: "shared expert" in e.traits["mlp"], negatable=True),
+    Phrase(r"rotary embedding on every dimension", "a full rotary", lambda e: not any(
+        x.startswith("partial rotary") for x in e.traits["attention"])),
+)
+ROUTING_PHRASES = (
+    Phrase(r"\brenormali[sz]", "top-k weights renormalised", lambda e: e.renormalised() is not False, negatable=True),
+)
+
+
+def check_phrases(family: str, field: str, text: str, evidence: Evidence, phrases: tuple[Phrase, ...]) -> None:
+    """Each phrase of ``text`` that names a checkable property holds (or, negated, does not)."""
+    for phrase in phrases:
+        for found in re.finditer(phrase.pattern, text, re.I):
+            if phrase in ROUTING_PHRASES and evidence.renormalised() is None:
+                continue  # no routing relation on this family: nothing to hold the word to
+            negated = phrase.negatable and _NEGATION.search(text[max(0, found.start() - 40):found.start()])
+            holds = bool(phrase.holds(evidence))
+            if holds == bool(negated):
+                start = max(0, found.start() - 30)
+                quote = text[start:found.end() + 20].strip()
+                claim = f"no {phrase.says}" if negated else phrase.says
+                word = found[0] + re.match(r"\w*", text[found.end():])[0]  # the whole word: "renormalized"
+                raise ClaimError(family, f"{field} phrase {word!r}", f"says {claim} (…{quote}…), which the "
+                                                                         f"measured traits {_shown(evidence.traits)} "
+                                                                         "and relations contradict")
+
+
+def notes_prose(family: Family) -> list[tuple[str, str]]:
+    """The notes' prose, per file: what is outside code blocks and ``{{ }}`` expressions."""
+    out = []
+    for key, default in (("notes", f"{family.family}.notes.md"), ("vision_notes", f"{family.family}.vision.md")):
+        name = family.get(key, default)  # the files the notes default to when the YAML names none
+        if not isinstance(name, str):
+            continue
+        path = family.path.parent / name
+        if not path.is_file():
+            continue
+        text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+        out.append((name, re.sub(r"\{\{.*?\}\}", "", text, flags=re.S)))
+    return out

@@ -1,0 +1,143 @@
+"""What the families index compares, measured, and the tags those measurements can check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from generator.recipe.family import Family
+
+
+def mlp_kind(module: Any) -> str:
+    if module is None:
+        return "none"  # a block with no MLP (Mamba-2's)
+    if hasattr(module, "experts"):
+        shared = any(hasattr(module, name) for name in ("shared_expert", "shared_experts"))
+        return "mixture + shared expert" if shared else "mixture"
+    return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") else "plain"
+
+
+def norm_gain(norm: Any) -> str:
+    """How an RMSNorm applies its weight: measured on a random input against both forms."""
+    import torch
+
+    if getattr(norm, "weight", None) is None:
+        return "none"  # a norm without a learned gain (OLMo's)
+    if isinstance(norm, torch.nn.LayerNorm):  # centred, its gain and bias as they are
+        return "weight + bias" if norm.bias is not None else "weight"
+    x = torch.randn(3, norm.weight.shape[-1], generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+        rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        out = norm(x)
+        # the two candidates differ by rms * 1, of order 1; the norm's own rounding at this scale is far below 1e-4
+        if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4):
+            return "1 + weight"
+        return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"
+
+
+def _child(envoy: Any, name: str) -> Any:
+    """The native module at a standard child name of an envoy (aliases resolve), or None."""
+    try:
+        return getattr(envoy, name)._module
+    except AttributeError:
+        return None
+
+
+def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> list[str]:
+    """What a block does beyond Llama's, read off the tiny modules (which exist) and the full-size config
+    (which it sets): softcaps, a parallel block, post- or sandwich norms, multipliers, fused projections,
+    learned positions."""
+    found = []
+    if getattr(config, "attn_logit_softcapping", None):
+        found.append("softcapped scores")
+    if getattr(config, "final_logit_softcapping", None):
+        found.append("final logit softcap")
+    if getattr(config, "use_parallel_residual", False):
+        found.append("parallel block")
+    sandwich = [hasattr(layer, "pre_feedforward_layernorm") for layer in layers]
+    post = [hasattr(layer, "post_feedforward_layernorm") for layer in layers]
+    if any(sandwich) and any(post):
+        found.append("sandwich norms")
+    elif any(post):
+        found.append("post-norm")
+    if any(getattr(config, name, None) not in (None, 1, 1.0) for name in
+           ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
+        found.append("multipliers")
+    fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
+    mlps = [layer.mlp for layer in layers if hasattr(layer, "mlp")]  # a state-space block (Mamba-2) has none
+    if any(hasattr(module, name) for module in (*attentions, *mlps) for name in fused):
+        found.append("fused projections")
+    decoder = tiny._module.get_decoder()
+    if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")):
+        found.append("learned positions")
+    return found
+
+
+def _in_order(items) -> list:
+    return list(dict.fromkeys(items))
+
+
+def traits(family_module: Any, tiny: Any, full: Any) -> dict:
+    """What the families index compares, measured on every block of the tiny checkpoint or read off the
+    full-size config (never typed): MLP kinds, block norm and its gain, q/k norms, attention quirks."""
+    config = full.text_config
+    # the blocks and their parts by their standard names, whatever a family calls them natively
+    blocks = [tiny.layers[i] for i in range(tiny.num_layers)]
+    layers = [block._module for block in blocks]
+    mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp")) for block in blocks))
+    block_norms = [norm for block in blocks
+                   if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
+    norms = _in_order(type(norm).__name__ for norm in block_norms)
+    gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
+    attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
+    quirks = []
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    if any(hasattr(attn, "q_norm") for attn in attentions):
+        quirks.append("q/k norms")
+    # a latent attention (DeepSeek's) may have no q_proj at all: q_a_proj/q_b_proj in its place
+    if any(getattr(attn, "q_proj", None) is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim
+           for attn in attentions):
+        quirks.append("gated output")
+    if any(hasattr(attn, "kv_a_proj_with_mqa") for attn in attentions):
+        quirks.append("latent attention")
+    if rope.get("partial_rotary_factor", 1.0) < 1.0:
+        quirks.append(f"partial rotary ({rope['partial_rotary_factor']:g})")
+    if rope.get("mrope_section"):
+        quirks.append("multimodal rotary")
+    if rope.get("rope_type") not in (None, "default"):
+        quirks.append(f"{rope['rope_type']} rope scaling")
+    heads = getattr(config, "num_attention_heads", None)  # None on a state-space config (Mamba-2)
+    if heads is not None and getattr(config, "num_key_value_heads", heads) < heads:
+        quirks.append("grouped-query")
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        quirks.append("sliding window")
+    kind = " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n for n in norms))
+    routers = [getattr(module, name) for block in blocks if (module := _child(block, "mlp")) is not None
+               for name in ("gate", "router") if hasattr(module, name)]
+    projections = [getattr(attn, name) for attn in attentions
+                   for name in ("q_proj", "qkv_proj", "query_key_value", "c_attn") if hasattr(attn, name)]
+    fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
+    mlps = [module for block in blocks if (module := _child(block, "mlp")) is not None]
+    return {"mlp": mlp, "norm": kind, "norm_kinds": " / ".join(_in_order(norm_kinds(layer) for layer in layers)),
+            "fused": sorted({name for module in (*attentions, *mlps) for name in fused if hasattr(module, name)}),
+            # the biases a tag may name, and whether the tiny router renormalises (what its relation checks)
+            "attention_bias": any(getattr(p, "bias", None) is not None for p in projections),
+            "norm_topk_prob": any(getattr(r, "norm_topk_prob", False) for r in routers) if any(
+                hasattr(r, "norm_topk_prob") for r in routers)
+            else bool(getattr(tiny._module.config.get_text_config(), "norm_topk_prob", False)),
+            "norm_gain": gain, "attention": quirks, "block": block_mechanics(tiny, layers, attentions, config),
+            "block_kinds": sorted(set(family_module.layer_types(full)))}
+
+
+def norm_kinds(module: Any) -> str:
+    """The kinds of norm under a module (RMSNorm, LayerNorm, or the class's own name), in order."""
+    names = [type(m).__name__ for m in module.modules() if "Norm" in type(m).__name__]
+    return " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n
+                                for n in names))
+
+
+def check_tags(family: Family, facts: dict) -> None:
+    """Every tag and tagline phrase holds on the facts (generator/facts/tags.py has the vocabulary)."""
+    from generator.facts import tags
+
+    tags.check_tags(family, facts)

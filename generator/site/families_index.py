@@ -1,0 +1,147 @@
+"""The families index: one row per family, and the facets its filter offers.
+
+Every facet term comes from the measured traits (generator/facts/traits.py) through one vocabulary defined
+here, so two families with the same mechanism carry the same word (qwen3 and qwen3_vl both have
+"q/k norms", whatever their block-kind labels say). Terms combine with OR within a facet and AND across
+facets (site_templates/assets/families-filter.js).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: the config's layer type (the block kind) -> the mixer it runs, in the index's words
+MIXERS = {
+    "full_attention": "full attention",
+    "sliding_attention": "sliding-window attention",
+    "linear_attention": "gated DeltaNet",
+    "chunked_attention": "chunked attention",
+    "mamba": "state space (Mamba-2)",
+}
+
+#: traits.mlp_kind -> the MLP facet's word
+MLPS = {
+    "gated": "gated MLP",
+    "plain": "plain MLP",
+    "mixture": "mixture of experts",
+    "mixture + shared expert": "mixture + shared expert",
+    "none": "no MLP",
+}
+
+#: traits.norm_gain (how a norm applies its learned parameters) -> the norms facet's word; "weight" is the default
+GAINS = {"1 + weight": "gain 1 + weight", "weight + bias": "norm bias", "none": "no norm gain"}
+
+#: block mechanics that are about where the norms sit
+PLACEMENTS = ("post-norm", "sandwich norms")
+
+#: the facets, in the order the filter shows them: (key, label)
+FACETS = (
+    ("mixer", "Mixer"),
+    ("mlp", "MLP"),
+    ("norms", "Norms"),
+    ("attention", "Attention"),
+    ("block", "Block"),
+    ("vision", "Vision"),
+)
+
+
+def _attention_term(quirk: str) -> str:
+    """A measured attention quirk as a facet term: its parameter dropped, so equal mechanisms match."""
+    quirk = re.sub(r"\s*\([^)]*\)$", "", quirk)  # "partial rotary (0.25)" -> "partial rotary"
+    return "rope scaling" if quirk.endswith("rope scaling") else quirk
+
+
+def _mixer_terms(kind: dict, hosts: dict[str, set[str]]) -> list[str]:
+    """What a block kind's token mixers are, from the values its mixer hosts serve (a state-space mixer's
+    time steps, a DeltaNet's betas) and, for attention, the config's name for the kind (sliding, chunked)."""
+    block = "model.layers[i]."
+    mixers = [path for path, names in hosts.items() if path.startswith(block) and path.count(".") == 2
+              and names & {"time_steps", "betas", "attention_probabilities", "attention_head_outputs"}]
+    terms = []
+    for path in sorted(mixers, key=lambda p: p != block + kind.get("mixer", "")):
+        names = hosts[path]
+        if "betas" in names:  # before time_steps: a DeltaNet serves time steps too (its decay's dt)
+            terms.append("gated DeltaNet")
+        elif "time_steps" in names:
+            terms.append("state space (Mamba-2)")
+        elif path == block + kind.get("mixer", ""):
+            terms.append(next((w for k, w in MIXERS.items() if k.split("_")[0] in kind["kind"]), "full attention"))
+    return list(dict.fromkeys(terms)) or [MIXERS.get(kind["kind"], kind["kind"].replace("_", " "))]
+
+
+def mixer_counts(facts: dict) -> list[dict]:
+    """``[{"term", "kind", "count", "label"}]`` for each block kind in the stack, in stack order."""
+    blocks = facts["stack"].get("blocks") or []
+    hosts: dict[str, set[str]] = {}
+    for h in facts["hosts"]:
+        hosts.setdefault(h["path"], set()).update(v["name"] for v in h["values"])
+    out = []
+    for k in facts["stack"].get("block_kinds", []):
+        out.append({"term": " + ".join(_mixer_terms(k, hosts)), "terms": _mixer_terms(k, hosts), "kind": k["kind"],
+                    "count": sum(1 for b in blocks if b == k["kind"]), "label": k.get("label") or k["kind"]})
+    return out
+
+
+def facets(facts: dict) -> dict[str, list[str]]:
+    """The family's terms per facet, from its measured traits."""
+    traits = facts.get("traits") or {}
+    block = list(traits.get("block", []))
+    placement = [m for m in block if m in PLACEMENTS] or ["pre-norm"]
+    gain = traits.get("norm_gain", "")
+    norms = placement + [n for n in traits.get("norm", "").split(" / ") if n]
+    norms += [GAINS.get(g, f"gain {g}") for g in gain.split(" / ") if g and g != "weight"]
+    vision = facts.get("vision")
+    mlps = [MLPS.get(m, m) for m in traits.get("mlp", "").split(" then ") if m]
+    return {
+        "mixer": list(dict.fromkeys(t for m in mixer_counts(facts) for t in m["terms"])),
+        "mlp": list(dict.fromkeys(mlps)),
+        "norms": norms,
+        "attention": list(dict.fromkeys(_attention_term(q) for q in traits.get("attention", []))),
+        "block": [m for m in block if m not in PLACEMENTS],
+        "vision": [f"vision: {vision['line']}" if vision.get("line") else "vision encoder"] if vision else ["text only"],
+    }
+
+
+def facet_terms(entries: list[dict]) -> list[dict]:
+    """``[{"key", "label", "terms": [(term, count)]}]``: every term some family has, most common first."""
+    out = []
+    for key, label in FACETS:
+        counts: dict[str, int] = {}
+        for e in entries:
+            for term in e["facets"][key]:
+                counts[term] = counts.get(term, 0) + 1
+        if counts:
+            out.append({"key": key, "label": label,
+                        "terms": sorted(counts.items(), key=lambda item: (-item[1], item[0]))})
+    return out
+
+
+def mlp_kind(facts: dict) -> str:
+    """The MLP as the support table names it (llms.txt and facts/index.json keep this older field)."""
+    names = {v["name"] for h in facts["hosts"] if h.get("section", "text") == "text" for v in h["values"]}
+    if "router_logits" in names:
+        return "mixture of experts + shared expert" if "shared_expert_output" in names else "mixture of experts"
+    return "dense" if "mlp_output" in names else "none"
+
+
+def index_entry(facts: dict, block_kinds: list[dict]) -> dict:
+    """One family's row of the index (and of facts/index.json)."""
+    vision = facts.get("vision")
+    return {
+        "family": facts["family"],
+        "module": facts["module"],
+        "lines": facts["lines"],
+        "group": facts.get("group") or facts["lines"][0],
+        "tagline": facts["tagline"],
+        "tags": facts["tags"],
+        "page": f"families/{facts['family']}/",
+        "facts": f"facts/{facts['family']}.json",
+        "block_kinds": block_kinds,
+        "mixers": mixer_counts(facts),
+        "mlp": mlp_kind(facts),
+        "vision": vision.get("line") if vision else None,
+        "traits": facts.get("traits"),
+        "facets": facets(facts),
+        "num_values": sum(len(h["values"]) for h in facts["hosts"]),
+        "versions": facts["versions"],
+    }
