@@ -31,6 +31,9 @@ TRANSFORMER_LENS: dict[tuple[str, str], tuple[str, str | None]] = {
     ("model.layers[i].mlp", "mlp_output"): ("blocks.{i}.hook_mlp_out", None),
 }
 
+#: TransformerLens hooks the build does not compare (the bridge computes them only when asked) -> the standard path
+TRANSFORMER_LENS_UNCHECKED = {"hook_result": "model.layers[i].self_attn.attention_head_results"}
+
 #: TransformerLens module names -> the standard path they stand for
 TRANSFORMER_LENS_MODULES = {"blocks": "model.layers", "attn": "model.layers[i].self_attn",
                             "ln1": "model.layers[i].attention_norm_output", "ln2": "model.layers[i].mlp_norm_output",
@@ -75,6 +78,9 @@ def standard_name(name: str) -> tuple[str, str, str] | None:
     if name in _TL:
         hook, path = _TL[name]
         return "TransformerLens", hook, path
+    for hook, path in TRANSFORMER_LENS_UNCHECKED.items():
+        if name in (hook, hook.removeprefix("hook_")):
+            return "TransformerLens", f"blocks.{{i}}.attn.{hook}", path
     if name in TRANSFORMER_LENS_MODULES:
         return "TransformerLens", name, TRANSFORMER_LENS_MODULES[name]
     return None

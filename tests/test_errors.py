@@ -223,8 +223,10 @@ def test_a_mixer_the_block_does_not_have_names_the_one_it_has():
     (lambda m: m.hook_embed, "hook_embed", "model.token_embeddings"),
     (lambda m: m.blocks, "blocks", "model.layers"),
     (lambda m: m.layers[2].ln1, "ln1", "model.layers[2].attention_norm_output"),
+    (lambda m: m.layers[2].self_attn.hook_result, "blocks.2.attn.hook_result",
+     "model.layers[2].self_attn.attention_head_results"),
 ], ids=["resid_post", "hook_resid_post", "hook_resid_pre", "hook_z", "hook_pattern", "hook_post", "hook_embed",
-        "blocks", "ln1"])
+        "blocks", "ln1", "hook_result"])
 def test_a_transformer_lens_name_says_the_standard_one(llama, read, theirs, standard):
     message = _missing(lambda: read(llama))
     assert message.endswith(f": {theirs} is TransformerLens's name; the standard name is {standard}"), message

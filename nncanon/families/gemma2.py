@@ -26,7 +26,15 @@ from ..hosts import host
 from ..layouts import Pattern, Residual
 from ..locators import call, child, op
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, EAGER, Attention, causal_mask, mix, real_queries
+from ..parts.attention import (
+    ATTENTION_RELATIONS,
+    EAGER,
+    HEAD_RESULTS_RELATION,
+    Attention,
+    causal_mask,
+    mix,
+    real_queries,
+)
 from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
@@ -172,7 +180,7 @@ def _capped_scores(host, r):
             (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
 
 
-CAPPED_ATTENTION_RELATIONS = (_capped_attention, _capped_scores, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
+CAPPED_ATTENTION_RELATIONS = (_capped_attention, _capped_scores, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 
 SoftcappedAttention = host("SoftcappedAttention", Attention, values=[
