@@ -251,7 +251,11 @@ class StandardModel(Host, TransformersModel):
         yield path, envoy
         names = {id(child): alias for alias, native in envoy._aliases.items()
                  if "." not in native for child in [getattr(envoy, alias)]}
-        children = [(names.get(id(child), name), child) for name, child in envoy._named_children()]
+        # a child a dotted alias mounts from (GPT-Neo's attn, whose attn.attention is self_attn) is shown only
+        # through the mount, as the root shows its backbone: its host keeps the standard path
+        mounted = {native.split(".")[0] for native in envoy._aliases.values() if "." in native}
+        children = [(names.get(id(child), name), child) for name, child in envoy._named_children()
+                    if name not in mounted]
         children += [(alias, getattr(envoy, alias)) for alias, native in envoy._aliases.items() if "." in native]
         for name, child in children:
             if name == "generator":

@@ -67,12 +67,22 @@ def on_page_content(content, page, config, files):
     return content
 
 
+_FAMILY_PAGE = re.compile(r"^families/([^/#]+)/")
+
+
 def on_post_build(config):
     index = Path(config.site_dir) / "search" / "search_index.json"
     if not index.exists() or not _rows:
         return
     data = json.loads(index.read_text(encoding="utf-8"))
     data["docs"] += [entry for url in sorted(_rows) for entry in _rows[url]]
+    # every entry of a family page is tagged with its family: a query that names the family ("qwen3_moe
+    # router_logits") ranks that family's entries first (the theme boosts tags far above text), and each
+    # result shows which family it is from
+    for doc in data["docs"]:
+        family = _FAMILY_PAGE.match(doc["location"])
+        if family and family.group(1) != "index.html":
+            doc["tags"] = [family.group(1)]
     index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
     _rows.clear()
 

@@ -65,9 +65,16 @@ def wait_url(page, *needles: str, absent: tuple[str, ...] = ()):
 def test_hover_shows_the_parts_card_from_the_facts(tab, base, facts):
     page = tab.open(family_url(base))
     assert not card(page).is_visible()
-    part(page, "layers[i].mlp.router").hover()
+    router = part(page, "layers[i].mlp.router")
+    router.hover()
     c = card(page)
     assert c.is_visible()
+    # the card lands under the part, at most just under the block's own drawing (not under the block's inside and
+    # equations, screens down), and starts in the window
+    drawing = page.locator(".nc-block-figure.nc-current .nc-scroll").first.bounding_box()
+    box, at, height = c.bounding_box(), router.bounding_box(), page.viewport_size["height"]
+    assert at["y"] + at["height"] <= box["y"] <= drawing["y"] + drawing["height"] + 40, (at, drawing, box)
+    assert box["y"] < height, f"the card starts at y={box['y']}, below the {height} px window"
     text = c.inner_text()
     v = value(facts, "model.layers[i].mlp", "router_logits")
     assert "router" in text and "layers[0].mlp.router" in text

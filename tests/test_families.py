@@ -1,5 +1,5 @@
 """The plain decoder families: every registered family whose module serves only the shared hosts of
-Llama's tree (nncanon.families._decoder's Block, MoEBlock, Attention, MLP and MoE, unchanged), text only, on its
+Llama's tree (nncanon.parts' Block, MoEBlock, Attention, MLP and MoE, unchanged), text only, on its
 tiny pinned checkpoint. (A family with hosts of its own is proven by its relations in the build and by
 tests/test_registry.py.)
 
@@ -18,12 +18,12 @@ import torch
 import torch.nn.functional as F
 
 from generator.recipe.family import all_families
-from nncanon.families import _decoder
+from nncanon.parts import attention, decoder, mixture, mlp
 
 
 def _plain(family) -> bool:
     module = importlib.import_module(family.module)
-    shared = {_decoder.Block, _decoder.MoEBlock, _decoder.Attention, _decoder.MLP, _decoder.MoE}
+    shared = {decoder.Block, mixture.MoEBlock, attention.Attention, mlp.MLP, mixture.MoE}
     return "processor" not in family.tiny and set(module.ENVOYS.values()) <= shared
 
 

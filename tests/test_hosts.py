@@ -23,22 +23,23 @@ def mixed_family() -> types.ModuleType:
     """qwen3_moe with the dense MLP as a host too, and no refusal of dense blocks."""
     from transformers.models.qwen3_moe import modeling_qwen3_moe as hf
 
-    from nncanon.families import _decoder, qwen3, qwen3_moe
+    from nncanon.families import qwen3, qwen3_moe
     from nncanon.hosts import host
     from nncanon.model import StandardModel
+    from nncanon.parts import decoder, mixture, mlp
 
     family = types.ModuleType("mixed_qwen3_moe")
     family.FAMILY = "qwen3_moe_mixed"
     family.MODEL_TYPES = ("qwen3_moe",)
     family.RENAME = qwen3_moe.RENAME
-    family.ENVOYS = {**qwen3_moe.ENVOYS, hf.Qwen3MoeMLP: _decoder.MLP}
-    family.ROOT = host("MixedQwen3MoeStandardModel", StandardModel, values=_decoder.ROOT_VALUES,
+    family.ENVOYS = {**qwen3_moe.ENVOYS, hf.Qwen3MoeMLP: mlp.MLP}
+    family.ROOT = host("MixedQwen3MoeStandardModel", StandardModel, values=decoder.ROOT_VALUES,
                        family_module=family)
-    family.build = _decoder.text_only(hf.Qwen3MoeForCausalLM)
+    family.build = decoder.text_only(hf.Qwen3MoeForCausalLM)
     family.required_paths = qwen3.required_paths
-    family.dim_sizes = _decoder.moe_dim_sizes
-    family.prepare = _decoder.nothing_to_prepare
-    family.layer_types = _decoder.attention_layer_types
+    family.dim_sizes = mixture.moe_dim_sizes
+    family.prepare = decoder.nothing_to_prepare
+    family.layer_types = decoder.attention_layer_types
     return family
 
 
@@ -181,17 +182,17 @@ def test_an_index_past_the_stack_names_its_size(model):
 
 def family_reading(op_chain: tuple[str, ...], name: str = "attention_scores") -> types.ModuleType:
     """The mixed family with ``name`` read at ``op_chain`` (a locator the family's forward may not have)."""
-    from nncanon.families import _decoder
     from nncanon.hosts import host
     from nncanon.locators import op
+    from nncanon.parts import attention as shared_attention
     from nncanon.values import Value
 
-    original = next(v for v in _decoder.Attention.values() if v.name == name)
+    original = next(v for v in shared_attention.Attention.values() if v.name == name)
     moved = Value(name, original.layout, original.description, op(*op_chain, io=original.locator.io),
                   conditions=original.conditions)
     family = mixed_family()
-    attention = host("MisreadAttention", _decoder.Attention, values=[moved])
-    family.ENVOYS = {k: (attention if v is _decoder.Attention else v) for k, v in family.ENVOYS.items()}
+    attention = host("MisreadAttention", shared_attention.Attention, values=[moved])
+    family.ENVOYS = {k: (attention if v is shared_attention.Attention else v) for k, v in family.ENVOYS.items()}
     return family
 
 

@@ -108,13 +108,21 @@ def test_facets_or_within_and_across_and_the_state_is_in_the_url(site, browser, 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{base}/families/")
     page.click('.nc-trait[data-facet="mlp"][data-term="mixture of experts"]')
-    page.click('.nc-trait[data-facet="mlp"][data-term="mixture + shared expert"]')
     either = {n for n, t in terms.items() if {"mixture of experts", "mixture + shared expert"} & set(t["mlp"])}
+    # "mixture of experts" is the broader term: the shared-expert mixtures match it too
     assert _shown(page) == either and len(either) > 4
+    page.click('.nc-trait[data-facet="mlp"][data-term="mixture + shared expert"]')
+    assert _shown(page) == either
     page.click('.nc-trait[data-facet="attention"][data-term="q/k norms"]')
     both = {n for n in either if "q/k norms" in terms[n]["attention"]}
     assert _shown(page) == both and 0 < len(both) < len(either)
     assert page.inner_text(".nc-trait-count") == f"{len(both)} of {len(terms)} families"
+    # each term counts the families shown if it were chosen, the other groups' choices kept
+    for term in ("gated MLP", "mixture of experts"):
+        with_it = {n for n, t in terms.items() if "q/k norms" in t["attention"] and (
+            term in t["mlp"] or (term == "mixture of experts" and "mixture + shared expert" in t["mlp"]))}
+        counted = page.inner_text(f'.nc-trait[data-facet="mlp"][data-term="{term}"] .nc-count')
+        assert counted == str(len(with_it)), (term, counted, sorted(with_it))
     url = page.url
     assert "mlp=mixture+of+experts" in url and "attention=q%2Fk+norms" in url
     page.goto(url)  # the state survives a reload, or a shared link
@@ -137,6 +145,19 @@ def test_searching_a_full_path_finds_the_row(site, browser, query):
     rows = [link for link in links if "#v-" in link]
     # a host several classes serve (deepseek_v3's dense and mixture MLPs) names the class in the anchor
     assert rows and re.search(r"#v-model-layers-i-mlp-(\w+-)?router_logits$", rows[0]), links[:6]
+    page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("family, value", [("qwen3_moe", "router_logits"), ("gemma2", "attention_probabilities")])
+def test_a_search_that_names_the_family_ranks_it_first(site, browser, family, value):
+    _, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/families/")
+    page.fill("input.md-search__input", f"{family} {value}")
+    page.wait_for_selector(".md-search-result__item a")
+    links = page.eval_on_selector_all(".md-search-result__item a", "els => els.map(e => e.getAttribute('href'))")
+    assert f"families/{family}/" in links[0], links[:6]
     page.close()
 
 
@@ -163,3 +184,27 @@ def test_a_page_view_does_not_load_the_search_index_until_search_is_opened(site,
     with page.expect_response(lambda r: "search/search_index.json" in r.url and r.ok):
         page.focus("input.md-search__input")
     page.close()
+
+
+def test_the_cheat_sheet_names_every_value_with_its_full_size_dims_and_links_its_row(site, all_facts):
+    """Every value of every host is in the cheat sheet, linked to its support row, its dims sized by the full-size
+    checkpoint; the sizes agree with the config table's accessors read for that checkpoint (another path)."""
+    out, _ = site
+    for name, facts in all_facts.items():
+        page = (out / "families" / name / "index.html").read_text(encoding="utf-8")
+        sheet = page.split('class="nc-cheat"', 1)[1].split("</details>", 1)[0]
+        rows = set(re.findall(r'<tr id="(v-[^"]+)"', page))
+        links = re.findall(r'<a href="#(v-[^"]+)"><code>([^<]+)</code></a> <span class="nc-cheat-dims">([^<]*)</span>',
+                           sheet)
+        assert len(links) == sum(len(h["values"]) for h in facts["hosts"]), name
+        assert {anchor for anchor, _, _ in links} <= rows, name
+        sizes = facts["printout"]["dims"]
+        table = next(t for t in facts["configs"] if facts["printout"]["checkpoint"] in [t["checkpoint"], *t["also"]])
+        for accessor, size in table["accessors"]:
+            dim = accessor.removeprefix("model.")
+            if dim in sizes:
+                assert sizes[dim] == size, (name, dim)
+        for host in facts["hosts"]:
+            for value in host["values"]:
+                shown = " ".join(str(sizes.get(d, d)) for d in value["dims"])
+                assert f"{value['layout']} [{shown}]" in sheet, (name, host["path"], value["name"])

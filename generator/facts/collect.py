@@ -233,7 +233,9 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             "hosts": hosts,
             "relations": relations,
             "edits": edits,
-            "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model)},
+            # the full-size checkpoint's size of every layout dimension (the cheat sheet's numbers), read from its model
+            "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model),
+                         "dims": {name: int(size) for name, size in printout_model.dim_sizes().items()}},
             "configs": configs, "vision_configs": vision_configs,
             "identities": identities,
             "traits": family_traits,

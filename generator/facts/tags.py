@@ -166,6 +166,14 @@ TAGS: dict[str, tuple[str, Check]] = {
                              & set(e.facts.get("loads") or {})),
     "Partial rotary": ("a partial rotary", lambda e, q, m: any(
         x.startswith("partial rotary") for x in e.traits["attention"])),
+    "Multi-query attention": ("one key and value head for every query head", lambda e, q, m:
+                              "one key and one value head shared by every query head" in e.relations),
+    "ALiBi": ("an ALiBi bias in the attention's relation", lambda e, q, m: "alibi[h, k] == slopes[h]" in e.relations),
+    "LayerNorm on the embeddings": ("a norm between the embedding and the first block", lambda e, q, m:
+                                    "embedding_norm_output == embed_layernorm(token_embeddings)" in e.relations),
+    "Interleaved rotary": ("a rotary in adjacent pairs", lambda e, q, m: "rotate_every_two" in e.relations),
+    "One LayerNorm per block": ("the MLP reading the attention's normed input", lambda e, q, m:
+                                "(one norm)" in e.relations),
     "Multimodal rotary": ("a multimodal rotary", lambda e, q, m: "multimodal rotary" in e.traits["attention"]),
     "YaRN rotary": ("yarn rope scaling", lambda e, q, m: e.on(q, lambda c: "yarn" in c["rope_types"])),
     "Scaled rotary \\((\\w+)\\)": ("that rope scaling", lambda e, q, m: e.on(False, lambda c: m[1] in c["rope_types"])),

@@ -52,7 +52,11 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
         found.append("softcapped scores")
     if getattr(config, "final_logit_softcapping", None):
         found.append("final logit softcap")
-    if getattr(config, "use_parallel_residual", False):
+    from nncanon.parts.parallel import parallel_sum
+
+    # the config's switch (GPT-NeoX), or a block proven by the parallel sum (GPT-J's, which has no switch)
+    if getattr(config, "use_parallel_residual", False) or any(
+            relation.compute is parallel_sum.compute for relation in getattr(type(tiny.layers[0]), "RELATIONS", ())):
         found.append("parallel block")
     sandwich = [hasattr(layer, "pre_feedforward_layernorm") for layer in layers]
     post = [hasattr(layer, "post_feedforward_layernorm") for layer in layers]
@@ -73,6 +77,12 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
     return found
 
 
+def heads_of(config: Any) -> int | None:
+    """The head width of a config: its head_dim, or hidden_size / num_attention_heads."""
+    heads = getattr(config, "num_attention_heads", None)
+    return getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else None)
+
+
 def _in_order(items) -> list:
     return list(dict.fromkeys(items))
 
@@ -84,7 +94,10 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     # the blocks and their parts by their standard names, whatever a family calls them natively
     blocks = [tiny.layers[i] for i in range(tiny.num_layers)]
     layers = [block._module for block in blocks]
-    mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp")) for block in blocks))
+    # a block whose MLP has no module of its own (OPT's fc1 / fc2 on the layer) is a plain MLP all the same
+    mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp") if _child(block, "mlp") is not None else
+                                           block._module if hasattr(block._module, "fc1") else None)
+                                  for block in blocks))
     block_norms = [norm for block in blocks
                    if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
     norms = _in_order(type(norm).__name__ for norm in block_norms)
@@ -102,6 +115,9 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
         quirks.append("latent attention")
     if rope.get("partial_rotary_factor", 1.0) < 1.0:
         quirks.append(f"partial rotary ({rope['partial_rotary_factor']:g})")
+    elif getattr(config, "rotary_dim", None) and heads_of(config) and config.rotary_dim < heads_of(config):
+        # GPT-J and CodeGen give the rotated width itself (rotary_dim), not a fraction of the head
+        quirks.append(f"partial rotary ({config.rotary_dim / heads_of(config):g})")
     if rope.get("mrope_section"):
         quirks.append("multimodal rotary")
     if rope.get("rope_type") not in (None, "default"):

@@ -136,8 +136,9 @@ def page_key(page: str) -> str:
     """A hash of the page, the library, this runner and the versions its results depend on."""
     digest = hashlib.sha256()
     files = [DOCS_SRC / page, *sorted((REPO_ROOT / "nncanon").rglob("*.py")),
-             *(REPO_ROOT / "generator" / name for name in ("docs_run.py", "note_runner.py", "note_clock.py",
-                                                            "checkpoints.py", "tiny_weights.py")),
+             *(REPO_ROOT / "generator" / name for name in ("notes/docs_run.py", "notes/note_runner.py",
+                                                            "notes/note_clock.py", "checkpoint/checkpoints.py",
+                                                            "checkpoint/tiny_weights.py")),
              *sorted((REPO_ROOT / "families").glob("*.yaml"))]
     for path in files:
         digest.update(path.name.encode())

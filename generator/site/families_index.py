@@ -28,6 +28,9 @@ MLPS = {
     "none": "no MLP",
 }
 
+#: a term -> the broader term a family with it also matches (a filter for mixtures keeps the shared-expert ones)
+PARENTS = {"mixture + shared expert": "mixture of experts"}
+
 #: traits.norm_gain (how a norm applies its learned parameters) -> the norms facet's word; "weight" is the default
 GAINS = {"1 + weight": "gain 1 + weight", "weight + bias": "norm bias", "none": "no norm gain"}
 
@@ -102,13 +105,19 @@ def facets(facts: dict) -> dict[str, list[str]]:
     }
 
 
+def matches(terms: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each facet's terms with the broader terms they imply (`PARENTS`): what a filter matches a family by."""
+    return {key: list(dict.fromkeys([*found, *(PARENTS[t] for t in found if t in PARENTS)]))
+            for key, found in terms.items()}
+
+
 def facet_terms(entries: list[dict]) -> list[dict]:
-    """``[{"key", "label", "terms": [(term, count)]}]``: every term some family has, most common first."""
+    """``[{"key", "label", "terms": [(term, count)]}]``: every term some family matches, most common first."""
     out = []
     for key, label in FACETS:
         counts: dict[str, int] = {}
         for e in entries:
-            for term in e["facets"][key]:
+            for term in matches(e["facets"])[key]:
                 counts[term] = counts.get(term, 0) + 1
         if counts:
             out.append({"key": key, "label": label,

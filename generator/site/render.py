@@ -36,8 +36,9 @@ from generator.site.escaping import (
     ident_breaks,
     slug,
 )
-from generator.site.families_index import facet_terms, index_entry
+from generator.site.families_index import facet_terms, index_entry, matches
 from generator.site.interiors import check_order, interior, undrawn
+from generator.site.mechanics import mechanics_table
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
 from generator.site.releases_page import load_records, releases_page, verified_on
@@ -169,6 +170,8 @@ def environment() -> jinja2.Environment:
         err=fmt_error,
         ranges=ranges,
         num=lambda v: f"{v:.1f}".rstrip("0").rstrip("."),
+        # a layout's dims with the full-size checkpoint's sizes where it has one (batch, seq stay names)
+        sized=lambda dims, sizes: " ".join(str(sizes.get(d, d)) for d in dims),
     )
     return env
 
@@ -454,7 +457,11 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True) -> 
         (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts, interiors), encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
-        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries)), encoding="utf-8"
+        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries),
+                                                        match=matches), encoding="utf-8"
+    )
+    (out_dir / "mechanics.md").write_text(
+        env.get_template("mechanics.md.j2").render(mechanics=mechanics_table(families)), encoding="utf-8"
     )
     (out_dir / "facts" / "index.json").write_text(
         _dump({"schema": SCHEMA, "families": entries}), encoding="utf-8"

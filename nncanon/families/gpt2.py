@@ -33,13 +33,13 @@ from ..locators import child, own
 from ..model import StandardModel
 from ..parts.attention import ATTENTION_RELATIONS, Attention, head_results_value
 from ..parts.decoder import (
-    ROOT_RELATIONS,
-    ROOT_VALUES,
     Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.positions import root_relations, root_values
+from ..parts.ungated import n_inner_sizes
 from ..relations import first, relation, rows
 from ..values import Value
 from ..views import heads
@@ -58,41 +58,8 @@ RENAME = {
 
 # -- the root: token plus learned position embeddings ----------------------------------------------
 
-
-@relation("layers[0].layer_input == token_embeddings + position_embeddings; token_embeddings == "
-          "embed_tokens.weight[input_ids]; position_embeddings == embed_positions.weight[p] at every real token, "
-          "p counting each row's real tokens from 0 (cumsum(attention_mask) - 1)",
-          proves="token_embeddings position_embeddings",
-          reads="input_ids attention_mask token_embeddings position_embeddings layers[0].layer_input")
-def _learned_positions(host, r):
-    ids, positions = r["input_ids"], r["position_embeddings"]
-    mask = r["attention_mask"]
-    if mask is None:
-        import torch
-
-        mask = torch.ones_like(ids)
-    counted = (mask.long().cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1]:]
-    real = mask[:, -ids.shape[1]:].bool()
-    table = host.embed_positions._module.weight
-    positions = positions.expand(ids.shape[0], -1, -1)
-    return [(r["token_embeddings"] + r["position_embeddings"], r["layers[0].layer_input"]),
-            (host.embed_tokens._module.weight[ids], r["token_embeddings"]),
-            (table[counted][real], positions[real])]
-
-
-ROOT_RELATIONS_GPT2 = tuple(_learned_positions if rel.text == "layers[0].layer_input == token_embeddings" else rel
-                            for rel in ROOT_RELATIONS)
-assert _learned_positions in ROOT_RELATIONS_GPT2
-
-GPT2_ROOT_VALUES = [
-    *ROOT_VALUES[:2],  # logits, token_embeddings; position_embeddings next, in the forward's order
-    Value("position_embeddings", Residual,
-          "The learned position embedding's output (transformer.wpe), added to token_embeddings before the "
-          "first block; [1, seq, hidden_size] when the batch has no padding (the model numbers the positions "
-          "itself), [batch, seq, hidden_size] when nnsight passes each left-padded row's positions",
-          child("embed_positions")),
-    *ROOT_VALUES[2:],
-]
+ROOT_RELATIONS_GPT2 = root_relations()
+GPT2_ROOT_VALUES = root_values("transformer.wpe")
 
 # -- attention: one fused Conv1D for q, k, v; c_proj out ---------------------------------------------
 
@@ -171,6 +138,7 @@ ROOT = GPT2StandardModel
 build = text_only(hf.GPT2LMHeadModel)
 layer_types = attention_layer_types  # GPT2Config has no layer_types: full attention on every block
 prepare = nothing_to_prepare
+dim_sizes = n_inner_sizes  # the MLP is n_inner wide, or 4 · hidden_size
 
 
 def required_paths(model: StandardModel) -> list[str]:
@@ -178,8 +146,3 @@ def required_paths(model: StandardModel) -> list[str]:
             "layers.0.self_attn", "layers.0.self_attn.c_attn", "layers.0.self_attn.c_proj",
             "layers.0.post_attention_layernorm", "layers.0.mlp", "layers.0.mlp.c_fc", "layers.0.mlp.act",
             "layers.0.mlp.c_proj"]
-
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    config = model.text_config
-    return {"intermediate_size": config.n_inner or 4 * config.hidden_size}

@@ -35,14 +35,15 @@ import sys
 from transformers.models.gpt_neox import modeling_gpt_neox as hf
 
 from ..hosts import host
-from ..layouts import HeadOutputs, Residual
+from ..layouts import HeadOutputs
 from ..locators import child
 from ..model import FamilyMismatch, StandardModel
 from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
-from ..parts.mlp import MLP, MLP_RELATIONS
-from ..relations import first, pick, relation, rows
-from ..values import Value, never
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, text_only
+from ..parts.parallel import parallel_block
+from ..parts.ungated import ungated_mlp
+from ..relations import first, relation
+from ..values import Value
 from ..views import heads
 
 FAMILY = "gpt_neox"
@@ -60,49 +61,9 @@ RENAME = {
     "dense_4h_to_h": "down_proj",
 }
 
-# -- the block: attention and MLP in parallel, from the same input ----------------------------------
+# -- the block: attention and MLP in parallel, from the same input, each through its own norm -------
 
-
-@relation("layer_input + self_attn.attention_output + mlp.mlp_output == layer_output: one sum, both sublayers "
-          "reading layer_input (use_parallel_residual)",
-          proves="layer_output self_attn.attention_output mlp.mlp_output",
-          reads="layer_input self_attn.attention_output mlp.mlp_output layer_output",
-          adds=("layer_input", "self_attn.attention_output", "layer_input + self_attn.attention_output"))
-def _parallel_sum(host, r):
-    return [(r["layer_input"] + r["self_attn.attention_output"] + r["mlp.mlp_output"], r["layer_output"])]
-
-
-@relation("mlp_input == mlp_norm_output == post_attention_layernorm(layer_input), not of any sum with the "
-          "attention's output; layer_output - mlp.mlp_output == layer_input + self_attn.attention_output",
-          proves="mlp_norm_output mlp_input",
-          reads="layer_input mlp_norm_output mlp_input self_attn.attention_output mlp.mlp_output layer_output",
-          adds=("layer_input + self_attn.attention_output", "mlp.mlp_output", "layer_output", "layer_input"))
-def _parallel_mlp(host, r):
-    return [(host.post_attention_layernorm._module(r["layer_input"]), r["mlp_norm_output"]),
-            (r["mlp_norm_output"], r["mlp_input"]),
-            (r["layer_output"] - r["mlp.mlp_output"], r["layer_input"] + r["self_attn.attention_output"])]
-
-
-@relation("attention_norm_output == input_layernorm(layer_input) == what self_attn is called with",
-          proves="attention_norm_output", reads="layer_input attention_norm_output self_attn.input")
-def _attention_norm(host, r):
-    return [(host.input_layernorm._module(r["layer_input"]), r["attention_norm_output"]),
-            (first(r["self_attn.input"]), r["attention_norm_output"])]
-
-
-PARALLEL_RELATIONS = (_parallel_sum, _parallel_mlp, _attention_norm)
-
-_NO_MID = never("GPT-NeoX's block is parallel (use_parallel_residual): the attention's and the MLP's outputs "
-                "are added to layer_input in one sum, and the MLP reads post_attention_layernorm(layer_input), "
-                "so no tensor is the stream after the attention add")
-
-ParallelBlock = host("ParallelBlock", Block, values=[
-    Value("layer_mid", Residual, "The residual stream after the attention add",
-          child("post_attention_layernorm", "input"), conditions=(_NO_MID,)),
-    Value("mlp_norm_output", Residual,
-          "The normed stream entering the MLP: post_attention_layernorm of layer_input (not of an attention add)",
-          child("post_attention_layernorm")),
-], RELATIONS=PARALLEL_RELATIONS)
+ParallelBlock = parallel_block("GPT-NeoX's block", flag="use_parallel_residual")
 
 # -- the attention: fused query_key_value, split per head; rotary on the first rotary_ndims dims -------
 
@@ -137,18 +98,7 @@ FusedAttention = host("FusedAttention", Attention, values=[
 
 # -- the MLP: dense_h_to_4h -> act -> dense_4h_to_h, no gate -------------------------------------------
 
-
-@relation("mlp_activation == act_fn(dense_h_to_4h(input)); mlp_neurons == mlp_activation (no gate)",
-          proves="mlp_activation", reads="input mlp_activation mlp_neurons")
-def _two_linears(host, r):
-    module, x = host._module, rows(first(r["input"]))
-    activation = module.act(module.dense_h_to_4h(x))
-    return [(activation, rows(r["mlp_activation"])), (rows(r["mlp_activation"]), rows(r["mlp_neurons"]))]
-
-
-_DOWN = (pick(MLP_RELATIONS, "mlp_output == down_proj"),)
-
-UngatedMLP = host("UngatedMLP", MLP, RELATIONS=(*_DOWN, _two_linears))
+UngatedMLP = ungated_mlp("dense_h_to_4h")
 
 ENVOYS = {hf.GPTNeoXLayer: ParallelBlock, hf.GPTNeoXAttention: FusedAttention, hf.GPTNeoXMLP: UngatedMLP}
 # GPTNeoXConfig has no num_key_value_heads: StandardModel.num_kv_heads falls back to the heads (each has its own)

@@ -5,6 +5,11 @@ state what its values mean.
 - ``attention``: softmax attention over a causal mask, recomputed from queries and keys;
 - ``mlp``: the dense MLP, gated or not, and the same MLP on a mixture's token rows;
 - ``mixture``: top-k mixtures of experts, with or without a gated shared expert;
+- ``parallel``: the parallel block (attention and MLP read the same input, one sum), with one norm or two;
+- ``ungated``: the MLP with no gate, ``down(act(up(x)))``, whatever the family calls its up projection;
+- ``rotary``: which dimensions of a head a partial rotary turns, and how it pairs them (halves or adjacent);
+- ``positions``: learned absolute positions added to the token embeddings (GPT-2, GPT-Neo; OPT's offset of 2);
+- ``method_attention``: the attention computed in a method of its own (``_attn``: GPT-J, GPT-Neo, CodeGen);
 - ``conv``: the causal convolution's cache state, shared by the recurrent mixers;
 - ``deltanet``: the gated DeltaNet mixer and its delta-rule recurrence;
 - ``ssd``: Mamba-2's selective scan (state-space duality);

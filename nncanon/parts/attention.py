@@ -47,16 +47,19 @@ def causal_mask(module: Any, padding: Any, queries: int, keys: int) -> Any:
 
 
 def attending(host: Any) -> Any:
-    """The attention module as the mask reads it. Its own ``sliding_window``, unless its host class says
-    which window the forward hands the attention call (``WINDOW``, a function of the module: Mistral's
-    passes ``config.sliding_window`` and has no attribute of its own)."""
+    """The attention module as the mask reads it. Its own ``sliding_window`` and ``scaling``, unless its host
+    class says which window the forward hands the attention call (``WINDOW``, a function of the module:
+    Mistral's passes ``config.sliding_window`` and has no attribute of its own) or which factor scales the
+    scores (``SCALING``: GPT-J divides by ``scale_attn``, GPT-Neo does not scale)."""
     window = getattr(type(host), "WINDOW", None)
+    scaling = getattr(type(host), "SCALING", None)
     module = host._module
-    if window is None:
+    if window is None and scaling is None:
         return module
     from types import SimpleNamespace
 
-    return SimpleNamespace(scaling=module.scaling, sliding_window=window(module))
+    return SimpleNamespace(scaling=module.scaling if scaling is None else scaling(module),
+                           sliding_window=getattr(module, "sliding_window", None) if window is None else window(module))
 
 
 def pattern(module: Any, queries: Any, keys: Any, padding: Any) -> tuple[Any, Any]:

@@ -1,5 +1,7 @@
 // The families index: facet buttons filter the rows. A family matches a facet when it has any pressed
-// term of it (OR within a facet) and must match every facet with a pressed term (AND across facets).
+// term of it (OR within a facet) and must match every facet with a pressed term (AND across facets); a row
+// carries the broader terms its own imply (families_index.PARENTS). Each button counts the families the
+// filter would show with it chosen, so the counts follow the other groups' choices.
 // The pressed terms live in the URL (?mlp=mixture%20of%20experts&attention=q%2Fk%20norms), so a filtered
 // view can be linked and survives reload.
 (function () {
@@ -31,17 +33,28 @@
       var query = params.toString();
       history.replaceState(history.state, "", window.location.pathname + (query ? "?" + query : "") + window.location.hash);
     }
+    function matching(row, byFacet, except) {
+      return Object.keys(byFacet).every(function (facet) {
+        if (facet === except) return true;
+        var has = (row.dataset[facet] || "").split("|");
+        return byFacet[facet].some(function (term) { return has.indexOf(term) >= 0; });
+      });
+    }
     function apply(updateUrl) {
       var byFacet = wanted();
       var facetsPressed = Object.keys(byFacet);
       var shown = 0;
       rows.forEach(function (row) {
-        var keep = facetsPressed.every(function (facet) {
-          var has = (row.dataset[facet] || "").split("|");
-          return byFacet[facet].some(function (term) { return has.indexOf(term) >= 0; });
-        });
+        var keep = matching(row, byFacet, null);
         row.hidden = !keep;
         if (keep) shown += 1;
+      });
+      // each term's count: the families shown if it were chosen, the other groups' choices kept
+      buttons.forEach(function (b) {
+        var n = rows.filter(function (row) {
+          return matching(row, byFacet, b.dataset.facet) && (row.dataset[b.dataset.facet] || "").split("|").indexOf(b.dataset.term) >= 0;
+        }).length;
+        b.querySelector(".nc-count").textContent = n;
       });
       count.textContent = facetsPressed.length ? shown + " of " + rows.length + " families" : "";
       clear.hidden = !facetsPressed.length;

@@ -141,14 +141,19 @@
       card.style.top = Math.round((beside ? r.top : r.bottom + 4) - box.top) + "px";
       return;
     }
-    var under = part.closest(".nc-figure") || part.closest(".nc-scroll") || part;
+    // under the part's own drawing: a block figure also holds the block's inside and its equations, and a card
+    // under all of that lands screens away from the part
+    var figure = part.closest(".nc-figure");
+    var under = figure && !figure.querySelector(".nc-inside") ? figure : part.closest(".nc-scroll") || figure || part;
     var next = under.nextElementSibling;
     if (next && next.classList.contains("nc-identity")) under = next;
-    var bottom = under.getBoundingClientRect().bottom;
+    var top = Math.max(r.bottom, under.getBoundingClientRect().bottom);
+    // a card that would start below the window goes just under the part instead: on the diagram, but seen
+    if (top + Math.min(card.offsetHeight, window.innerHeight / 2) > window.innerHeight) top = r.bottom;
     var width = card.offsetWidth;
     var left = Math.max(0, Math.min(r.left - box.left, box.width - width));
     card.style.left = Math.round(left) + "px";
-    card.style.top = Math.round(Math.max(r.bottom, bottom) - box.top + 4) + "px";
+    card.style.top = Math.round(top - box.top + 4) + "px";
   }
 
   window.nncanonCard = { el: el, fill: fill, place: place };

@@ -6,6 +6,7 @@
 //   so this runs on every page, on resize and when a <details> opens; and Material, which makes a
 //   code block focusable only on a screen with hover, is undone when it takes that away on touch.
 // - Printing opens every collapsed <details> (closed again after), so the paper has it all.
+// - The cheat sheet starts closed on a phone.
 (function () {
   "use strict";
   if (window.__nncanonPageLoaded) return;
@@ -99,6 +100,13 @@
   });
 
   function init() {
+    // the cheat sheet is open on a wide screen, one screen beside the diagram; on a phone it is several, so it
+    // starts closed there (a tap opens it)
+    if (window.matchMedia && window.matchMedia("(max-width: 44.9375em)").matches) {
+      all(document, "details.nc-cheat[open]").forEach(function (d) {
+        d.open = false;
+      });
+    }
     soon();
     setTimeout(soon, 300); // after Material has wrapped the tables and measured its code blocks
   }

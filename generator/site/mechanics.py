@@ -1,0 +1,75 @@
+"""The Mechanics page: each mechanic a family can have, the relation that proves it, and the families that have it.
+
+Generated from the facts alone (no torch): a family has a mechanic when one of its proven relations (the facts'
+``relations``, each checked on every block under every load) states it, recognised by the words that relation's
+text carries (``Mechanic.marker``). The page shows, per family, the relation as proven there, the host it is
+proven on and the loads it held under, so a row cannot claim a mechanic the build did not prove. A mechanic no
+family's facts prove is left off the page.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mechanic:
+    name: str
+    #: what it is, in one sentence, for a reader who knows Llama's block
+    what: str
+    #: a regex a proving relation's text matches (the words the shared part's relation writes)
+    marker: str
+
+
+MECHANICS = (
+    Mechanic("Parallel attention and MLP", "The attention and the MLP read the same block input and both outputs are "
+             "added to the stream in one sum: no tensor is the stream after the attention add.",
+             r"one sum, both sublayers reading layer_input"),
+    Mechanic("One LayerNorm per block", "The MLP reads the attention's own normed input: the block has no second norm.",
+             r"\(one norm\)"),
+    Mechanic("Learned absolute positions", "A learned table of position vectors added to the token embeddings before "
+             "the first block.", r"position_embeddings == embed_positions\.weight\[p\]"),
+    Mechanic("Learned positions offset by 2", "The position table starts two rows in: position p reads row p + 2.",
+             r"embed_positions\.weight\[p \+ 2\]"),
+    Mechanic("ALiBi", "No position embedding: each head adds to its scores a bias linear in the key's position, "
+             "with a slope of its own.", r"alibi\[h, k\] == slopes\[h\]"),
+    Mechanic("LayerNorm on the embeddings", "The token embedding is normed before the first block reads it.",
+             r"embedding_norm_output == embed_layernorm\(token_embeddings\)"),
+    Mechanic("Partial rotary, adjacent pairs", "The rotary embedding turns the first dimensions of each head in "
+             "adjacent pairs (2j with 2j+1, rotate_every_two); the rest pass through.", r"rotate_every_two"),
+    Mechanic("Partial rotary, halves", "The rotary embedding turns the first dimensions of each head in halves "
+             "(j with j + d/2, rotate_half); the rest pass through.",
+             r"rotate_half|\(j, j \+ rotary_ndims/2\)"),
+    Mechanic("Multi-query attention", "One key head and one value head serve every query head.",
+             r"one key and one value head shared by every query head"),
+    Mechanic("Local attention windows", "Some blocks attend only to the last window_size keys.",
+             r"on a local block .* window_size"),
+    Mechanic("Queries scaled before the call", "The queries are multiplied by head_dim^-0.5 before the attention, "
+             "which then does not scale the scores.", r"OPT scales the queries"),
+    Mechanic("Fused query_key_value", "One projection computes queries, keys and values, split in the forward.",
+             r"== (query_key_value|c_attn|qkv_proj)\(input\)"),
+    Mechanic("Mixture of experts", "A router picks the top-k experts per token; their weighted outputs are summed.",
+             r"expert_indices == top_k"),
+    Mechanic("Shared expert", "An always-on expert added to the routed ones, scaled by a sigmoid gate per token.",
+             r"shared_expert_output == sigmoid"),
+    Mechanic("Multiplied residual branches (µP)", "Multipliers on the embedding, the branches or the logits.",
+             r"multiplier"),
+)
+
+
+def mechanics_table(families: list[dict]) -> list[dict]:
+    """One entry per mechanic some family proves: its name, what it is, and per family (sorted) the first relation
+    of that family whose text states it, with the host and the loads it held under."""
+    rows = []
+    for mechanic in MECHANICS:
+        having = []
+        for facts in sorted(families, key=lambda f: f["family"]):
+            proving = [r for r in facts.get("relations") or [] if re.search(mechanic.marker, r["text"])]
+            if proving:
+                first = proving[0]
+                having.append({"family": facts["family"], "host": first["host"], "text": first["text"],
+                               "loads": sorted(first.get("errors") or {})})
+        if having:
+            rows.append({"name": mechanic.name, "what": mechanic.what, "families": having})
+    return rows
