@@ -13,8 +13,9 @@ from .hosts import HostKind
 from .kernels import route_kernels
 from .loading import from_config, load
 from .model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, wrap
+from .readonly import ReadOnly
 from .remote import NotRemotable
-from .values import NotOnHost, ReadOnly, Unavailable
+from .values import NotOnHost, Unavailable
 
 __version__ = "0.1.0"
 

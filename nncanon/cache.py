@@ -15,9 +15,14 @@ Keys are dotted (``layers.3.mlp.router_logits``): the path ``model.get`` walks p
 name, so a key needs no quoting and splits on dots; ``model.layers[3].mlp.router_logits`` is the
 same value.
 
-Inside a trace, values read inside a forward go through nnsight in the order the forward produces
-them, as measured by `nncanon.order` (run ``model.support()`` or a cache on its own once before,
-so the order is known: a trace cannot measure it); the others are caught as below.
+Inside a trace, every value goes through nnsight, in the order the forward produces them, as
+measured by `nncanon.order` (run ``model.support()`` or a cache on its own once before, so the order
+is known: a trace cannot measure it), and is kept as a copy taken at its read. So a cache taken in a
+trace that edits holds every value as the forward held it at its own point when the cache read it:
+after every edit upstream of it and the edits made at that point before the ``model.cache`` call,
+never one made after it (an in-place edit later in the trace does not reach back into the cache);
+and only this invoke's rows, as any read in an invoke. Plain hooks would see the whole batch and
+alias what later edits change, so they are kept for the run on its own, which edits nothing.
 
 Run on its own (inputs given), the cache only reads, so it skips nnsight's per-read machinery:
 a value read at a module's boundary (its input or output, a child's) is caught by a plain
@@ -164,36 +169,25 @@ def run(model: Any, names: list[str] | str, inputs: tuple, kwargs: dict, blocks:
     return Cache((entry.key, found[entry.key]) for entry in entries if entry.key in found)
 
 
-def _hook(entry: Entry, found: dict, once: bool = False) -> Any:
-    """A plain PyTorch hook on the native module ``entry``'s locator resolves to, keeping the value's first visit
-    (``once``: and removing itself then)."""
+def _hook(entry: Entry, found: dict) -> Any:
+    """A plain PyTorch hook on the native module ``entry``'s locator resolves to, keeping the value's first visit."""
     locator, value, host = entry.value.locator, entry.value, entry.host
     module = host._module if locator.module is None else host.get(locator.module)._module
-    handle = None
 
     def keep(raw: Any) -> None:
         if entry.key not in found:
             found[entry.key] = value.view.read(host, locator.select(raw))
-        if once:
-            handle.remove()
 
     if locator.io == "input":
-        handle = module.register_forward_pre_hook(lambda m, args, kwargs: keep((args, kwargs)), with_kwargs=True)
-    else:
-        handle = module.register_forward_hook(lambda m, args, output: keep(output))
-    return handle
+        return module.register_forward_pre_hook(lambda m, args, kwargs: keep((args, kwargs)), with_kwargs=True)
+    return module.register_forward_hook(lambda m, args, output: keep(output))
 
 
 def read(model: Any, names: list[str] | str, blocks: Any = None) -> Cache:
-    """Inside a trace: boundary values by plain hooks that fill the cache as the forward runs (each removed
-    at its first visit), values read inside a forward through nnsight, in forward order, saved. The cache
-    is complete when the trace ends."""
-    entries = resolve(model, names, blocks)
+    """Inside a trace: every value through nnsight, in forward order, copied at its read and saved (see the module
+    docstring for what a trace that edits puts in it)."""
     cache = Cache()
-    for entry in entries:
-        if entry.hooked:
-            _hook(entry, cache, once=True)
-    for entry in entries:
-        if not entry.hooked:
-            cache[entry.key] = getattr(entry.host, entry.value.name).save()
+    for entry in resolve(model, names, blocks):
+        value = getattr(entry.host, entry.value.name)
+        cache[entry.key] = value.clone() if isinstance(value, torch.Tensor) else value
     return save(cache)  # handed back after the trace, as a saved value is

@@ -14,8 +14,34 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from nnsight.intervention.envoy import Envoy
+from nnsight.intervention.eproperty import eproperty
 
+from .errors import OutsideTrace
 from .values import NotOnHost, Unavailable, Value, ValueProperty
+
+
+class _Boundary(eproperty):
+    """nnsight's ``.output``/``.input``/``.inputs``, whose read outside a trace names the standard path and value,
+    not nnsight's internal ``model.model.layers.0.output``."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        try:
+            return super(_Boundary, self).__get__(obj, owner)
+        except ValueError as error:
+            if obj is None or "outside of interleaving" not in str(error):
+                raise
+            io = "output" if self.key == "output" else "input"
+            same = [v.name for v in type(obj).values()
+                    if v.locator.io == io and v.locator.module is None and not v.locator.ops]
+            standard = f"; the standard value there is {obj._standard_path()}.{same[0]}" if same else ""
+            raise OutsideTrace(f"{obj._standard_path()}.{self.name} is read inside a `with model.trace(...)` block: "
+                               f"outside one no forward runs to read it from{standard}") from None
+
+
+def _boundary(served: eproperty) -> eproperty:
+    named = _Boundary(key=served.key, description=served.description)
+    named.__dict__.update(served.__dict__)  # its name, preprocess, postprocess and write-back
+    return named
 
 
 class Host(Envoy):
@@ -29,6 +55,10 @@ class Host(Envoy):
     # Set by StandardModel when it builds the tree, so a read needs no parent walk.
     _std_model: Any = None
     _std_path: str = ""
+
+    output = _boundary(Envoy.__dict__["output"])
+    input = _boundary(Envoy.__dict__["input"])
+    inputs = _boundary(Envoy.__dict__["inputs"])
 
     @classmethod
     def kind(cls) -> str:

@@ -39,6 +39,8 @@ Keys = layout("Keys", "batch num_kv_heads seq qk_head_dim")
 Values = layout("Values", "batch num_kv_heads seq head_dim")
 Pattern = layout("Pattern", "batch num_heads query key")
 HeadOutputs = layout("HeadOutputs", "batch seq num_heads head_dim")
+#: each head's contribution to the residual stream: its slice of the premix through its columns of o_proj
+HeadResults = layout("HeadResults", "batch seq num_heads hidden_size")
 Neurons = layout("Neurons", "batch seq intermediate_size")
 RouterLogits = layout("RouterLogits", "batch seq num_experts")
 ExpertWeights = layout("ExpertWeights", "batch seq top_k")

@@ -411,52 +411,17 @@ class StandardModel(Host, TransformersModel):
             return cache.run(self, names, inputs, kwargs, blocks)
         return cache.read(self, names, blocks)
 
+    def unembed(self, x: Any) -> Any:
+        """Logits from a residual stream: the final norm, the head and what the family does past it (`nncanon.lens`)."""
+        from .lens import unembed
+
+        return unembed(self, x)
+
     def _explain_missing(self, envoy: Host, name: str) -> str | None:
-        """Why ``envoy`` has no ``name``, when ``name`` is a standard name somewhere else."""
-        explain = getattr(self.family_module, "explain_missing", None)
-        message = explain(self, envoy, name) if explain else None
-        if message or "_kinds" not in self.__dict__:
-            return message
-        path, native = pattern(envoy._std_path), type(envoy._module).__name__
-        kinds = self.host_kinds()
-        this = f"{envoy._std_path} ({native})"
-        block = index(envoy._std_path)
-        if block is not None:
-            this = f"block {block}'s {envoy._std_path.split(']', 1)[1].lstrip('.') or 'module'} ({native})"
-        same = [k for k in kinds if k.host == path and k.has(name)]
-        if same:
-            where = "; ".join(f"the {k.cls.kind()} ({k.native}) of {k.covers or k.host}" for k in same)
-            return f"{envoy._std_path} has no {name}: {name} is on {where}; {this} is a {type(envoy).kind()}"
-        owners = list(dict.fromkeys(k.host for k in kinds if k.has(name)))
-        if owners:
-            return (f"{envoy._std_path} ({native}) has no value {name!r}: "
-                    f"{name} is served on {', '.join(owners)}")
-        elsewhere = _kinds_serving(name)
-        if elsewhere:
-            kind = next((c.kind() for c in elsewhere if c.HOST == path), elsewhere[0].kind())
-            return (f"{envoy._std_path} has no {name}: {this} is a {type(envoy).kind()}; {name} is a value of a "
-                    f"{kind}, which this {self.family} model has on no block")
-        return None
+        """Why ``envoy`` has no ``name``, in one line naming what exists instead (`nncanon.missing`)."""
+        from .missing import explain
 
-
-_SERVING: dict[str, list] = {}
-_SEEN: list[int] = [0]
-
-
-def _kinds_serving(name: str) -> list[type[Host]]:
-    """Every host class nncanon has defined (any family) that serves a value ``name``."""
-    classes, stack = [], [Host]
-    while stack:
-        cls = stack.pop()
-        classes.append(cls)
-        stack.extend(cls.__subclasses__())
-    if len(classes) != _SEEN[0]:
-        _SERVING.clear()
-        _SEEN[0] = len(classes)
-        for cls in classes:
-            for value in cls.values():
-                _SERVING.setdefault(value.name, []).append(cls)
-    return _SERVING.get(name, [])
+        return explain(self, envoy, name)
 
 
 def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors: Any) -> StandardModel:

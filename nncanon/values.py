@@ -24,6 +24,7 @@ from . import grads, releases, stale
 from .errors import OutsideTrace, check_shape, read_out_of_order, remember_read
 from .layouts import Layout
 from .locators import FamilyMismatch, Locator, MissingOp
+from .readonly import protect, refusal
 
 
 class Unavailable(Exception):
@@ -39,10 +40,6 @@ class NotOnHost(Unavailable, AttributeError):
 
     An AttributeError too, so ``hasattr`` stays False and nnsight's alias lookups skip it.
     """
-
-
-class ReadOnly(TypeError):
-    """A derived or read-only value was assigned to."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +164,8 @@ class ValueProperty(eproperty):
         location, where, raw = self._raw(host)
         selected = self._select(raw, where)
         served = value.view.read(host, selected)
+        if value.view.write is None:  # an in-place edit is refused as an assignment is (nncanon.readonly)
+            served = protect(served, where, value)
         mediator = remember_read(where)
         run = stale.current_run(mediator)
         stale.stamp(served, run)
@@ -222,7 +221,7 @@ class ValueProperty(eproperty):
     def __set__(self, host: Any, new: Any) -> None:
         value = self.value
         if value.view.write is None:
-            raise ReadOnly(f"{host._standard_path()}.{value.name} is read-only: {value.description}")
+            raise refusal(f"{host._standard_path()}.{value.name}", value)
         location, where, raw = self._raw(host)
         current = self._select(raw, where)
         check_shape(where, value.layout, new, value.view.read(host, current))

@@ -68,6 +68,20 @@ def derived(name: str, fn) -> View:
     return View(name, lambda host, x: fn(x), None, derived=True)
 
 
+def head_results(projection: str = "o_proj") -> View:
+    """[batch, seq, heads*dim] entering ``projection`` -> [batch, seq, heads, hidden]: each head's slice through its
+    own columns of the projection's weight, no bias (TransformerLens's ``hook_result``). Derived: the forward
+    never holds it, it runs one matmul over every head at once."""
+
+    def read(host, x: torch.Tensor) -> torch.Tensor:
+        proj = getattr(host, projection)._module
+        weight = proj.weight if isinstance(proj, torch.nn.Linear) else proj.weight.T  # a Conv1D holds [in, out]
+        count = host._std_model.num_heads
+        return torch.einsum("...hd,ohd->...ho", x.unflatten(-1, (count, -1)), weight.unflatten(1, (count, -1)))
+
+    return View(f"head results ({projection})", read, None, derived=True)
+
+
 #: a value that can be read but not assigned (the mask, the ids, the size of the call)
 READ_ONLY = View("read-only", lambda host, x: x, None)
 

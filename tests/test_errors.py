@@ -177,3 +177,89 @@ def test_a_stale_slice_is_warned_and_a_name_the_invoke_never_reads_is_not(model)
         [str(w.message) for w in warned]
     errors, warned = _patch_in_a_loop(model, safe=True, sliced=True)  # del clean; ids stays, unread
     assert max(errors) < 1e-5 and not warned, [str(w.message) for w in warned]
+
+
+# -- a name that is not here: what exists instead, and the fix, in one line ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama():
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    return nncanon.load(checkpoint_dir("llama"))
+
+
+def _missing(read) -> str:
+    with pytest.raises(nncanon.NotOnHost) as caught:
+        read()
+    message = str(caught.value)
+    assert "\n" not in message and isinstance(caught.value, AttributeError)  # hasattr stays False
+    return message
+
+
+def test_another_familys_value_names_the_family_and_its_host(llama):
+    assert _missing(lambda: llama.layers[0].self_attn.kv_latent) == (
+        "model.layers[0].self_attn has no kv_latent: kv_latent is a value of deepseek_v3's LatentAttention host; "
+        "this llama model's attention (LlamaAttention) does not compute it (model.support() lists what it has)")
+
+
+def test_a_mixer_the_block_does_not_have_names_the_one_it_has():
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    mamba = nncanon.load(checkpoint_dir("mamba2"))
+    assert _missing(lambda: mamba.layers[0].self_attn) == (
+        "model.layers[0] has no self_attn: this mamba2 model's blocks mix tokens with mixer (a Mamba-2 mixer); "
+        "read model.layers[0].mixer")
+
+
+@pytest.mark.parametrize("read,theirs,standard", [
+    (lambda m: m.layers[2].resid_post, "blocks.2.hook_resid_post", "model.layers[2].layer_output"),
+    (lambda m: m.layers[2].hook_resid_post, "blocks.2.hook_resid_post", "model.layers[2].layer_output"),
+    (lambda m: m.layers[2].hook_resid_pre, "blocks.2.hook_resid_pre", "model.layers[2].layer_input"),
+    (lambda m: m.layers[2].self_attn.hook_z, "blocks.2.attn.hook_z", "model.layers[2].self_attn.attention_head_outputs"),
+    (lambda m: m.layers[2].self_attn.hook_pattern, "blocks.2.attn.hook_pattern",
+     "model.layers[2].self_attn.attention_probabilities"),
+    (lambda m: m.layers[2].mlp.hook_post, "blocks.2.mlp.hook_post", "model.layers[2].mlp.mlp_neurons"),
+    (lambda m: m.hook_embed, "hook_embed", "model.token_embeddings"),
+    (lambda m: m.blocks, "blocks", "model.layers"),
+    (lambda m: m.layers[2].ln1, "ln1", "model.layers[2].attention_norm_output"),
+    (lambda m: m.layers[2].self_attn.hook_result, "blocks.2.attn.hook_result",
+     "model.layers[2].self_attn.attention_head_results"),
+], ids=["resid_post", "hook_resid_post", "hook_resid_pre", "hook_z", "hook_pattern", "hook_post", "hook_embed",
+        "blocks", "ln1", "hook_result"])
+def test_a_transformer_lens_name_says_the_standard_one(llama, read, theirs, standard):
+    message = _missing(lambda: read(llama))
+    assert message.endswith(f": {theirs} is TransformerLens's name; the standard name is {standard}"), message
+
+
+@pytest.mark.parametrize("name,standard", [("layers_output", "model.layers[i].layer_output"),
+                                           ("attentions_output", "model.layers[i].self_attn.attention_output"),
+                                           ("mlps_output", "model.layers[i].mlp.mlp_output")])
+def test_an_nnterp_name_says_the_standard_one(llama, name, standard):
+    assert _missing(lambda: getattr(llama, name)) == (
+        f"model has no {name}: {name} is nnterp's name; the standard name is {standard} (one per block)")
+
+
+def test_a_value_the_model_serves_elsewhere_and_a_plain_typo(llama):
+    assert _missing(lambda: llama.layers[0].attention_probabilities) == (
+        "model.layers[0] (LlamaDecoderLayer) has no value 'attention_probabilities': attention_probabilities is "
+        "served on model.layers[i].self_attn")
+    with pytest.raises(AttributeError) as caught:
+        llama.layers[0].no_such_value  # noqa: B018
+    assert not isinstance(caught.value, nncanon.NotOnHost)  # not a name anywhere: nnsight's own error
+
+
+def test_reading_a_module_boundary_outside_a_trace_names_the_standard_value(llama):
+    from nncanon.errors import OutsideTrace
+
+    for read, path, standard in [(lambda: llama.layers[0].output, "model.layers[0].output", "model.layers[0].layer_output"),
+                                 (lambda: llama.layers[0].input, "model.layers[0].input", "model.layers[0].layer_input"),
+                                 (lambda: llama.output, "model.output", "model.logits")]:
+        with pytest.raises(OutsideTrace) as caught:
+            read()
+        assert str(caught.value) == (f"{path} is read inside a `with model.trace(...)` block: outside one no forward "
+                                     f"runs to read it from; the standard value there is {standard}")
+    with torch.no_grad(), llama.trace("The cat sat"):  # inside one, nnsight's own .output as ever
+        out = llama.layers[0].output.save()
+        standard = llama.layers[0].layer_output.save()
+    assert torch.equal(out, standard)

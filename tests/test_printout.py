@@ -27,7 +27,7 @@ def meta_text_model(checkpoint):
     return nncanon.from_config(get_family("qwen3_5_moe_text").checkpoint_config("Qwen/Qwen3.5-35B-A3B-Base"))
 
 
-ADDED = ("conv_state_input", "conv_state_output", "time_steps", "decay_rates")
+ADDED = ("conv_state_input", "conv_state_output", "time_steps", "decay_rates", "attention_head_results")
 
 
 def test_text_printout_matches_the_spec(meta_text_model):
@@ -38,7 +38,8 @@ def test_text_printout_matches_the_spec(meta_text_model):
     expected = [line.replace("LinearQK [batch seq heads key_dim]", "LinearQK [batch seq key_heads key_dim]")
                 for line in text_part(SPEC)]
     # The documented additions beyond the spec: the DeltaNet's conv state and its decay in Mamba-2's words
-    # (time_steps, decay_rates), one line each in every linear_attn's value list.
+    # (time_steps, decay_rates), one line each in every linear_attn's value list; each attention's per-head
+    # contributions in the residual space (attention_head_results), one line in every self_attn's.
     added = [line for line in ours if line.strip().startswith(tuple(f"({name})" for name in ADDED))]
     assert {line.strip().split(")")[0][1:] for line in added} == set(ADDED)
     ours = [line for line in ours if line not in added]

@@ -1,6 +1,7 @@
 """TransformerLens names: the TransformerLens hook each standard value corresponds to, checked.
 
-:data:`NAMES` says which TransformerLens 4.3 hook (``TransformerBridge``, which runs the Hugging
+``nncanon.other_names.TRANSFORMER_LENS`` (nncanon's errors use it too; imported where used: importing nncanon
+loads torch, which the renderer, importing this module, must not) says which TransformerLens 4.3 hook (``TransformerBridge``, which runs the Hugging
 Face module itself) holds the same tensor as a standard value. It is a claim, and :func:`check`
 tests it on a family's tiny checkpoint: the values read through nncanon on block 1 and the root,
 the hooks read through ``TransformerBridge.run_with_cache``, on the same prompt, under eager
@@ -23,29 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: (host pattern, value) -> (TransformerLens hook, ``{i}`` the block, ``a|b``: the first the bridge has; how its
-#: tensor is laid out against the value's)
-NAMES: dict[tuple[str, str], tuple[str, str | None]] = {
-    ("model", "token_embeddings"): ("hook_embed", None),
-    ("model", "logits"): ("logits", None),  # what run_with_cache returns
-    ("model.layers[i]", "layer_input"): ("blocks.{i}.hook_resid_pre", None),
-    ("model.layers[i]", "attention_norm_output"): ("blocks.{i}.ln1.hook_out", None),
-    ("model.layers[i]", "layer_mid"): ("blocks.{i}.hook_resid_mid", None),
-    ("model.layers[i]", "mlp_norm_output"): ("blocks.{i}.ln2.hook_out", None),
-    ("model.layers[i]", "layer_output"): ("blocks.{i}.hook_resid_post", None),
-    # a rotary model's queries and keys enter attention rotated (hook_rot_*); gpt2's are hook_q, hook_k
-    ("model.layers[i].self_attn", "attention_queries"): ("blocks.{i}.attn.hook_rot_q|blocks.{i}.attn.hook_q",
-                                                         "seq-first"),
-    ("model.layers[i].self_attn", "attention_keys"): ("blocks.{i}.attn.hook_rot_k|blocks.{i}.attn.hook_k",
-                                                      "seq-first"),
-    ("model.layers[i].self_attn", "attention_values"): ("blocks.{i}.attn.hook_v", "seq-first"),
-    ("model.layers[i].self_attn", "attention_scores"): ("blocks.{i}.attn.hook_attn_scores", None),
-    ("model.layers[i].self_attn", "attention_probabilities"): ("blocks.{i}.attn.hook_pattern", None),
-    ("model.layers[i].self_attn", "attention_head_outputs"): ("blocks.{i}.attn.hook_z", None),
-    ("model.layers[i].self_attn", "attention_output"): ("blocks.{i}.hook_attn_out", None),
-    ("model.layers[i].mlp", "mlp_neurons"): ("blocks.{i}.mlp.hook_post", None),
-    ("model.layers[i].mlp", "mlp_output"): ("blocks.{i}.hook_mlp_out", None),
-}
 BLOCK = 1
 PROMPT = "The cat sat on the mat"
 #: the same tensor up to its last step summed in another order (the bridge reads gpt2's Conv1D through its
@@ -69,6 +47,7 @@ def _ours(family: str) -> dict:
     """nncanon's reads of the mapped values on the tiny checkpoint, and what the bridge needs to read its own."""
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
+    from nncanon.other_names import TRANSFORMER_LENS as NAMES
 
     directory = checkpoint_dir(family)
     model = nncanon.load(directory, attn_implementation="eager")
@@ -135,6 +114,8 @@ def check(families: list[str]) -> dict[str, dict[str, dict]]:
     """family -> ``"host::value"`` -> ``{"hook", "agreed", "error"}`` for every mapped value it serves; agreed None
     (with ``why``) where TransformerLens is not installed or does not bridge the family. One process for all:
     every family's nncanon reads first, then every bridge (a bridge patches transformers for the process)."""
+    from nncanon.other_names import TRANSFORMER_LENS as NAMES
+
     if not installed():
         return {family: {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None,
                                       "why": "TransformerLens is not installed"} for key, (hook, _) in NAMES.items()}

@@ -33,7 +33,7 @@ from ..layouts import HeadOutputs, Keys, Pattern, Queries, Residual, Values
 from ..locators import child, op
 from ..model import FamilyMismatch, StandardModel
 from ..parts.alibi import ALIBI_RELATIONS
-from ..parts.attention import EAGER, Attention
+from ..parts.attention import EAGER, HEAD_RESULTS_RELATION, Attention
 from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
 from ..parts.ungated import ungated_mlp
 from ..relations import pick, relation
@@ -129,7 +129,8 @@ BloomAttention = host("BloomAttention", Attention, values=[
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op("torch_bmm_0"), view=_HEAD_OUTPUTS, conditions=(EAGER,)),
 ], SCALING=staticmethod(lambda module: module.inv_norm_factor),
-    RELATIONS=(*ALIBI_RELATIONS, pick(Attention.RELATIONS, "attention_output == o_proj"), _fused_qkv))
+    RELATIONS=(*ALIBI_RELATIONS, HEAD_RESULTS_RELATION, pick(Attention.RELATIONS, "attention_output == o_proj"),
+               _fused_qkv))
 
 BloomMLP = host("BloomMLP", ungated_mlp("dense_h_to_4h"), values=[
     Value("mlp_output", Residual,

@@ -181,7 +181,7 @@ def _logits(host, r):
 
 
 ROOT_RELATIONS_FALCON = (pick(ROOT_RELATIONS, "layers[i].layer_output"), _embeddings,
-                         pick(ROOT_RELATIONS, "final_norm_output"), pick(ROOT_RELATIONS, "lm_head_output"), _logits,
+                         pick(ROOT_RELATIONS, "final_norm_output"), pick(ROOT_RELATIONS, "lm_head_output"), _logits, pick(ROOT_RELATIONS, "unembed("),
                          pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"),
                          pick(ROOT_RELATIONS, "attention_mask"))
 
@@ -191,6 +191,11 @@ ROOT = host("FalconH1StandardModel", StandardModel, values=ROOT_VALUES, RELATION
             family_module=sys.modules[__name__])
 
 build = text_only(hf.FalconH1ForCausalLM)
+
+
+def past_the_head(model: StandardModel, logits):
+    """The lens's step past the head (`nncanon.lens`): FalconH1ForCausalLM multiplies by lm_head_multiplier."""
+    return logits * model._module.model.lm_head_multiplier
 
 
 def prepare(model: StandardModel) -> None:

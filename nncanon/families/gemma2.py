@@ -26,7 +26,15 @@ from ..hosts import host
 from ..layouts import Pattern, Residual
 from ..locators import call, child, op
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, EAGER, Attention, causal_mask, mix, real_queries
+from ..parts.attention import (
+    ATTENTION_RELATIONS,
+    EAGER,
+    HEAD_RESULTS_RELATION,
+    Attention,
+    causal_mask,
+    mix,
+    real_queries,
+)
 from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
@@ -172,7 +180,7 @@ def _capped_scores(host, r):
             (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
 
 
-CAPPED_ATTENTION_RELATIONS = (_capped_attention, _capped_scores, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
+CAPPED_ATTENTION_RELATIONS = (_capped_attention, _capped_scores, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 
 SoftcappedAttention = host("SoftcappedAttention", Attention, values=[
@@ -207,7 +215,7 @@ def _capped_logits(host, r):
 
 
 ROOT_RELATIONS_GEMMA2 = (pick(ROOT_RELATIONS, "layers[i].layer_output"), _scaled_embeddings, _final_norm, pick(ROOT_RELATIONS, "lm_head_output"),
-                         _capped_logits, pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
+                         _capped_logits, pick(ROOT_RELATIONS, "unembed("), pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
 
 ENVOYS = {hf.Gemma2DecoderLayer: SandwichBlock, hf.Gemma2Attention: SoftcappedAttention, hf.Gemma2MLP: MLP}
 ROOT = host("Gemma2StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA2,
@@ -216,6 +224,11 @@ ROOT = host("Gemma2StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=
 build = text_only(hf.Gemma2ForCausalLM)
 layer_types = attention_layer_types
 prepare = nothing_to_prepare
+
+
+def past_the_head(model: StandardModel, logits):
+    """The lens's step past the head (`nncanon.lens`): the final logit softcap, as Gemma2ForCausalLM applies it."""
+    return softcap(logits, model.text_config.final_logit_softcapping)
 
 
 def required_paths(model: StandardModel) -> list[str]:

@@ -43,7 +43,7 @@ from ..parts.decoder import (
 )
 from ..parts.mlp import MLP
 from ..relations import pick, relation
-from .gemma2 import SandwichBlock, _final_norm, _scaled_embeddings, gemma_rms, softcap
+from .gemma2 import SandwichBlock, _final_norm, _scaled_embeddings, gemma_rms, past_the_head, softcap  # noqa: F401 (past_the_head: the family API)
 
 FAMILY = "gemma3_text"
 MODEL_TYPES = ("gemma3_text",)
@@ -123,7 +123,7 @@ def _logits(host, r):
 
 
 ROOT_RELATIONS_GEMMA3 = (pick(ROOT_RELATIONS, "layers[i].layer_output"), _scaled_embeddings, _final_norm, pick(ROOT_RELATIONS, "lm_head_output"),
-                         _logits, pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
+                         _logits, pick(ROOT_RELATIONS, "unembed("), pick(ROOT_RELATIONS, "next_token_probs"), pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
 
 ENVOYS = {hf.Gemma3DecoderLayer: SandwichBlock, hf.Gemma3Attention: QKNormLocalGlobalAttention, hf.Gemma3MLP: MLP}
 ROOT = host("Gemma3TextStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA3,

@@ -31,7 +31,7 @@ from ..hosts import host
 from ..layouts import HeadOutputs, Neurons, Residual
 from ..locators import child, own
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.attention import ATTENTION_RELATIONS, Attention, head_results_value
 from ..parts.decoder import (
     Block,
     attention_layer_types,
@@ -94,6 +94,7 @@ GPT2_ATTENTION_RELATIONS = (*ATTENTION_RELATIONS[:-1], _fused_qkv, _c_proj)
 GPT2Attention = host("GPT2Attention", Attention, values=[
     Value("attention_premix", HeadOutputs, "Every head's output side by side, as the output projection c_proj takes it",
           child("c_proj", "input"), view=heads()),
+    head_results_value("c_proj"),
 ], RELATIONS=GPT2_ATTENTION_RELATIONS)
 
 # -- the MLP: c_fc -> act -> c_proj, not gated -------------------------------------------------------

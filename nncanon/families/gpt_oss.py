@@ -30,7 +30,14 @@ from ..hosts import host
 from ..layouts import Layout, Pattern, Residual
 from ..locators import call, op, own
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, EAGER, Attention, causal_mask, real_queries
+from ..parts.attention import (
+    ATTENTION_RELATIONS,
+    EAGER,
+    HEAD_RESULTS_RELATION,
+    Attention,
+    causal_mask,
+    real_queries,
+)
 from ..parts.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
@@ -108,7 +115,7 @@ def _sink_scores(host, r):
             (torch.ones_like(total), total)]
 
 
-SINK_ATTENTION_RELATIONS = (_sink_attention, _sink_scores, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
+SINK_ATTENTION_RELATIONS = (_sink_attention, _sink_scores, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 
 SinkAttention = host("SinkAttention", Attention, values=[

@@ -118,6 +118,11 @@ layer_types = attention_layer_types
 prepare = nothing_to_prepare
 
 
+def past_the_head(model: StandardModel, logits):
+    """The lens's step past the head (`nncanon.lens`): GraniteForCausalLM divides by logits_scaling."""
+    return logits / model._module.config.logits_scaling
+
+
 def required_paths(model: StandardModel) -> list[str]:
     return TEXT_PATHS
 

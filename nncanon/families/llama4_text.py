@@ -32,7 +32,7 @@ from ..hosts import host
 from ..layouts import Layout, Neurons, Residual, RouterLogits
 from ..locators import child, op, own
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention, real_queries
+from ..parts.attention import ATTENTION_RELATIONS, HEAD_RESULTS_RELATION, Attention, real_queries
 from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, TEXT_RENAME, text_only
 from ..parts.mixture import MoEBlock
 from ..precision import SUBBLOCK
@@ -118,7 +118,7 @@ def _positions(host, r):
 
 
 ChunkedAttention = host("ChunkedAttention", Attention, RELATIONS=(_attention, _pattern, _positions,
-                                                                 ATTENTION_RELATIONS[-1]))
+                                                                 HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1]))
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 
 # -- the MLPs: the dense MLP ([batch, seq] rows) and the shared expert (token rows), one module class --------

@@ -71,6 +71,17 @@ ROOT = host("Mamba2StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=
 build = text_only(hf.Mamba2ForCausalLM)
 
 
+def before_the_head(model: StandardModel, normed):
+    """The lens's step between the final norm and the head (`nncanon.lens`): Mamba2ForCausalLM casts the normed
+    stream (float32 under residual_in_fp32) to the head's dtype."""
+    return normed.to(model.lm_head._module.weight.dtype)
+
+
+def past_the_head(model: StandardModel, logits):
+    """The lens's step past the head: Mamba2ForCausalLM returns float32 logits."""
+    return logits.float()
+
+
 def prepare(model: StandardModel) -> None:
     ssd.prepare(model, hf)
 

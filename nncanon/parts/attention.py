@@ -12,12 +12,12 @@ from typing import Any
 import torch
 
 from ..hosts import host
-from ..layouts import HeadOutputs, Keys, Pattern, Queries, Residual, Values
+from ..layouts import HeadOutputs, HeadResults, Keys, Pattern, Queries, Residual, Values
 from ..locators import call, child, op, own
 from ..precision import SUBBLOCK
 from ..relations import relation
 from ..values import Condition, Value
-from ..views import heads
+from ..views import head_results, heads
 
 EAGER = Condition(
     needs='attn_implementation="eager"',
@@ -118,13 +118,38 @@ def _output_projection(host, r):
     return [(host.o_proj._module(premix.reshape(*premix.shape[:2], -1)), r["attention_output"])]
 
 
-ATTENTION_RELATIONS = (_attention, _pattern, _output_projection)
+@relation("attention_output == sum over heads of attention_head_results + the output projection's bias",
+          proves="attention_head_results", reads="attention_head_results attention_output", tolerance=SUBBLOCK)
+def _head_results(host, r):
+    """The bias is the projection of zeros (none: zeros). A chain of heads·head_dim products and sums (<= 800)
+    against the forward's one matmul over the same terms: SUBBLOCK."""
+    projection = next(v for v in type(host).values() if v.name == "attention_head_results").extra["projection"]
+    proj = getattr(host, projection)._module
+    results = r["attention_head_results"]
+    bias = proj.bias if proj.bias is not None else torch.zeros(results.shape[-1], dtype=results.dtype)
+    return [(results.double().sum(-2) + bias.double(), r["attention_output"])]
+
+
+def head_results_value(projection: str = "o_proj") -> Value:
+    """``attention_head_results`` read where ``projection`` (the output projection) is called."""
+    return Value("attention_head_results", HeadResults,
+                 f"Each head's contribution to attention_output: its slice of attention_premix through its own columns "
+                 f"of {projection} (TransformerLens's hook_result); summed over heads, plus {projection}'s bias, "
+                 f"attention_output; derived, read-only",
+                 child(projection, "input"), view=head_results(projection), extra={"projection": projection})
+
+
+#: the output projection's relation stays last: families keep it by ATTENTION_RELATIONS[-1]
+ATTENTION_RELATIONS = (_attention, _pattern, _head_results, _output_projection)
+HEAD_RESULTS_RELATION = _head_results
 
 #: the call of the attention function, found by what it calls (`Call`): on 5.23 attention_interface_0 is the
 #: get_interface(...) assignment, and a release that binds the name twice numbers the call _2
 _CALL = call("attention_interface_1")
 
-Attention = host("Attention", values=[
+#: softmax attention's values; `Attention` adds the per-head results, which the Qwen vision tower (heads of its
+#: own, not the text model's) does not serve
+AttentionBase = host("AttentionBase", values=[
     Value("attention_queries", Queries, "The queries entering attention",
           op(_CALL, io="input", element=1), conditions=(ATTENTION_CALL,)),
     Value("attention_keys", Keys, "The keys entering attention", op(_CALL, io="input", element=2),
@@ -141,4 +166,5 @@ Attention = host("Attention", values=[
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op(_CALL, element=0), conditions=(ATTENTION_CALL,)),
 ], HOST="model.layers[i].self_attn", KIND="attention", RELATIONS=ATTENTION_RELATIONS)
+Attention = host("Attention", AttentionBase, values=[head_results_value()])
 

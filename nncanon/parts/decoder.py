@@ -52,6 +52,12 @@ def _logits(host, r):
     return [(r["lm_head_output"], r["logits"])]
 
 
+@relation("unembed(layers[-1].layer_output) == logits: the lens (model.unembed) applies the final norm, the head "
+          "and what the model does past it", proves="", reads="layers[-1].layer_output logits")
+def _lens(host, r):
+    return [(host.unembed(r["layers[-1].layer_output"]), r["logits"])]
+
+
 @relation("next_token_probs == softmax(logits[:, -1])", proves="next_token_probs", reads="logits next_token_probs")
 def _probs(host, r):
     return [(r["logits"][:, -1].softmax(-1), r["next_token_probs"])]
@@ -77,7 +83,7 @@ def _mask(host, r):
     return [(expected, mask)]
 
 
-ROOT_RELATIONS = (_stack, _embeddings, _final_norm, _head, _logits, _probs, _ids, _mask)
+ROOT_RELATIONS = (_stack, _embeddings, _final_norm, _head, _logits, _lens, _probs, _ids, _mask)
 
 # -- the block ------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from ...layouts import HeadOutputs, ImageFeatures, ImageTokenMask, Keys, Neurons
 from ...locators import Locator, child, op, own
 from ...values import Unavailable, Value, View, never
 from ...views import IMAGES_AXIS
-from ..attention import Attention
+from ..attention import AttentionBase
 from ..decoder import BLOCK_RELATIONS, Block
 from ..mlp import MLP
 from . import relations
@@ -227,7 +227,7 @@ VisionBlock = host("QwenVisionBlock", Block, values=[
 
 # print(model) lists a host's values most derived class first, in declaration order; the
 # support table lists them in the base class's order (`Host.values`).
-VisionAttention = host("QwenVisionAttention", Attention, values=[
+VisionAttention = host("QwenVisionAttention", AttentionBase, values=[
     Value("attention_queries", Queries, "The queries entering attention", op("unsqueeze_0")),
     Value("attention_keys", Keys, "The keys entering attention", op("unsqueeze_1")),
     Value("attention_values", Values, "The values entering attention", op("unsqueeze_2")),
@@ -238,8 +238,8 @@ VisionAttention = host("QwenVisionAttention", Attention, values=[
           view=IMAGES_AXIS),
     Value("attention_premix", HeadOutputs, "Every head's output side by side, as the output projection takes it",
           child("o_proj", "input"), view=IMAGES_HEADS),
-    dataclasses.replace(_declared(Attention, "attention_scores"), conditions=(NO_PATTERN,)),
-    dataclasses.replace(_declared(Attention, "attention_probabilities"), conditions=(NO_PATTERN,)),
+    dataclasses.replace(_declared(AttentionBase, "attention_scores"), conditions=(NO_PATTERN,)),
+    dataclasses.replace(_declared(AttentionBase, "attention_probabilities"), conditions=(NO_PATTERN,)),
 ], HOST="model.vision.layers[i].self_attn", RELATIONS=relations.ATTENTION_RELATIONS)
 
 #: the MLP of fc1, an activation and fc2 (down_proj), no gate: Qwen2-VL, Qwen3-VL, Qwen3.5
