@@ -5,7 +5,7 @@
 
 `unembed(model, x)` applies the final norm, the head and whatever the family does past the head, read from
 its modeling file: gemma2's and gemma3's final logit softcap, granite's division by ``logits_scaling``,
-falcon_h1's ``lm_head_multiplier``, mamba2's cast of the head's input to its weight's dtype and of the
+falcon_h1's ``lm_head_multiplier``, cohere's and cohere2's ``logit_scale``, mamba2's cast of the head's input to its weight's dtype and of the
 logits to float32. A family states that step as ``past_the_head(model, logits)`` in its module (none: nothing
 past the head). A naive ``lm_head(norm(x))`` misses it: 3.98x off on falcon_h1, 7.75x on granite.
 

@@ -57,3 +57,8 @@ dim_sizes = intermediate_dims
 def required_paths(model: StandardModel) -> list[str]:
     """Llama's paths less post_attention_layernorm: the one norm serves both sublayers."""
     return [p for p in decoder.TEXT_PATHS if p != "layers.0.post_attention_layernorm"]
+
+
+def past_the_head(model: StandardModel, logits):
+    """The lens's step past the head (`nncanon.lens`): the causal LM multiplies the head's logits by logit_scale."""
+    return logits * model._module.logit_scale

@@ -49,3 +49,8 @@ layer_types = decoder.attention_layer_types  # config.layer_types: sliding_atten
 prepare = decoder.nothing_to_prepare
 required_paths = one_norm_paths  # Cohere's: no post_attention_layernorm
 dim_sizes = intermediate_dims
+
+
+def past_the_head(model: StandardModel, logits):
+    """The lens's step past the head (`nncanon.lens`): the causal LM multiplies the head's logits by logit_scale."""
+    return logits * model._module.logit_scale
