@@ -37,6 +37,15 @@ class _Boundary(eproperty):
             raise OutsideTrace(f"{obj._standard_path()}.{self.name} is read inside a `with model.trace(...)` block: "
                                f"outside one no forward runs to read it from{standard}") from None
 
+    def __reduce__(self):
+        # a host class shipped by value to NDIF carries this descriptor; nnsight's own eproperty does not pickle,
+        # so it is rebuilt on the other side from the Envoy attribute it wraps
+        return _boundary_of, (self.name,)
+
+
+def _boundary_of(name: str) -> eproperty:
+    return _boundary(Envoy.__dict__[name])
+
 
 def _boundary(served: eproperty) -> eproperty:
     named = _Boundary(key=served.key, description=served.description)

@@ -11,7 +11,6 @@ name. Anything else stays nnsight's bare AttributeError.
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +95,19 @@ def _elsewhere(model: Any, envoy: Any, name: str) -> str | None:
             f"({type(envoy._module).__name__}) does not compute it (model.support() lists what it has)")
 
 
-@functools.lru_cache(maxsize=1)
+_SERVING: dict = {}  # a plain dict, not an lru_cache: shipped code must pickle by value (tests/test_remote.py)
+
+
 def _serving() -> dict[str, list[tuple[str, str, str | None]]]:
     """Value name -> (module, host class, its KIND or None) for every ``Value("name", ...)`` a ``host("Class", ...)``
     call declares in a family or part module (inline, or in a module-level list it names): read from the source,
     as `nncanon.families.model_types_of` reads MODEL_TYPES, so no family is imported to say it."""
+    if not _SERVING:
+        _SERVING.update(_scan())
+    return _SERVING
+
+
+def _scan() -> dict[str, list[tuple[str, str, str | None]]]:
     found: dict[str, list[tuple[str, str, str | None]]] = {}
     root = Path(__file__).parent
     for path in sorted([*(root / "families").glob("*.py"), *(root / "parts").rglob("*.py")]):

@@ -19,7 +19,7 @@ from generator.recipe.fields import REPO_ROOT
 
 BUILD_ALL = """
 import json, sys
-from generator import checkpoints as C
+from generator.checkpoint import checkpoints as C
 from generator.recipe.family import all_families
 out = {}
 for fam in all_families():
