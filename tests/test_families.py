@@ -32,7 +32,7 @@ LAYER = 1  # a middle block of the tiny checkpoints' four
 
 BLOCK = ["layer_input", "attention_norm_output", "layer_mid", "mlp_norm_output", "mlp_input", "layer_output"]
 ATTENTION = ["attention_queries", "attention_keys", "attention_values", "attention_head_outputs",
-             "attention_premix", "attention_output", "attention_head_results"]
+             "attention_premix", "attention_head_results", "attention_output"]
 PATTERN = ["attention_scores", "attention_probabilities"]
 MLP = ["mlp_activation", "mlp_neurons", "mlp_output"]
 MOE = ["router_logits", "expert_weights", "expert_indices", "expert_outputs", "routed_output", "mlp_output"]
