@@ -137,6 +137,32 @@ def test_touch_screens_get_no_key_hints_and_a_thumb_to_hit(browser, base):
     assert not t.errors, t.errors
 
 
+@pytest.mark.parametrize("path", ["embed_tokens", "layers[i].mlp.router", "layers[i].post_attention_layernorm",
+                                  "layers[i].linear_attn.attention_queries", "lm_head"])
+def test_a_tapped_parts_card_is_a_bottom_sheet_in_view_at_once(browser, base, path):
+    """On a touch screen the card of any part, in the stack, in the block or inside it, is a sheet along the
+    bottom of the window: whole in view at the tap, with no scroll, and its close button unpins it."""
+    context = browser.new_context(**PHONE)
+    t = Tab(context.new_page())
+    page = t.open(family_url(base, "?block=0"))
+    target = part(page, path).first
+    target.scroll_into_view_if_needed()
+    target.tap()
+    c = card(page)
+    assert c.is_visible()
+    box, height = c.bounding_box(), PHONE["viewport"]["height"]
+    assert box["x"] == 0 and box["width"] == PHONE["viewport"]["width"]
+    assert abs(box["y"] + box["height"] - height) < 1 and box["height"] <= 0.45 * height + 1
+    assert c.locator("code.nc-card-path").is_visible()
+    close = c.locator(".nc-card-close")
+    assert close.bounding_box()["height"] >= 44 and close.get_attribute("aria-label")
+    close.tap()
+    assert not c.is_visible()
+    page.wait_for_function("!location.search.includes('part=')")  # the URL is saved a moment later
+    context.close()
+    assert not t.errors, t.errors
+
+
 def test_print_shows_every_block_kind_and_the_whole_printout(browser, base, site_facts):
     context = browser.new_context(viewport={"width": 1000, "height": 900})
     t = Tab(context.new_page())

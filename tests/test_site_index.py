@@ -210,3 +210,46 @@ def test_the_cheat_sheet_names_every_value_with_its_full_size_dims_and_links_its
             for value in host["values"]:
                 shown = " ".join(str(sizes.get(d, d)) for d in value["dims"])
                 assert f"{value['layout']} [{shown}]" in sheet, (name, host["path"], value["name"])
+
+
+# ---------------------------------------------------------------- the numeric columns
+
+
+@pytest.mark.parametrize("family", ["gpt2", "qwen3_moe", "gemma2"])
+def test_the_index_numbers_are_the_full_size_models_own(all_facts, family):
+    """Each checkpoint's numbers against transformers' own model of its config, built on the meta device apart
+    from nncanon: the parameter count is torch's over that model, the rest its config's fields."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from generator.recipe.family import get_family
+
+    spec = get_family(family)
+    for sizes in all_facts[family]["sizes"]:
+        raw = dict(spec.checkpoint_config(sizes["checkpoint"]))
+        config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        assert sizes["parameters"] == sum(p.numel() for p in model.parameters()), sizes["checkpoint"]
+        text = config.get_text_config()
+        assert (sizes["blocks"], sizes["width"]) == (text.num_hidden_layers, text.hidden_size)
+        assert (sizes["heads"], sizes["kv_heads"]) == (text.num_attention_heads,
+                                                      getattr(text, "num_key_value_heads", text.num_attention_heads))
+        assert sizes["experts"] == getattr(text, "num_experts", None)
+        assert sizes["context"] == text.max_position_embeddings
+
+
+@pytest.mark.browser
+def test_a_numeric_heading_sorts_the_families(site, browser, all_facts):
+    _, base = site
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/families/")
+    page.click('.nc-sort[data-key="parameters"]')
+    order = page.eval_on_selector_all("table.nc-families tbody tr td:first-child code", "cs => cs.map(c => c.textContent)")
+    largest = {n: max(s["parameters"] for s in f["sizes"]) for n, f in all_facts.items()}
+    assert [largest[n] for n in order] == sorted(largest.values(), reverse=True)
+    assert page.get_attribute('th:has(.nc-sort[data-key="parameters"])', "aria-sort") == "descending"
+    page.click('.nc-sort[data-key="parameters"]')
+    order = page.eval_on_selector_all("table.nc-families tbody tr td:first-child code", "cs => cs.map(c => c.textContent)")
+    assert [largest[n] for n in order] == sorted(largest.values())
+    page.close()

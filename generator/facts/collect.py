@@ -211,7 +211,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         tiny = models.get(models.default)
         causal_lm = type(tiny._module)
         printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
-        configs, vision_configs = config_tables(family, family_module, task, causal_lm,
+        configs, vision_configs, checkpoint_sizes = config_tables(family, family_module, task, causal_lm,
                                                 built={family.printout_checkpoint: printout_model})
         family_traits = traits(family_module, tiny, printout_model)
         family_traits["checkpoints"] = checkpoint_settings(family)
@@ -236,7 +236,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             # the full-size checkpoint's size of every layout dimension (the cheat sheet's numbers), read from its model
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model),
                          "dims": {name: int(size) for name, size in printout_model.dim_sizes().items()}},
-            "configs": configs, "vision_configs": vision_configs,
+            "configs": configs, "vision_configs": vision_configs, "sizes": checkpoint_sizes,
             "identities": identities,
             "traits": family_traits,
         }

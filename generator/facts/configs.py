@@ -70,12 +70,31 @@ def raw_fields(family: Family, raw: dict, fields: list[str], sub: str) -> list[l
     return rows
 
 
+def sizes(checkpoint_id: str, model: Any) -> dict:
+    """The families index's numbers for one full-size checkpoint, read from its meta model: blocks, width,
+    heads, experts, parameters (each shared tensor once, as ``parameters()`` yields it) and the context the
+    config declares (None where the model has no positions to run out of)."""
+    import nncanon
+
+    dims = model.dim_sizes()
+    try:
+        heads, kv_heads = model.num_heads, model.num_kv_heads
+    except (AttributeError, nncanon.Unavailable):  # a stack with no heads of one size
+        heads = kv_heads = None
+    return {"checkpoint": checkpoint_id, "blocks": model.num_layers, "width": model.hidden_size,
+            "heads": heads, "kv_heads": kv_heads, "experts": dims.get("num_experts"), "top_k": dims.get("top_k"),
+            "parameters": sum(p.numel() for p in model._module.parameters()),
+            "context": getattr(model.text_config, "max_position_embeddings", None)}
+
+
 def config_tables(family: Family, family_module: Any, task: str, causal_lm: type,
-                  built: dict[str, Any] | None = None) -> tuple[list[dict], list[dict]]:
-    """Accessors and raw fields per full-size checkpoint; checkpoints with equal tables share one."""
+                  built: dict[str, Any] | None = None) -> tuple[list[dict], list[dict], list[dict]]:
+    """Accessors and raw fields per full-size checkpoint (checkpoints with equal tables share one), and each
+    checkpoint's `sizes`."""
     page = family.get("page") or {}
     text_tables: list[dict] = []
     vision_tables: list[dict] = []
+    checkpoint_sizes: list[dict] = []
     # a checkpoint whose config equals one already built (a base and its instruct, `same_as`) reuses its model:
     # a full-size meta model and its envoy tree are most of a collect's cost for a family of large mixtures
     by_config = {json.dumps(family.checkpoint_config(cid), sort_keys=True): model for cid, model in (built or {}).items()}
@@ -84,6 +103,7 @@ def config_tables(family: Family, family_module: Any, task: str, causal_lm: type
         key = json.dumps(raw, sort_keys=True)
         model = by_config.get(key) or full_size(family, family_module, checkpoint_id, task, causal_lm)
         by_config[key] = model
+        checkpoint_sizes.append(sizes(checkpoint_id, model))
         inferred = inferred_fields(family, checkpoint_id)
         text = {"accessors": accessors(model, "model", TEXT_ACCESSORS),
                 "raw": raw_fields(family, raw, page.get("config_fields", []), "text_config")}
@@ -92,7 +112,7 @@ def config_tables(family: Family, family_module: Any, task: str, causal_lm: type
             vision = {"accessors": accessors(model.vision, "model.vision", VISION_ACCESSORS),
                       "raw": raw_fields(family, raw, page.get("vision_config_fields", []), "vision_config")}
             _merge(vision_tables, checkpoint_id, vision, inferred)
-    return text_tables, vision_tables
+    return text_tables, vision_tables, checkpoint_sizes
 
 
 def inferred_fields(family: Family, checkpoint_id: str) -> list[list[str]]:

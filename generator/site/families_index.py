@@ -134,6 +134,52 @@ def mlp_kind(facts: dict) -> str:
     return "dense" if "mlp_output" in names else "none"
 
 
+def _count(n: int) -> str:
+    """A parameter count as model cards write it: 124M, 1.2B, 671B."""
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.0f}{unit}" if value >= 100 else f"{value:.3g}{unit}"
+    return str(n)
+
+
+def _span(values: list, show=str) -> str:
+    """The range a family's checkpoints span, "—" where none has the number."""
+    found = sorted({v for v in values if v is not None})
+    if not found:
+        return "—"
+    return show(found[0]) if len(found) == 1 else f"{show(found[0])}–{show(found[-1])}"
+
+
+def numbers(sizes: list[dict]) -> dict:
+    """The index's numeric columns over a family's full-size checkpoints (`generator.facts.configs.sizes`): each
+    cell the range its checkpoints span, with the largest checkpoint's value to sort by."""
+    if not sizes:
+        return {}
+    heads = sorted({(s["heads"], s["kv_heads"]) for s in sizes if s["heads"] is not None})
+    experts = sorted({(s["experts"], s["top_k"]) for s in sizes if s["experts"] is not None})
+    return {
+        "blocks": (_span([s["blocks"] for s in sizes]), max(s["blocks"] for s in sizes)),
+        "width": (_span([s["width"] for s in sizes], lambda w: f"{w:,}"), max(s["width"] for s in sizes)),
+        "heads": (", ".join(f"{h}/{kv}" for h, kv in heads) or "—", max((h for h, _ in heads), default=0)),
+        "experts": (", ".join(f"{e}/{k}" for e, k in experts) or "—", max((e for e, _ in experts), default=0)),
+        "parameters": (_span([s["parameters"] for s in sizes], _count), max(s["parameters"] for s in sizes)),
+        "context": (_span([s["context"] for s in sizes], lambda c: f"{c:,}"),
+                    max((s["context"] or 0 for s in sizes), default=0)),
+    }
+
+
+#: the numeric columns: (key, heading, what the heading's title says)
+NUMBERS = (
+    ("blocks", "blocks", "decoder blocks"),
+    ("width", "width", "hidden size (the residual stream's width)"),
+    ("heads", "heads", "query heads / key-value heads"),
+    ("experts", "experts", "routed experts / experts each token uses"),
+    ("parameters", "params", "parameters of the full-size model, each shared tensor once, counted on its meta model"),
+    ("context", "context", "max_position_embeddings as the config declares it"),
+)
+
+
 def index_entry(facts: dict, block_kinds: list[dict]) -> dict:
     """One family's row of the index (and of facts/index.json)."""
     vision = facts.get("vision")
@@ -153,5 +199,7 @@ def index_entry(facts: dict, block_kinds: list[dict]) -> dict:
         "traits": facts.get("traits"),
         "facets": facets(facts),
         "num_values": sum(len(h["values"]) for h in facts["hosts"]),
+        "numbers": numbers(facts.get("sizes") or []),
+        "sizes": facts.get("sizes") or [],
         "versions": facts["versions"],
     }

@@ -36,7 +36,7 @@ from generator.site.escaping import (
     ident_breaks,
     slug,
 )
-from generator.site.families_index import facet_terms, index_entry, matches
+from generator.site.families_index import NUMBERS, facet_terms, index_entry, matches
 from generator.site.interiors import check_order, interior, undrawn
 from generator.site.mechanics import mechanics_table
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
@@ -458,7 +458,7 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
         (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts, interiors), encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
-        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries),
+        env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries), numbers=NUMBERS,
                                                         match=matches), encoding="utf-8"
     )
     (out_dir / "mechanics.md").write_text(

@@ -76,6 +76,28 @@
       }
     });
     apply(false);
+    sortable(document.querySelector("table.nc-families"));
+  }
+  // A numeric heading sorts the rows by its column's value (the largest checkpoint's), largest first; a second
+  // click reverses. aria-sort tells a screen reader which column orders the table.
+  function sortable(table) {
+    if (!table) return;
+    var body = table.tBodies[0];
+    var original = Array.prototype.slice.call(body.rows);
+    table.querySelectorAll(".nc-sort").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var th = button.closest("th");
+        var column = Array.prototype.indexOf.call(th.parentNode.children, th);
+        var descending = th.getAttribute("aria-sort") !== "descending";
+        table.querySelectorAll("th[aria-sort]").forEach(function (h) { h.setAttribute("aria-sort", "none"); });
+        th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+        var rows = original.slice().sort(function (a, b) {
+          var x = parseFloat(a.cells[column].dataset.value) || 0, y = parseFloat(b.cells[column].dataset.value) || 0;
+          return descending ? y - x : x - y;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
   }
   if (window.document$ && window.document$.subscribe) {
     window.document$.subscribe(init);

@@ -39,6 +39,11 @@
       var pin = el("span", "nc-card-pin", "pinned");
       pin.appendChild(el("span", "nc-card-esc", " · Esc unpins")); // hidden on a touch screen (nncanon.css)
       head.appendChild(pin);
+      // a pinned card closes by its button too: the one way on a touch screen, where it is a bottom sheet
+      var close = el("button", "nc-card-close", "×");
+      close.type = "button";
+      close.setAttribute("aria-label", "Unpin and close the card");
+      head.appendChild(close);
     }
     card.appendChild(head);
 
@@ -127,6 +132,7 @@
   function place(part, card) {
     var view = card.closest(".nc-view");
     if (!view || card.hidden) return;
+    if (getComputedStyle(card).position === "fixed") return; // a bottom sheet (touch screens: nncanon.css)
     // under the part's figure and its identity line (never over the diagram), lined up with the part
     var box = view.getBoundingClientRect();
     var r = part.getBoundingClientRect();

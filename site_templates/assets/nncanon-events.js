@@ -100,6 +100,13 @@
       e.preventDefault();
       return;
     }
+    if (e.target.closest && e.target.closest(".nc-card-close")) {
+      page.pin(null, true);
+      page.dismissed = true; // closed means closed: not shown again for the part still under the finger
+      page.update();
+      page.saveUrl();
+      return;
+    }
     if (part) {
       page.pin(page.pinned === part ? null : part);
     } else if (page.pinned && !(e.target.closest && e.target.closest(".nc-card, .nc-picker"))) {
