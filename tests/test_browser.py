@@ -71,7 +71,7 @@ def test_hover_shows_the_parts_card_from_the_facts(tab, base, facts):
     assert c.is_visible()
     # the card lands under the part, at most just under the block's own drawing (not under the block's inside and
     # equations, screens down), and starts in the window
-    drawing = page.locator(".nc-block-figure.nc-current .nc-scroll").first.bounding_box()
+    drawing = page.locator(".nc-block-figure.nc-current .nc-scroll:visible").first.bounding_box()
     box, at, height = c.bounding_box(), router.bounding_box(), page.viewport_size["height"]
     assert at["y"] + at["height"] <= box["y"] <= drawing["y"] + drawing["height"] + 40, (at, drawing, box)
     assert box["y"] < height, f"the card starts at y={box['y']}, below the {height} px window"
@@ -413,10 +413,19 @@ def test_dark_scheme_and_phone_width(browser, base):
     t = Tab(context.new_page())
     page = t.open(family_url(base, "?block=3"))
     assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
-    # no horizontal page overflow; the block diagram scrolls inside its own box
+    # no horizontal page overflow; the block is the narrow drawing (a sublayer per row), whole at full size: no
+    # sideways scroll, no label under 12 px, and no "scroll it" hint
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
-    scroller = page.locator(".nc-blocks > .nc-block-figure.nc-current .nc-scroll")
-    assert scroller.evaluate("e => e.scrollWidth > e.clientWidth")
+    figure = ".nc-blocks > .nc-block-figure.nc-current"
+    assert not page.locator(f"{figure} .nc-wide").is_visible()
+    scroller = page.locator(f"{figure} .nc-narrow")
+    assert scroller.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    # the labels' size on screen: their font size times the drawing's scale (its width on screen / its viewBox's)
+    shown = scroller.evaluate("e => { const s = e.querySelector('svg'); const t = s.querySelector('text');"
+                              " return parseFloat(getComputedStyle(t).fontSize) * s.getBoundingClientRect().width"
+                              " / s.viewBox.baseVal.width; }")
+    assert shown >= 12, shown
+    assert not scroller.locator(".nc-scroll-hint").is_visible()
     # the slider still picks every block; the card fits the screen
     page.mouse.click(*_tick_centre(page, 39))
     assert page.locator(".nc-slider").input_value() == "39"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from generator.facts import source_lines
 from generator.facts.claim_error import ClaimError
 from generator.facts.claims import block_of_kind, check_identities, check_value_claims
 from generator.facts.configs import config_tables, full_size
@@ -200,6 +201,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
     try:
         progress(f"{family.family}: values under {', '.join(models.loads)}")
         hosts = host_rows(models, family, family_module, prompts)
+        source_lines.annotate(models, hosts, family_module, prompts, run_inputs)
         check_value_claims(family, hosts)
         progress(f"{family.family}: relations on every block under every load")
         relations = prove_family(family, models, models.all, lambda m: run_inputs(m, family_module, prompts))

@@ -27,8 +27,9 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from generator.site.block_diagram import block_diagram
 from generator.site.config_matrix import config_matrix
-from generator.site.diagrams import Links, block_diagram, block_strip, chain_diagram, diagram_data
+from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data
 from generator.site.escaping import (
     UnsafeLinkError,
     escape_markdown,
@@ -226,6 +227,7 @@ def normalize(facts: dict) -> dict:
                 ("writable", True),
                 ("gradient", None),
                 ("transformer_lens", None),
+                ("read_line", None),
             ):
                 v.setdefault(key, default)
     notes = list(f["notes"])
@@ -300,9 +302,13 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
     hosts = [h for h in facts["hosts"] if h.get("section", "text") != "vision"]
     vhosts = [h for h in facts["hosts"] if h.get("section", "text") == "vision"]
     chain = chain_diagram(facts["stack"].get("chain", []), "chain", links)
-    drawn = [(None, chain)] + [(b["kind"]["kind"], d) for b in blocks for d in (b["diagram"], b["interior"])]
+    # a block is drawn twice (wide and narrow): both drawings' parts are on the page
+    drawn = [(None, chain)] + [(b["kind"]["kind"], d) for b in blocks
+                               for d in (b["diagram"]["wide"], b["diagram"]["narrow"], b["interior"])]
     if vision_ctx:
-        drawn += [(None, d) for d in (vision_ctx["chain"], vision_ctx["block"], vision_ctx["interior"]) if d]
+        block = vision_ctx["block"]
+        drawn += [(None, d) for d in (vision_ctx["chain"], *((block["wide"], block["narrow"]) if block else ()),
+                                      vision_ctx["interior"]) if d]
     drawn_rows = {box.value_row for _, d in drawn for box in d["boxes"] if box.value_row}
     return {
         "f": facts,

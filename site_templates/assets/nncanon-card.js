@@ -71,6 +71,14 @@
       card.appendChild(el("p", "nc-card-desc", v.description));
       row("read at", function (d) {
         d.appendChild(el("span", "nc-card-read", v.read_at));
+        if (v.read_line) {
+          // the source line the operation's name stands for, and where it is in transformers
+          var line = el("code", "nc-card-line", v.read_line.code);
+          line.title = v.read_line.file + ", line " + v.read_line.line;
+          d.appendChild(el("br"));
+          d.appendChild(line);
+          d.appendChild(el("span", "nc-card-dims", " " + v.read_line.file + ":" + v.read_line.line));
+        }
       });
       if (info.from) {
         // a chip's incoming arrows: the values a relation ties it to, or (dashed) the one produced before it

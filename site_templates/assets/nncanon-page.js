@@ -55,8 +55,15 @@
     }
   }
 
+  // A diagram wider than its box says so under it (its labels are never shrunk below 12 px to fit).
+  function hint(e) {
+    var note = e.querySelector(":scope > .nc-scroll-hint");
+    if (note) note.hidden = !(e.getClientRects().length > 0 && e.scrollWidth > e.clientWidth + 1);
+  }
+
   function reachAll() {
     all(document, BOXES).forEach(reach);
+    all(document, ".nc-scroll").forEach(hint);
   }
 
   var queued = false;

@@ -99,9 +99,13 @@
   };
 
   // The parts drawn now: the chains, the vision block and the picked block's kind.
+  // A block is drawn twice, wide and narrow, and the page's width shows one (nncanon.css): a part of the other is
+  // not drawn now.
   Page.prototype.visible = function (part) {
     var panel = part.closest(".nc-blocks > .nc-block-figure");
-    return !panel || panel.classList.contains("nc-current");
+    if (panel && !panel.classList.contains("nc-current")) return false;
+    var drawing = part.closest(".nc-wide, .nc-narrow");
+    return !drawing || drawing.getClientRects().length > 0;
   };
 
   Page.prototype.findPart = function (path) {
@@ -160,6 +164,7 @@
     if (this.hover && !this.visible(this.hover)) this.hover = null;
     if (this.focus && !this.visible(this.focus)) this.focus = null;
     this.update();
+    if (window.__nncanonReachAll) window.__nncanonReachAll(); // the shown figure's boxes may scroll, or not
     if (!keepUrl) this.saveUrl();
   };
 
@@ -296,6 +301,18 @@
   };
 
   Page.prototype.replace = function () {
+    // the window crossed the width where the other drawing of a block shows: the same parts, in that drawing
+    var self = this;
+    var moved = false;
+    ["pinned", "hover", "focus"].forEach(function (key) {
+      if (self[key] && !self.visible(self[key])) {
+        var twin = self.findPart(self[key].getAttribute("data-path"));
+        if (key === "pinned") self.pin(twin, true);
+        else self[key] = null;
+        moved = true;
+      }
+    });
+    if (moved) this.update();
     var part = this.active();
     if (part) {
       var card = this.cardFor(part);
