@@ -26,7 +26,7 @@ def annotate(models: Any, hosts: list[dict], family_module: Any, prompts: list[s
     for load in models.all:
         model = models.get(load.label)
         with load.within(model):
-            inputs = None
+            inputs, compiled = None, {}
             for kind in model.host_kinds():
                 rows = entries.get((kind.host, kind.cls.__name__), {})
                 for value in kind.cls.values():
@@ -37,31 +37,35 @@ def annotate(models: Any, hosts: list[dict], family_module: Any, prompts: list[s
                     host = model.get(nnsight_path(kind.paths[0])) if kind.paths[0] != "model" else model
                     if len(locator.ops) > 1 and inputs is None:
                         inputs = run_inputs(model, family_module, prompts)
-                    row["read_line"] = _line(model, host, locator, inputs)
+                    envoy = host if locator.module is None else host.get(locator.module)
+                    key = (envoy.path, locator.ops[:-1])  # the values read inside one call share its drill
+                    if key not in compiled:
+                        compiled[key] = _compiled(model, envoy, locator.ops[:-1], inputs)
+                    row["read_line"] = _at(compiled[key], locator.ops[-1])
 
 
-def _line(model: Any, host: Any, locator: Any, inputs: tuple | None) -> dict | None:
+def _compiled(model: Any, envoy: Any, outer: tuple[str, ...], inputs: tuple | None) -> Any:
+    """nnsight's compiled source of the function the ``outer`` operations lead to from the envoy's forward."""
     from nncanon.locators import resolve
 
-    envoy = host if locator.module is None else host.get(locator.module)
-    if len(locator.ops) == 1:
-        compiled = envoy.source.compiled
-        return _at(compiled, resolve(locator.ops[0], compiled))
+    if not outer:
+        return envoy.source.compiled
     found: dict = {}
     args, kwargs = inputs
     with model.trace(*args, **kwargs):
         source = envoy.source
-        for op in locator.ops[:-1]:
+        for op in outer:
             source = getattr(source, resolve(op, source.compiled)).source
         found["compiled"] = source.compiled
-    compiled = found["compiled"]
-    return _at(compiled, resolve(locator.ops[-1], compiled))
+    return found["compiled"]
 
 
-def _at(compiled: Any, label: str) -> dict | None:
+def _at(compiled: Any, op: str) -> dict | None:
     """The operation's line: its file, line number and code (a trailing comment dropped), or None when the file
     does not have that line (a forward compiled from a string, a file changed on disk)."""
-    within = compiled.lines.get(label)
+    from nncanon.locators import resolve
+
+    within = compiled.lines.get(resolve(op, compiled))
     if within is None:
         return None
     code = compiled.source.split("\n")[within - 1].strip()
