@@ -54,7 +54,8 @@ def envoys(model: Any) -> list[Any]:
 
 
 def mixer_of(envoy: Any) -> str | None:
-    return next((name for name in getattr(type(envoy), "MIXERS", ()) if hasattr(envoy, name)), None)
+    # not None: a block may keep the mixer it lacks as a None attribute (granitemoehybrid's self_attn / mamba)
+    return next((name for name in getattr(type(envoy), "MIXERS", ()) if getattr(envoy, name, None) is not None), None)
 
 
 def relations_of(envoy: Any) -> list[Any]:

@@ -7,11 +7,12 @@ from typing import Any
 from generator.recipe.family import Family
 
 
-def mlp_kind(module: Any) -> str:
+def mlp_kind(module: Any, beside: Any = None) -> str:
+    """``beside``: the block's own shared_experts, a sibling of the mixture (granitemoehybrid's shared_mlp)."""
     if module is None:
         return "none"  # a block with no MLP (Mamba-2's)
     if hasattr(module, "experts"):
-        shared = any(hasattr(module, name) for name in ("shared_expert", "shared_experts"))
+        shared = beside is not None or any(hasattr(module, name) for name in ("shared_expert", "shared_experts"))
         return "mixture + shared expert" if shared else "mixture"
     return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") else "plain"
 
@@ -101,7 +102,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     layers = [block._module for block in blocks]
     # a block whose MLP has no module of its own (OPT's fc1 / fc2 on the layer) is a plain MLP all the same
     mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp") if _child(block, "mlp") is not None else
-                                           block._module if hasattr(block._module, "fc1") else None)
+                                           block._module if hasattr(block._module, "fc1") else None,
+                                           _child(block, "shared_experts"))
                                   for block in blocks))
     block_norms = [norm for block in blocks
                    if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
