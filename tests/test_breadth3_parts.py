@@ -59,3 +59,32 @@ def test_stablelm_refuses_the_12b_layout_naming_the_switch(override, says):
     with pytest.raises(FamilyMismatch, match=says):
         nncanon.wrap(module, loading.meta(causal, causal.config_class(**{**recipe, **override})), "text-generation",
                      tokenizer=tokenizer, device="meta")
+
+
+def test_codegen_split_reads_four_chunks_of_query_value_key():
+    """CodeGen's qkv_proj output is four chunks (mp_num = 4), each [queries | values | keys] of a quarter of the heads:
+    split_qkv recovers what CodeGenAttention's forward hands its attention (checked against transformers' own
+    _split_heads on a random projection), and the naive split by thirds [q | k | v] does not."""
+    from transformers import CodeGenConfig
+    from transformers.models.codegen.modeling_codegen import CodeGenAttention
+
+    from nncanon.families.codegen import MP_NUM, split_qkv
+
+    torch.manual_seed(0)
+    module = CodeGenAttention(CodeGenConfig(n_embd=64, n_head=8, rotary_dim=4, n_positions=32, n_ctx=32), 0)
+    x = torch.randn(2, 5, 64)
+    query, value, key = split_qkv(module, x)
+    qkv = module.qkv_proj(x)
+    local = module.head_dim * module.num_attention_heads // MP_NUM
+    want_q, want_v, want_k = torch.split(qkv.reshape(qkv.shape[:-1] + (MP_NUM, -1)), local, dim=-1)
+    if hasattr(module, "_split_heads"):  # transformers 5.23: the forward's own reshaping
+        def heads(t):
+            return module._split_heads(t, module.num_attention_heads, module.head_dim, mp_num=MP_NUM).transpose(1, 2)
+    else:  # 5.24: reshape to (..., heads, head_dim), as its forward does
+        def heads(t):
+            return t.reshape(*t.shape[:2], -1, module.head_dim).transpose(1, 2)
+    for mine, want in ((query, want_q), (value, want_v), (key, want_k)):
+        assert torch.equal(mine, heads(want))
+    thirds = qkv.split(qkv.shape[-1] // 3, dim=-1)
+    assert not torch.allclose(thirds[2].reshape(2, 5, 8, 8).transpose(1, 2), value)
+    assert not torch.allclose(thirds[1].reshape(2, 5, 8, 8).transpose(1, 2), key)
