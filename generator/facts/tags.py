@@ -200,6 +200,8 @@ TAGS: dict[str, tuple[str, Check]] = {
     "Clamped SwiGLU": ("a clamped SwiGLU relation", lambda e, q, m: "clamped_swiglu" in e.relations),
     "Gated MLP": ("a gated MLP", lambda e, q, m: "gated" in e.traits["mlp"]),
     "GELU MLP(?: \\(not gated\\))?": ("a plain MLP with a GELU", lambda e, q, m: e.traits["mlp"] == "plain" and _gelu(e)),
+    "xIELU MLP(?: \\(not gated\\))?": ("a plain MLP whose activation's relation is xIELU's formula",
+                                      lambda e, q, m: e.traits["mlp"] == "plain" and "xielu(" in e.relations),
     "No MLP": ("no MLP", lambda e, q, m: e.traits["mlp"] == "none"),
     "State-space model|Selective scan|Recurrent state": ("a state-space mixer's relations",
                                                          lambda e, q, m: "decay_rates" in e.relations),

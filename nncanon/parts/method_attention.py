@@ -34,9 +34,11 @@ _LOCATED = {
 }
 
 
-def method_attention(scaling, **attrs):
-    """The attention host over ``_attn``; ``scaling(module)`` is the factor the scores are multiplied by.
+def method_attention(scaling, softmax: str = "nn_functional_softmax_0", **attrs):
+    """The attention host over ``_attn``; ``scaling(module)`` is the factor the scores are multiplied by, ``softmax``
+    the op whose input is the scores (CodeGen builds ``nn.Softmax(dim=-1)`` and calls it: the call is ``call_0``).
     Every value read inside ``_attn`` needs eager attention (flash does not call it)."""
-    values = [Value(v.name, v.layout, v.description, _LOCATED[v.name][0], view=_LOCATED[v.name][1] or v.view,
-                    conditions=(EAGER,)) for v in Attention.values() if v.name in _LOCATED]
+    located = {**_LOCATED, "attention_scores": (op(_ATTN, softmax, io="input"), None)}
+    values = [Value(v.name, v.layout, v.description, located[v.name][0], view=located[v.name][1] or v.view,
+                    conditions=(EAGER,)) for v in Attention.values() if v.name in located]
     return host("MethodAttention", Attention, values=values, SCALING=staticmethod(scaling), **attrs)

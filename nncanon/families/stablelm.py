@@ -1,0 +1,66 @@
+"""StableLM (StableLmForCausalLM, model_type stablelm): Llama's block order with LayerNorms and a partial rotary.
+
+Every block is LayerNorm -> attention -> add, LayerNorm -> gated MLP (SiLU) -> add, as Llama's, but the norms
+are LayerNorms with a weight and a bias (eps ``layer_norm_eps``; the same block host as StarCoder2's), and the
+final norm too. The attention has separate ``q_proj``, ``k_proj``, ``v_proj`` (with biases when
+``use_qkv_bias``, as on Stable LM 2 1.6B) and a bias-free ``o_proj``; the rotary embedding turns only the first
+``head_dim · partial_rotary_factor`` dimensions of each query and key head (``rotary_ndims``, a quarter), in
+halves (dimension j with j + rotary_ndims/2, ``rotate_half``); the rest pass through as projected. The head is
+untied.
+
+StableLmConfig carries two switches that change the block: ``use_parallel_residual`` (the attention and the MLP
+both read ``input_layernorm``'s output and are added in one sum, with no ``post_attention_layernorm``) and
+``qk_layernorm`` (a LayerNorm per head on the queries and keys before the rotary); Stable LM 2 12B sets both.
+This family serves the sequential block without q/k norms, the layout of Stable LM 2 1.6B and StableLM-3B-4E1T,
+and refuses the other by name (its values sit elsewhere and these relations would not hold there).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from transformers.models.stablelm import modeling_stablelm as hf
+
+from ..hosts import host
+from ..model import FamilyMismatch, StandardModel
+from ..parts import decoder, rotary
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.mlp import MLP
+from ..parts.norms import final_norm_relation
+from ..parts.text_family import intermediate_dims, root_relations
+from .starcoder2 import LayerNormBlock
+
+FAMILY = "stablelm"
+MODEL_TYPES = ("stablelm",)
+RENAME = decoder.TEXT_RENAME
+
+#: nn.LayerNorm(hidden_size, eps=layer_norm_eps): a weight and a bias
+_AFFINE = "· weight + bias"
+
+StableLmAttention = host("StableLmAttention", Attention,
+                         RELATIONS=(*ATTENTION_RELATIONS, rotary.projected("rotary_ndims", rotary.HALVES)))
+
+ENVOYS = {hf.StableLmDecoderLayer: LayerNormBlock, hf.StableLmAttention: StableLmAttention, hf.StableLmMLP: MLP}
+ROOT = host("StableLmStandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=root_relations(
+    {"final_norm_output": final_norm_relation(_AFFINE)}), family_module=sys.modules[__name__])
+
+build = decoder.text_only(hf.StableLmForCausalLM)
+layer_types = decoder.attention_layer_types  # StableLmConfig has no layer_types: full attention on every block
+dim_sizes = intermediate_dims
+
+
+def prepare(model: StandardModel) -> None:
+    """Refuse the parallel block and the per-head q/k LayerNorms (Stable LM 2 12B's layout): the values and
+    relations here are the sequential block's, with the rotary on the projections as they come. The user's config
+    is left as it was given."""
+    config = model.text_config
+    for switch in ("use_parallel_residual", "qk_layernorm"):
+        if getattr(config, switch, False):
+            raise FamilyMismatch(f"{FAMILY}: {switch} is true (Stable LM 2 12B's layout); nncanon serves StableLM "
+                                 "checkpoints with the sequential block and no q/k norms, as Stable LM 2 1.6B and "
+                                 "StableLM-3B-4E1T are released")
+
+
+def required_paths(model: StandardModel) -> list[str]:
+    return [*decoder.TEXT_PATHS, "layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
+            "layers.0.self_attn.v_proj", "layers.0.self_attn.o_proj", "layers.0.mlp.gate_proj"]
