@@ -33,7 +33,8 @@ from ..parts.mixture import MoE, MoEBlock, _routed_is_all, _slots, routing
 from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
 from ..relations import first, relation, rows
 from ..values import Value
-from .granite import ROOT as GRANITE_ROOT, GraniteAttention
+from .granite import ROOT as GRANITE_ROOT
+from .granite import GraniteAttention
 
 FAMILY = "granitemoehybrid"
 MODEL_TYPES = ("granitemoehybrid",)
