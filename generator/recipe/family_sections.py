@@ -57,6 +57,8 @@ def size_kind(name: str) -> str | None:
     """Which limit a config field is held to (None: not a size or a count)."""
     if name.endswith("_id") or name.endswith("_ids"):
         return None
+    if name == "block_auto_adjust_ff_dim":  # LFM2's flag (whether the MLP width is adjusted), not a size
+        return None
     if name.endswith("vocab_size"):
         return "vocab"
     if "position_embeddings" in name:
