@@ -57,9 +57,11 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
 #: buffers the recipe draws too (every other buffer keeps what the model's init gives): DeepSeek-V3's
 #: e_score_correction_bias, zeros at init and learned on every released checkpoint, is added to the
 #: router's sigmoid scores (of spread ~0.1 on the tiny model) before the grouped top-k; drawn in
-#: [-0.1, 0.1] it moves some choices, so a relation that left it out would fail.
+#: [-0.1, 0.1] it moves some choices, so a relation that left it out would fail. LFM2-MoE's expert_bias is
+#: the same kind of buffer (added to the sigmoid scores before the top-k) and drawn alike.
 BUFFER_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)e_score_correction_bias$": (-0.1, 0.1),
+    r"(^|\.)feed_forward\.expert_bias$": (-0.1, 0.1),
 }
 
 

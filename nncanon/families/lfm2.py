@@ -92,8 +92,8 @@ def prepare(model: StandardModel) -> None:
 
 def explain_missing(model, envoy, name: str) -> str | None:
     """A block has conv or self_attn, never both: say which this one has."""
-    if isinstance(envoy, Lfm2Block) and name in MIXERS.values():
-        types = layer_types(model)
+    types = [t.removesuffix("_dense") for t in model.family_module.layer_types(model)]
+    if getattr(type(envoy), "MIXERS", None) == tuple(MIXERS.values()) and name in MIXERS.values():  # LFM2's blocks
         index = int(envoy.path.rsplit(".", 1)[-1])
         blocks = [i for i, t in enumerate(types) if MIXERS[t] == name]
         return (f"{envoy._std_path} is a {types[index]} block: it has {MIXERS[types[index]]}, not {name}; "
