@@ -46,7 +46,11 @@ _UNIT = 1.0 / math.sqrt(_TERMS * (_LEVELS * _LEVELS - 1) / 12.0)
 #: state visibly (at the init's steps its decay would hardly show in so few tokens).
 #: gpt-oss's router bias (init normal(0, 0.02)): a small spread around zero, as the init gives, so
 #: the logits stay the stream's and the bias still shifts them.
+#: RecurrentGemma's RG-LRU recurrent_param Λ (log a = -8 · r · softplus(Λ); the init draws Λ in about [-6.9,
+#: -2.2], a decay per token of at most ~0.84 in log): drawn in [-4, -1], softplus 0.02 to 0.31, so the state
+#: decays visibly over a 20-token prompt without vanishing in a few tokens.
 VECTOR_RULES: dict[str, tuple[float, float]] = {
+    r"(^|\.)rg_lru\.recurrent_param$": (-4.0, -1.0),
     r"(^|\.)A_log$": (0.0, 2.75),
     r"(^|\.)self_attn\.sinks$": (-1.0, 2.0),
     r"(^|\.)mlp\.router\.bias$": (-0.1, 0.1),
@@ -57,9 +61,11 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
 #: buffers the recipe draws too (every other buffer keeps what the model's init gives): DeepSeek-V3's
 #: e_score_correction_bias, zeros at init and learned on every released checkpoint, is added to the
 #: router's sigmoid scores (of spread ~0.1 on the tiny model) before the grouped top-k; drawn in
-#: [-0.1, 0.1] it moves some choices, so a relation that left it out would fail.
+#: [-0.1, 0.1] it moves some choices, so a relation that left it out would fail. LFM2-MoE's expert_bias is
+#: the same kind of buffer (added to the sigmoid scores before the top-k) and drawn alike.
 BUFFER_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)e_score_correction_bias$": (-0.1, 0.1),
+    r"(^|\.)feed_forward\.expert_bias$": (-0.1, 0.1),
 }
 
 

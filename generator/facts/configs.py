@@ -53,6 +53,21 @@ def accessors(host: Any, prefix: str, names: tuple[str, ...]) -> list[list]:
     return rows
 
 
+def layout_dims(model: Any) -> dict[str, int]:
+    """Every layout dimension's size on this full-size model (`StandardModel.dim_sizes`), so a page can give a
+    value's full-size shape from its layout alone (the Recurrent state page); a size a config leaves open
+    (an Unavailable accessor) is left out."""
+    import nncanon
+
+    sizes = {}
+    for name in ("hidden_size", "vocab_size", "num_heads", "num_kv_heads", "head_dim", "qk_head_dim"):
+        try:
+            sizes[name] = getattr(model, name)
+        except nncanon.Unavailable:
+            pass
+    return {**sizes, **model.family_module.dim_sizes(model)}
+
+
 def raw_fields(family: Family, raw: dict, fields: list[str], sub: str) -> list[list]:
     """The config's own fields the page lists, from ``sub`` (text_config, vision_config) or the top."""
     config = raw.get(sub, {})
@@ -106,7 +121,8 @@ def config_tables(family: Family, family_module: Any, task: str, causal_lm: type
         checkpoint_sizes.append(sizes(checkpoint_id, model))
         inferred = inferred_fields(family, checkpoint_id)
         text = {"accessors": accessors(model, "model", TEXT_ACCESSORS),
-                "raw": raw_fields(family, raw, page.get("config_fields", []), "text_config")}
+                "raw": raw_fields(family, raw, page.get("config_fields", []), "text_config"),
+                "dims": layout_dims(model)}
         _merge(text_tables, checkpoint_id, text, inferred)
         if task == "image-text-to-text" and page.get("vision"):
             vision = {"accessors": accessors(model.vision, "model.vision", VISION_ACCESSORS),

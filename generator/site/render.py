@@ -40,6 +40,7 @@ from generator.site.escaping import (
 from generator.site.families_index import NUMBERS, facet_terms, index_entry, matches
 from generator.site.interiors import check_order, interior, undrawn
 from generator.site.mechanics import mechanics_table
+from generator.site.recurrent import mixers, summary
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
 from generator.site.releases_page import load_records, releases_page, verified_on
@@ -469,6 +470,10 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
     )
     (out_dir / "mechanics.md").write_text(
         env.get_template("mechanics.md.j2").render(mechanics=mechanics_table(families)), encoding="utf-8"
+    )
+    found = mixers(families)
+    (out_dir / "recurrent.md").write_text(
+        env.get_template("recurrent.md.j2").render(mixers=found, summary=summary(found)), encoding="utf-8"
     )
     (out_dir / "facts" / "index.json").write_text(
         _dump({"schema": SCHEMA, "families": entries}), encoding="utf-8"

@@ -42,12 +42,15 @@ from ..layouts import layout
 from ..locators import Tap
 from ..relations import relation
 from ..values import Value
+from ..views import READ_ONLY
 
 KERNELS = ("causal_conv1d_fn", "causal_conv1d_update")
 CONV = "conv"  #: the tap's location: ``{path}.conv.input`` / ``.output``
+CONV_STATES = "conv_states"  #: every token's window, served at ``{path}.conv_states.output`` when read
 
 ConvState = layout("ConvState", "batch conv_dim conv_kernel")
 MaybeConvState = layout("ConvState | None", "batch conv_dim conv_kernel")
+ConvStates = layout("ConvStates", "batch seq conv_dim conv_kernel")
 
 #: the names releases give the mixer's cache argument, the newest first (5.24: ``cache``)
 CACHE_ARGS = ("cache", "cache_params", "past_key_values")
@@ -90,6 +93,29 @@ def conv_values(channels: str, note=None) -> list[Value]:
               "(zeros on the left where the sequence is shorter), what the next call convolves with its own column",
               conv_out(1), reaches="the next call", note=note),
     ]
+
+
+def conv_states_value(channels: str, note=None) -> Value:
+    """``conv_states``: the conv state after every token of the call (a mixer whose only state is its window)."""
+    return Value("conv_states", ConvStates,
+                 f"The conv state after every token of this call: the conv's input ({channels}) at the last "
+                 "conv_kernel positions up to and including that token; conv_states[:, -1] is conv_state_output; "
+                 "read-only", Tap(io="output", element=None, name=CONV_STATES,
+                                  described="the causal convolution's windows, every token's stacked"),
+                 view=READ_ONLY, note=note)
+
+
+def _windows(window: torch.Tensor, before: int, seq: int, kernel: int) -> torch.Tensor:
+    """``[batch, seq, conv_dim, kernel]``: the last ``kernel`` columns of ``window`` up to each of its last ``seq``
+    columns (``before`` columns precede them), zeros on the left where shorter."""
+    padded = F.pad(window, (kernel, 0)).unfold(-1, kernel, 1)  # [b, c, len + 1, kernel]: index i ends at column i-1
+    return padded[:, :, before + 1:before + 1 + seq].permute(0, 2, 1, 3).clone()
+
+
+def _serve_windows(interleaver: Any, path: str, make) -> None:
+    at = f"{path}.{CONV_STATES}.output"
+    if kernels._wanted(interleaver, at):  # built only when read: seq x conv_dim x conv_kernel per block
+        interleaver.handle(at, make())
 
 
 # -- the tap ---------------------------------------------------------------------------------------------
@@ -148,6 +174,8 @@ def _tap_fn(fn):
         # unedited, the very call the forward makes (the cache's columns), so the output is transformers' to the bit
         full = fn(window if edited else hidden_states, weight, bias=bias, activation=activation, **rest)
         out, state = interleaver.handle(f"{path}.{CONV}.output", (full[..., -call.seq:], _last(window, kernel)))
+        before = 0 if previous is None else previous.shape[-1]
+        _serve_windows(interleaver, path, lambda: _windows(window, before, own.shape[-1], kernel))
         if call.cache is not None:  # the served state, edited or not, is what the cache keeps
             buffer = call.cache.get_conv_state(envoy._module.layer_idx)
             size = min(kernel, buffer.shape[-1])
@@ -173,6 +201,7 @@ def _tap_update(fn):
         out = fn(own, conv_state, weight, bias, activation)  # updates conv_state in place
         out, state = interleaver.handle(f"{path}.{CONV}.output", (out, conv_state.clone()))
         conv_state.copy_(state)
+        _serve_windows(interleaver, path, lambda: conv_state.clone()[:, None])
         return out
 
     conv_update.__nncanon_tap__ = fn
@@ -260,9 +289,17 @@ def dtype_name(config: Any) -> str:
 
 
 def _activation(module: Any):
+    """The conv's activation: Mamba-2's and the DeltaNet's ``activation`` (silu); none on a mixer without one
+    (LFM2's short convolution gates instead)."""
     from transformers.activations import ACT2FN
 
-    return ACT2FN[module.activation]
+    name = getattr(module, "activation", None)
+    return (lambda x: x) if name is None else ACT2FN[name]
+
+
+def conv_module(module: Any) -> Any:
+    """The mixer's depthwise ``nn.Conv1d``: ``conv1d`` (Mamba-2, the DeltaNet) or ``conv`` (LFM2's short conv)."""
+    return module.conv1d if hasattr(module, "conv1d") else module.conv
 
 
 def conv_relations(conv_input, what: str) -> tuple:
@@ -273,7 +310,7 @@ def conv_relations(conv_input, what: str) -> tuple:
         columns = conv_input(host, r["inputs"])
         previous = r["conv_state_input"]
         window = columns if previous is None else torch.cat([previous.to(columns), columns], dim=-1)
-        kernel = host._module.conv1d.kernel_size[0]
+        kernel = conv_module(host._module).kernel_size[0]
         return [(F.pad(window, (max(0, kernel - window.shape[-1]), 0))[..., -kernel:], r["conv_state_output"])]
 
     window = relation(
@@ -289,10 +326,12 @@ def conv_relations(conv_input, what: str) -> tuple:
             columns = torch.cat([previous.to(columns), columns], dim=-1)
         new = columns[..., :1]  # a next column: the first of this call's
         step = kernels.reference(inspect.getmodule(type(module)).causal_conv1d_update)
-        weight = module.conv1d.weight
-        stepped = step(new, r["conv_state_output"].clone(), weight.squeeze(1), module.conv1d.bias, module.activation)
+        conv1d = conv_module(module)
+        weight = conv1d.weight
+        stepped = step(new, r["conv_state_output"].clone(), weight.squeeze(1), conv1d.bias,
+                       getattr(module, "activation", None))
         whole = torch.cat([columns, new], dim=-1).to(weight.dtype)
-        convolved = _activation(module)(module.conv1d(whole)[..., :whole.shape[-1]])
+        convolved = _activation(module)(conv1d(whole)[..., :whole.shape[-1]])
         return [(convolved[..., -1:], stepped)]
 
     following = relation(
