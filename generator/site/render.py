@@ -40,9 +40,9 @@ from generator.site.escaping import (
 from generator.site.families_index import NUMBERS, facet_terms, index_entry, matches
 from generator.site.interiors import check_order, interior, undrawn
 from generator.site.mechanics import mechanics_table
-from generator.site.recurrent import mixers, summary
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
+from generator.site.recurrent import mixers, summary
 from generator.site.releases_page import load_records, releases_page, verified_on
 
 __all__ = [  # what tests and callers import from here (some live in generator.site.escaping, .printout)
