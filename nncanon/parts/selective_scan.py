@@ -32,8 +32,8 @@ import torch.nn.functional as F
 
 from .. import kernels
 from ..hosts import host
-from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
-from ..locators import Tap, own
+from ..layouts import Gates, LinearQK, LinearV, MaybeState, Neurons, Residual, State, States, layout
+from ..locators import Tap, child, own
 from ..precision import SUBBLOCK
 from ..relations import relation
 from ..values import Value, View
@@ -197,6 +197,8 @@ SelectiveScan = host("SelectiveScan", values=[
           kernel_out(0), conditions=_K),
     Value("state_output", State, "The recurrent state leaving the layer", kernel_out(1), view=ssd.AS_STATE,
           conditions=_K, reaches="the next call"),
+    Value("gated_output", Neurons, "The gated output y · silu(z), what out_proj reads (Mamba-2 norms it here: "
+          "gated_norm_output)", child("out_proj", "input")),
     Value("state", State, "The recurrent state after one token of the prompt; iterate it with tracer.iter; "
           "needs route_kernels(family, 'torch')", TOKEN_STATE, view=ssd.AS_STATE, conditions=(TOKEN_ROUTE,)),
     Value("states", States, "The recurrent state after every token of this call; needs route_kernels(family, "
@@ -281,13 +283,15 @@ def _scan(host, r):
     return [(outputs, r["attention_head_outputs"]), (ssd._flip(states[:, -1]), r["state_output"])]
 
 
-@relation("attention_output == out_proj(attention_head_outputs · silu(z)), z = in_proj(input)'s last "
-          "intermediate_size columns (the gate)", proves="attention_head_outputs attention_output",
-          reads="inputs attention_head_outputs attention_output", tolerance=SUBBLOCK)
+@relation("gated_output == attention_head_outputs · silu(z), z = in_proj(input)'s last intermediate_size columns "
+          "(the gate); attention_output == out_proj(gated_output)",
+          proves="attention_head_outputs gated_output attention_output",
+          reads="inputs attention_head_outputs gated_output attention_output", tolerance=SUBBLOCK)
 def _out(host, r):
     module = host._module
     _, z = _projected(host, r["inputs"])
-    return [(module.out_proj(r["attention_head_outputs"][..., 0] * F.silu(z)), r["attention_output"])]
+    gated = r["attention_head_outputs"][..., 0] * F.silu(z)
+    return [(gated, r["gated_output"]), (module.out_proj(r["gated_output"]), r["attention_output"])]
 
 
 @relation("states[:, -1] == state_output; state (its first visit) == states[:, 0]; states[:, t] == the state "
