@@ -4,7 +4,8 @@ Falcon-Mamba, the B, C and dt RMS norms written out here), every token's state a
 float64 scan of the Mamba-1 recurrence, ``states[:, t]`` against the recurrent state transformers' own forward
 leaves in its cache for the prompt cut after token t, decode steps chaining ``state_input`` to the previous
 ``state_output``, an edit of ``state_input`` landing as the recurrence from the edited state says, and the
-shared vocabulary: ``states`` per token on DeltaNet, Mamba-1 and Mamba-2 alike under ``route_kernels``."""
+shared vocabulary: ``states`` per token on DeltaNet, Mamba-1 (and Jamba's Mamba blocks) and Mamba-2 alike under
+``route_kernels``; Jamba's block kinds by its attention and expert periods."""
 
 from __future__ import annotations
 
@@ -221,15 +222,16 @@ def test_an_edit_of_state_input_lands(model, ids):
     assert (unedited - expected).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("family", ["mamba", "mamba2", "qwen3_5_text"])
+@pytest.mark.parametrize("family", ["mamba", "jamba", "mamba2", "qwen3_5_text"])
 def test_one_vocabulary_of_states(family):
-    """DeltaNet, Mamba-1 and Mamba-2 serve the state under the same names and layout: under route_kernels every
+    """DeltaNet, Mamba-1 (alone and in Jamba's hybrid stack) and Mamba-2 serve the state under the same names and layout: under route_kernels every
     token's state is ``states [batch, seq, heads, key_dim, value_dim]`` (the family's dim_sizes), its last is
     ``state_output``."""
     from generator.checkpoint.checkpoints import checkpoint_dir
 
     model = nncanon.load(checkpoint_dir(family))
-    mixer = model.layers[0].mixer if family != "qwen3_5_text" else model.layers[0].linear_attn
+    mixer = {"qwen3_5_text": "linear_attn", "jamba": "mamba"}.get(family, "mixer")
+    mixer = getattr(model.layers[0], mixer)  # block 0 is a recurrent block on each
     sizes = model.dim_sizes()
     with nncanon.route_kernels(family, "torch"), torch.no_grad():
         with model.trace(PROMPT):
@@ -237,3 +239,36 @@ def test_one_vocabulary_of_states(family):
             final = mixer.state_output.save()
     assert states.shape[2:] == (sizes["heads"], sizes["key_dim"], sizes["value_dim"])
     torch.testing.assert_close(states[:, -1], final, atol=1e-5, rtol=1e-5)
+
+
+def test_jambas_blocks_follow_its_periods():
+    """Jamba's block i is attention when i % attn_layer_period == attn_layer_offset, else Mamba-1; its MLP a mixture
+    when i % expert_layer_period == expert_layer_offset: each block has the one mixer its kind says, and an MLP host
+    of its kind, and its Mamba blocks' B and C are its RMSNorms' outputs (with their gains)."""
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    model = nncanon.load(checkpoint_dir("jamba"))
+    config = model.text_config
+    for i, block in enumerate(model.layers):
+        attention = i % config.attn_layer_period == config.attn_layer_offset
+        sparse = i % config.expert_layer_period == config.expert_layer_offset
+        native = block._module
+        assert hasattr(native, "self_attn") == attention and hasattr(native, "mamba") == (not attention)
+        assert type(native.feed_forward).__name__ == ("JambaSparseMoeBlock" if sparse else "JambaMLP")
+    i = config.layers_block_type.index("mamba")
+    module = model.layers[i].mamba._module
+    seen = {}
+
+    def hook(mod, args, output):
+        seen.setdefault("x_proj", output.detach())
+
+    handle = module.x_proj.register_forward_hook(hook)
+    try:
+        with torch.no_grad(), model.trace(PROMPT):
+            B = model.layers[i].mamba.attention_keys.save()
+    finally:
+        handle.remove()
+    raw = seen["x_proj"][..., module.time_step_rank:module.time_step_rank + module.ssm_state_size]
+    expected = module.b_layernorm.weight.detach() * rms(raw, module.b_layernorm.variance_epsilon)
+    # one mean over state_size <= 16 and a product: the STEP level
+    torch.testing.assert_close(B[:, :, 0], expected, atol=1e-5, rtol=1e-5)

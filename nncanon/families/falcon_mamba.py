@@ -52,4 +52,6 @@ def required_paths(model: StandardModel) -> list[str]:
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return selective_scan.dim_sizes(model.text_config)
+    config = model.text_config
+    return {**selective_scan.dim_sizes(config.intermediate_size, config.state_size, config.conv_kernel),
+            "intermediate_size": config.intermediate_size}

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from .. import kernels
 from ..hosts import host
-from ..layouts import Gates, LinearQK, LinearV, MaybeState, Neurons, Residual, State, States, layout
+from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
 from ..locators import Tap, child, own
 from ..precision import SUBBLOCK
 from ..relations import relation
@@ -46,6 +46,8 @@ KERNELS = ("mamba_selective_scan", "mamba_selective_state_update")
 DecayRates = layout("DecayRates", "heads key_dim")
 #: the per-token log decay dt · A, per channel and state dimension
 KeyGates = layout("KeyGates", "batch seq heads key_dim")
+#: one number per token and channel (the gated output; a channel is a head)
+Channels = layout("Channels", "batch seq heads")
 
 # -- the tap: Mamba-1's two kernels served in Mamba-2's call shape ---------------------------------------------
 
@@ -149,27 +151,27 @@ DECAYS = View("time_steps · A, per state dimension",
 
 
 def state_bytes_per_token(model: Any) -> int:
-    """Bytes ``states`` holds per token per block: one float32 [intermediate_size, state_size] state."""
-    config = model.text_config
-    return config.intermediate_size * config.state_size * 4
+    """Bytes ``states`` holds per token per block: one float32 [channels, state_size] state, its sizes as the
+    family's dim_sizes name them (heads x key_dim x value_dim, value_dim 1)."""
+    sizes = model.dim_sizes()
+    return sizes["heads"] * sizes["key_dim"] * sizes["value_dim"] * 4
 
 
 def conv_state_bytes(model: Any) -> int:
-    config = model.text_config
-    return conv.conv_state_bytes(config.intermediate_size, config.conv_kernel, config)
+    sizes = model.dim_sizes()
+    return conv.conv_state_bytes(sizes["conv_dim"], sizes["conv_kernel"], model.text_config)
 
 
 def states_note(model: Any) -> str:
     return (f"materialized only when read: {human_bytes(state_bytes_per_token(model))} per token per block "
-            f"(float32, heads x key_dim x value_dim: the mixer's intermediate_size channels x state_size x 1); a "
-            f"decode cache holds one such state per block, plus the conv state, "
-            f"{human_bytes(conv_state_bytes(model))} per block")
+            f"(float32, heads x key_dim x value_dim: the mixer's channels x state size x 1); a decode cache holds "
+            f"one such state per block, plus the conv state, {human_bytes(conv_state_bytes(model))} per block")
 
 
 def conv_state_note(model: Any) -> str:
-    config = model.text_config
-    return (f"{human_bytes(conv_state_bytes(model))} per block in a decode cache ({config.intermediate_size} "
-            f"channels: x; x {config.conv_kernel} positions, {conv.dtype_name(config)})")
+    sizes = model.dim_sizes()
+    return (f"{human_bytes(conv_state_bytes(model))} per block in a decode cache ({sizes['conv_dim']} channels: x; "
+            f"x {sizes['conv_kernel']} positions, {conv.dtype_name(model.text_config)})")
 
 
 _K = (ssd.SSD_KERNEL,)
@@ -197,7 +199,7 @@ SelectiveScan = host("SelectiveScan", values=[
           kernel_out(0), conditions=_K),
     Value("state_output", State, "The recurrent state leaving the layer", kernel_out(1), view=ssd.AS_STATE,
           conditions=_K, reaches="the next call"),
-    Value("gated_output", Neurons, "The gated output y · silu(z), what out_proj reads (Mamba-2 norms it here: "
+    Value("gated_output", Channels, "The gated output y · silu(z), what out_proj reads (Mamba-2 norms it here: "
           "gated_norm_output)", child("out_proj", "input")),
     Value("state", State, "The recurrent state after one token of the prompt; iterate it with tracer.iter; "
           "needs route_kernels(family, 'torch')", TOKEN_STATE, view=ssd.AS_STATE, conditions=(TOKEN_ROUTE,)),
@@ -224,16 +226,26 @@ def rms(x, eps):
     return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-def inputs_relation(normed: bool):
-    """The relation tying the scan's inputs to the mixer's own projections; ``normed``: Falcon-Mamba's weightless
-    RMSNorms (eps mixer_rms_eps) on dt, B and C after x_proj."""
-    wrap = (lambda name: f"rms({name})") if normed else (lambda name: name)
+def _normed(module, name, x, gain: bool):
+    """``x`` through the mixer's RMSNorm ``name`` written out: rms(x), times its weight when ``gain`` (Jamba's;
+    Falcon-Mamba's weight buffers are dummies the forward never reads), with the eps the module keeps."""
+    norm = getattr(module, name)
+    eps = getattr(module, "rms_eps", None) or getattr(norm, "variance_epsilon", None) or norm.eps
+    return norm.weight * rms(x, eps) if gain else rms(x, eps)
+
+
+def inputs_relation(normed: bool, gain: bool = False):
+    """The relation tying the scan's inputs to the mixer's own projections; ``normed``: RMSNorms on dt, B and C after
+    x_proj (Falcon-Mamba's with no weight, eps mixer_rms_eps; with ``gain``, Jamba's, a learned weight, eps
+    rms_norm_eps)."""
+    wrap = (lambda name: f"norm({name})") if normed else (lambda name: name)
     text = (f"attention_values == act(conv1d(in_proj(input)'s x)) on the real tokens; (dt_in, B, C) = x_proj("
             f"attention_values); attention_keys == {wrap('B')}, attention_queries == {wrap('C')}; time_steps == "
             f"softplus(dt_proj.weight · {wrap('dt_in')} + dt_proj.bias); decay_rates == -exp(A_log) in float32; decays "
             f"== time_steps · decay_rates")
     if normed:
-        text += "; rms(v) = v / sqrt(mean(v²) + mixer_rms_eps), no weight"
+        text += (f"; norm(v) = {'weight · ' if gain else ''}v / sqrt(mean(v²) + eps), by dt_layernorm, b_layernorm, "
+                 f"c_layernorm ({'each with its own weight' if gain else 'no weight'})")
 
     @relation(text, proves="attention_values attention_keys attention_queries time_steps decay_rates decays",
               reads="inputs attention_values attention_keys attention_queries time_steps decay_rates decays",
@@ -248,7 +260,8 @@ def inputs_relation(normed: bool):
             xs = xs * mask[:, :, None].to(xs.dtype)
         dt, B, C = module.x_proj(xs).split([module.time_step_rank, module.ssm_state_size, module.ssm_state_size], -1)
         if normed:
-            dt, B, C = (rms(t, module.rms_eps) for t in (dt, B, C))
+            dt, B, C = (_normed(module, name, t, gain) for name, t in (("dt_layernorm", dt), ("b_layernorm", B),
+                                                                 ("c_layernorm", C)))
         steps = F.softplus((dt @ module.dt_proj.weight.T).float() + module.dt_proj.bias.float())
         rates = -torch.exp(module.A_log.float())
         return [(xs[..., None], r["attention_values"]), (B[:, :, None], r["attention_keys"]),
@@ -338,11 +351,10 @@ RELATIONS = (_scan, _out, _states, _decode, *CONV_RELATIONS)
 SelectiveScan.RELATIONS = (inputs_relation(False), *RELATIONS)
 
 
-def dim_sizes(config: Any) -> dict[str, int]:
+def dim_sizes(channels: int, state_size: int, conv_kernel: int) -> dict[str, int]:
     """The mixer's dimensions, as the shared layouts name them: a channel is a head of value_dim 1."""
-    return {"key_heads": 1, "heads": config.intermediate_size, "key_dim": config.state_size, "value_dim": 1,
-            "intermediate_size": config.intermediate_size, "conv_dim": config.intermediate_size,
-            "conv_kernel": config.conv_kernel}
+    return {"key_heads": 1, "heads": channels, "key_dim": state_size, "value_dim": 1, "conv_dim": channels,
+            "conv_kernel": conv_kernel}
 
 
 #: the root's attention sizes (StandardModel.dim_sizes asks every model for them): a Mamba-1 config names no
