@@ -1,4 +1,5 @@
-"""Mamba-1's selective scan (transformers' MambaMixer, FalconMambaMixer) in the recurrent-state vocabulary.
+"""Mamba-1's selective scan (transformers' MambaMixer, FalconMambaMixer, JambaMambaMixer) in the recurrent-state
+vocabulary.
 
 **Mamba-1 is Mamba-2 with one channel per head.** Each of the ``intermediate_size`` channels keeps its own
 state of ``state_size`` numbers, written by B (``dt · x · B``) and read by C, with B and C shared by every
@@ -36,9 +37,9 @@ from ..layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, Sta
 from ..locators import Tap, child, own
 from ..precision import SUBBLOCK
 from ..relations import relation
-from ..values import Value, View
+from ..values import Condition, Value, View
 from . import conv, ssd
-from .deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, human_bytes
+from .deltanet import TOKEN_STATE, TOKEN_STATES, human_bytes
 
 KERNELS = ("mamba_selective_scan", "mamba_selective_state_update")
 
@@ -175,6 +176,14 @@ def conv_state_note(model: Any) -> str:
 
 
 _K = (ssd.SSD_KERNEL,)
+#: state and states: transformers' prompt scan keeps each token's state only inside its loop (and the fused kernel
+#: not at all); the route runs every call through ssd's token-by-token recurrence, which serves them
+TOKEN_ROUTE = Condition(
+    needs='nncanon.route_kernels(model.family, "torch")',
+    why=("transformers' scan keeps each token's state only inside its own loop; the route runs every call through "
+         "the token-by-token recurrence, which serves it"),
+    holds=lambda model: kernels.route(model.family) == "torch",
+)
 
 SelectiveScan = host("SelectiveScan", values=[
     Value("attention_output", Residual, "What the mixer adds to the residual stream", own("output")),
