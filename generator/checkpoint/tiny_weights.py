@@ -55,6 +55,7 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)self_attn\.sinks$": (-1.0, 2.0),
     r"(^|\.)mlp\.router\.bias$": (-0.1, 0.1),
     r"(^|\.)mixer\.dt_bias$": (-3.0, 0.0),
+    r"(^|\.)(mixer|mamba)\.dt_proj\.bias$": (-3.0, 0.0),  # Mamba-1's dt bias (Jamba's mixer: mamba): as Mamba-2's
 }
 
 

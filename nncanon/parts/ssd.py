@@ -73,7 +73,7 @@ def token_by_token(x, dt, A, B, C, D=None, dt_bias=None, initial_state=None, dt_
     kept, outputs = [], []
     for t in range(seq):
         step = dt[:, t]
-        state = state * torch.exp(step * A.float())[..., None, None] + \
+        state = state * _decay(step, A.float()) + \
             (step[..., None] * x[:, t].float())[..., None] * B[:, t, :, None, :]
         if interleaver is not None:
             state = interleaver.handle(at_state, state)
@@ -85,6 +85,15 @@ def token_by_token(x, dt, A, B, C, D=None, dt_bias=None, initial_state=None, dt_
         states = torch.stack(kept, 1) if kernels._wanted(interleaver, at_states) and kept else None
         interleaver.handle(at_states, states)
     return torch.stack(outputs, 1).to(x.dtype), state
+
+
+def _decay(step, A):
+    """The factor a token decays the ``[.., heads, head_dim, state_size]`` state by: ``exp(dt · A)``, one per head
+    (Mamba-2's A ``[heads]``) or one per head and state dimension (Mamba-1's A ``[channels, state_size]``, its
+    heads being channels of head_dim 1: `nncanon.parts.selective_scan`)."""
+    if A.dim() == 1:
+        return torch.exp(step * A)[..., None, None]
+    return torch.exp(step[..., None] * A)[..., None, :]
 
 
 def _tap_chunk(fn):
@@ -263,7 +272,7 @@ def recurrence(x, dt, A, B, C, D, dt_bias, initial_state, dt_limit):
              else initial_state.double())
     outputs, states = [], []
     for t in range(x.shape[1]):
-        state = state * torch.exp(dt[:, t] * A.double())[..., None, None] + \
+        state = state * _decay(dt[:, t], A.double()) + \
             (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None, :]
         outputs.append((state * C[:, t, :, None, :]).sum(-1) + D.double()[:, None] * x[:, t])
         states.append(state)
