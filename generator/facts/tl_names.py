@@ -123,7 +123,7 @@ def check(families: list[str]) -> dict[str, dict[str, dict]]:
     if not families:
         return {}
     run = subprocess.run([sys.executable, "-m", "generator.facts.tl_names", *families], capture_output=True,
-                         text=True, timeout=1800)
+                         text=True, timeout=3 * 60 * 60)  # stops a hung bridge only, far above every family at 8x load
     if run.returncode != 0:
         raise RuntimeError(f"the TransformerLens check failed: {run.stderr.strip().splitlines()[-1:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
