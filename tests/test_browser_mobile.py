@@ -91,6 +91,8 @@ def test_every_page_on_a_phone_and_a_desktop(browser, crawl, base):
                 if page.locator("#nc-data").count():
                     part(page, "layers[i].mlp.router").click()
                 page.wait_for_timeout(350)  # the scroll boxes are made focusable after Material's layout
+                # and once more now, whatever the pause gave a loaded machine: the page's own pass, as on a resize
+                page.evaluate("() => window.__nncanonReachAll && window.__nncanonReachAll()")
                 where = f"{screen} px {scheme} {url}"
                 problems += [f"{where}: {p}" for p in _problems_on(page, width, axe if width < 500 else None)]
                 problems += [f"{where}: {e}" for e in t.errors]
@@ -206,10 +208,15 @@ def _in_view(page, locator) -> bool:
 
 
 def _in_its_box(locator) -> bool:
-    return locator.evaluate(
-        """e => { const b = e.closest('code').getBoundingClientRect(), r = e.getBoundingClientRect();
-                  return r.top >= b.top - 1 && r.bottom <= b.bottom + 1 }"""
-    )
+    """Whether the line comes into view inside its code box: waited for as `_in_view` does (a loaded machine
+    scrolls the box late; a fixed pause before a one-shot check would fail a correct page on a slow machine)."""
+    check = """e => { const b = e.closest('code').getBoundingClientRect(), r = e.getBoundingClientRect();
+                      return r.top >= b.top - 1 && r.bottom <= b.bottom + 1 }"""
+    try:
+        locator.page.wait_for_function(check, arg=locator.element_handle())
+    except PlaywrightTimeout:
+        return False
+    return True
 
 
 def test_the_card_links_to_its_row_and_printout_line(tab, base):

@@ -104,9 +104,10 @@ def resolve_term(term: str, block: str) -> str:
 
 
 def check_identities(family: Family, models: Models, family_module: Any, prompts: list[str]) -> list[dict]:
-    """Evaluate each ``claims.identities`` entry on a block of its kind; record its error."""
+    """Evaluate each ``claims.identities`` entry on a block of its kind; record its error. Every term of every
+    identity under one load is read in one forward (`read_terms`), not one forward per term."""
 
-    results = []
+    claims = []  # (expr, kind, load label, block, lhs terms, rhs term)
     for n, claim in enumerate((family.get("claims") or {}).get("identities", [])):
         field = f"claims.identities[{n}]"
         if not isinstance(claim, dict) or "expr" not in claim or "kind" not in claim:
@@ -114,15 +115,29 @@ def check_identities(family: Family, models: Models, family_module: Any, prompts
         expr, kind = claim["expr"], claim["kind"]
         if expr.count("==") != 1:
             raise FamilyYamlError(family.path, f"{field}.expr", f"expected 'a + b + ... == c', got {expr!r}")
-        model = models.get(claim.get("load") or ("image" if kind == "vision" else models.default))
-        block = block_of_kind(model, family_module, kind)
-        args, kwargs = run_inputs(model, family_module, prompts)
+        label = claim.get("load") or ("image" if kind == "vision" else models.default)
+        block = block_of_kind(models.get(label), family_module, kind)
         lhs, rhs = expr.split("==")
-        try:
-            terms = [read_term(model, resolve_term(t, block), args, kwargs) for t in lhs.split("+")]
-            target = read_term(model, resolve_term(rhs, block), args, kwargs)
-        except AttributeError as error:
-            raise ClaimError(family.family, f"identity {expr!r}", f"a term does not resolve on {block}: {error}") from None
+        claims.append((claim, label, block, [resolve_term(t, block) for t in lhs.split("+")], resolve_term(rhs, block)))
+    read: dict[str, dict[str, Any]] = {}
+    for label in dict.fromkeys(label for _, label, *_ in claims):
+        model = models.get(label)
+        args, kwargs = run_inputs(model, family_module, prompts)
+        read[label] = read_terms(model, [t for c in claims if c[1] == label for t in (*c[3], c[4])], args, kwargs)
+    results = []
+    for claim, label, block, lhs, rhs in claims:
+        expr, kind = claim["expr"], claim["kind"]
+        if read[label] is None:  # a term does not resolve: find which, one term per forward as before
+            model = models.get(label)
+            args, kwargs = run_inputs(model, family_module, prompts)
+            try:
+                for path in (*lhs, rhs):
+                    read_term(model, path, args, kwargs)
+            except AttributeError as error:
+                raise ClaimError(family.family, f"identity {expr!r}", f"a term does not resolve on {block}: {error}") from None
+            raise RuntimeError(f"{family.family}: the terms of {expr!r} read one by one but not together")
+        terms = [read[label][path] for path in lhs]
+        target = read[label][rhs]
         total = terms[0]
         for term in terms[1:]:
             total = total + term  # left to right, as the block adds them
@@ -133,3 +148,22 @@ def check_identities(family: Family, models: Models, family_module: Any, prompts
                              f"off by {error:.3g} on {block} of the tiny checkpoint (tolerance {tolerance})")
         results.append({"expr": expr, "kind": kind, "where": re.sub(r"\.(\d+)", r"[\1]", block), "error": error})
     return results
+
+
+def read_terms(model: Any, paths: list[str], args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """Every term of ``paths`` (concrete paths ending in a value, ``input`` or ``output``) in one forward, by the
+    relations' reader (an empty invoke per read: no order needed); None when one does not resolve."""
+    from generator.facts.proof import read_all
+
+    wanted = {}
+    for path in dict.fromkeys(paths):
+        host, _, name = path.rpartition(".")
+        try:
+            wanted[(path, name)] = model.get(host)
+        except AttributeError:
+            return None
+    try:
+        read = read_all(model, wanted, args, kwargs)
+    except AttributeError:
+        return None
+    return {path: value for (path, _), value in read.items()}

@@ -123,7 +123,7 @@ def check(families: list[str]) -> dict[str, dict[str, dict]]:
     if not families:
         return {}
     run = subprocess.run([sys.executable, "-m", "generator.facts.tl_names", *families], capture_output=True,
-                         text=True, timeout=1800)
+                         text=True, timeout=3 * 60 * 60)  # stops a hung bridge only, far above every family at 8x load
     if run.returncode != 0:
         raise RuntimeError(f"the TransformerLens check failed: {run.stderr.strip().splitlines()[-1:]}")
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -131,30 +131,66 @@ def check(families: list[str]) -> dict[str, dict[str, dict]]:
 
 def annotations(families: list[str], directory: Path, progress: Any = print) -> dict[str, dict[str, dict]] | None:
     """Each family's TransformerLens agreement for the page (None without the extra), cached per family in
-    ``directory`` under its facts' cache key and the TransformerLens version: a build checks only what changed."""
+    ``directory`` under its facts' cache key and the TransformerLens version: a build checks only what changed.
+
+    The results are shared by every build directory on the machine (``$NNCANON_CACHE/transformer_lens``, as the
+    survey's rows): a result is a function of its key alone (the family's fact sources and the releases, this
+    module's code, the CPU capability asked for), so a build in a new directory (every test's) copies it instead
+    of booting the bridge again (~20 CPU-s for a large family)."""
     if not installed():
         return None
-    from importlib.metadata import version
+    from generator.checkpoint.checkpoints import cache_root
 
-    from generator.facts.collect import cache_key
-
-    directory.mkdir(parents=True, exist_ok=True)
-    keys = {family: f"{cache_key(family)}-{version('transformer-lens')}" for family in families}
+    directories = (directory, cache_root() / "transformer_lens")
+    for place in directories:
+        place.mkdir(parents=True, exist_ok=True)
+    keys = {family: _key_of(family) for family in families}
     found, stale = {}, []
     for family in families:
-        path = directory / f"{family}.json"
-        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        if saved.get("key") == keys[family]:
-            found[family] = saved["found"]
+        for place in directories:
+            saved = _saved(place / f"{family}.json")
+            if saved.get("key") == keys[family]:
+                found[family] = saved["found"]
+                if place is not directory:
+                    _write(directory / f"{family}.json", saved)
+                break
         else:
             stale.append(family)
     if stale:
         progress(f"TransformerLens names: {', '.join(stale)}")
         for family, result in check(stale).items():
-            (directory / f"{family}.json").write_text(json.dumps({"key": keys[family], "found": result},
-                                                                 sort_keys=True), encoding="utf-8")
+            for place in directories:
+                _write(place / f"{family}.json", {"key": keys[family], "found": result})
             found[family] = result
     return found
+
+
+def _key_of(family: str) -> str:
+    """The family's facts' cache key, the TransformerLens release, this module's code and the CPU capability."""
+    import hashlib
+    import os
+    from importlib.metadata import version
+
+    from generator.facts.collect import cache_key
+
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    return f"{cache_key(family)}-{version('transformer-lens')}-{code}-{os.environ.get('ATEN_CPU_CAPABILITY', '')}"
+
+
+def _saved(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # absent, or cut short by a killed build: the cache only saves time
+        return {}
+
+
+def _write(path: Path, data: dict) -> None:
+    """Written whole or not at all: another build may read the shared file at the same time."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)
 
 
 def main(argv: list[str]) -> None:
