@@ -21,11 +21,11 @@ import sys
 
 from transformers.models.mamba import modeling_mamba as hf
 
+from ..hosts import host
 from ..model import StandardModel
 from ..parts import selective_scan
 from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
 from ..parts.selective_scan import KERNELS, SelectiveScan  # noqa: F401 (the family API, shared)
-from ..hosts import host
 from .mamba2 import MambaBlock, before_the_head, past_the_head  # noqa: F401 (Mamba-2's block and head, the same)
 
 FAMILY = "mamba"
