@@ -17,6 +17,7 @@ MIXERS = {
     "linear_attention": "gated DeltaNet",
     "chunked_attention": "chunked attention",
     "mamba": "state space (Mamba-2)",
+    "conv": "gated short convolution",
 }
 
 #: traits.mlp_kind -> the MLP facet's word
@@ -54,17 +55,29 @@ def _attention_term(quirk: str) -> str:
     return "rope scaling" if quirk.endswith("rope scaling") else quirk
 
 
-def _mixer_terms(kind: dict, hosts: dict[str, set[str]]) -> list[str]:
-    """What a block kind's token mixers are, from the values its mixer hosts serve (a state-space mixer's
-    time steps, a DeltaNet's betas) and, for attention, the config's name for the kind (sliding, chunked)."""
+#: a recurrent mixer's host class (nncanon/parts/) -> the index's word; a subclass keeps its part's name as a suffix
+RECURRENT = {"SelectiveScan": "state space (Mamba-1)", "SSD": "state space (Mamba-2)", "RGLRU": "RG-LRU recurrence",
+             "ShortConv": "gated short convolution"}
+
+
+def _mixer_terms(kind: dict, hosts: dict[str, set[str]], classes: dict[str, set[str]] | None = None) -> list[str]:
+    """What a block kind's token mixers are, from the values its mixer hosts serve (a DeltaNet's betas, a
+    recurrent state's conv window), the part a recurrent mixer's host class is, and, for attention, the config's
+    name for the kind (sliding, chunked)."""
     block = "model.layers[i]."
+    classes = classes or {}
     mixers = [path for path, names in hosts.items() if path.startswith(block) and path.count(".") == 2
-              and names & {"time_steps", "betas", "attention_probabilities", "attention_head_outputs"}]
+              and names & {"time_steps", "betas", "attention_probabilities", "attention_head_outputs",
+                           "conv_state_output"}]
     terms = []
     for path in sorted(mixers, key=lambda p: p != block + kind.get("mixer", "")):
         names = hosts[path]
+        part = next((word for cls in sorted(classes.get(path, ())) for name, word in RECURRENT.items()
+                     if cls.endswith(name)), None)
         if "betas" in names:  # before time_steps: a DeltaNet serves time steps too (its decay's dt)
             terms.append("gated DeltaNet")
+        elif part:
+            terms.append(part)
         elif "time_steps" in names:
             terms.append("state space (Mamba-2)")
         elif path == block + kind.get("mixer", ""):
@@ -75,12 +88,20 @@ def _mixer_terms(kind: dict, hosts: dict[str, set[str]]) -> list[str]:
 def mixer_counts(facts: dict) -> list[dict]:
     """``[{"term", "kind", "count", "label"}]`` for each block kind in the stack, in stack order."""
     blocks = facts["stack"].get("blocks") or []
-    hosts: dict[str, set[str]] = {}
-    for h in facts["hosts"]:
-        hosts.setdefault(h["path"], set()).update(v["name"] for v in h["values"])
     out = []
     for k in facts["stack"].get("block_kinds", []):
-        out.append({"term": " + ".join(_mixer_terms(k, hosts)), "terms": _mixer_terms(k, hosts), "kind": k["kind"],
+        # the hosts this kind's forward was measured reading (a hybrid stack's attention blocks have no state-space
+        # mixer); every host when the facts have no measured order for the kind
+        mine = {path.rsplit(".", 1)[0] for path in k.get("sequence") or []}
+        hosts: dict[str, set[str]] = {}
+        classes: dict[str, set[str]] = {}
+        for h in facts["hosts"]:
+            if mine and h["path"] not in mine:
+                continue
+            hosts.setdefault(h["path"], set()).update(v["name"] for v in h["values"])
+            classes.setdefault(h["path"], set()).add(h.get("host_class", ""))
+        terms = _mixer_terms(k, hosts, classes)
+        out.append({"term": " + ".join(terms), "terms": terms, "kind": k["kind"],
                     "count": sum(1 for b in blocks if b == k["kind"]), "label": k.get("label") or k["kind"]})
     return out
 
