@@ -92,10 +92,12 @@ def sizes(checkpoint_id: str, model: Any) -> dict:
     import nncanon
 
     dims = model.dim_sizes()
+    # attention heads only: a state-space mixer's heads (Mamba-2's, Mamba-1's channels) are not what the column says
+    heads = getattr(model.text_config, "num_attention_heads", None)
     try:
-        heads, kv_heads = model.num_heads, model.num_kv_heads
-    except (AttributeError, nncanon.Unavailable):  # a stack with no heads of one size
-        heads = kv_heads = None
+        kv_heads = model.num_kv_heads if heads else None
+    except (AttributeError, nncanon.Unavailable):  # a stack with no one kv-head count
+        kv_heads = None
     return {"checkpoint": checkpoint_id, "blocks": model.num_layers, "width": model.hidden_size,
             "heads": heads, "kv_heads": kv_heads, "experts": dims.get("num_experts"), "top_k": dims.get("top_k"),
             "parameters": sum(p.numel() for p in model._module.parameters()),

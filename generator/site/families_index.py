@@ -18,6 +18,7 @@ MIXERS = {
     "chunked_attention": "chunked attention",
     "mamba": "state space (Mamba-2)",
     "conv": "gated short convolution",
+    "mlp": "none (an MLP-only block)",
 }
 
 #: traits.mlp_kind -> the MLP facet's word
