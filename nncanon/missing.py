@@ -27,8 +27,23 @@ def explain(model: Any, envoy: Any, name: str) -> str | None:
     message = family(model, envoy, name) if family else None
     if message or "_bound" not in model.__dict__:  # mid-build: the host kinds are not all known yet
         return message
-    return (_mixer(model, envoy, name) or _standard(model, envoy, name) or _elsewhere(model, envoy, name)
-            or _other_library(envoy, name))
+    return (_mixer(model, envoy, name) or _weight(model, envoy, name) or _standard(model, envoy, name)
+            or _elsewhere(model, envoy, name) or _other_library(envoy, name))
+
+
+def _weight(model: Any, envoy: Any, name: str) -> str | None:
+    """A standard weight (W_Q, W_in, ...) asked of a host that has none: a state-space or DeltaNet mixer, a
+    block. Says which hosts carry it (nncanon.weights)."""
+    from .weights import _ALL
+
+    if name not in _ALL:
+        return None
+    where = {"W_E": "the model", "W_U": "the model", "b_U": "the model"}.get(name)
+    where = where or ("a block's mlp" if name.endswith(("_in", "_gate", "_out")) else "a softmax attention (self_attn)")
+    return (f"{envoy._std_path}.{name} is unavailable on {model.family}: {_this(envoy)} has no {name}; the standard "
+            f"weights are views of projections nncanon maps, and {name} is on {where}"
+            + (" (a DeltaNet or state-space mixer's projections mix heads and gates in ways no W_Q/W_K/W_V states)"
+               if name in ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V", "W_O", "b_O") else ""))
 
 
 def _this(envoy: Any) -> str:

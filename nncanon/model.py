@@ -23,6 +23,7 @@ from .inputs import cached_mask_left_to_the_model
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
+from .weights import ROOT as ROOT_WEIGHTS
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class StandardModel(Host, TransformersModel):
 
     HOST = "model"
     family_module: ModuleType | None = None
+    #: W_E, W_U, b_U: views of the embedding's and the head's parameters (nncanon.weights)
+    locals().update(ROOT_WEIGHTS)
 
     # -- building ------------------------------------------------------------
 

@@ -59,8 +59,11 @@ def mixer_of(envoy: Any) -> str | None:
 
 
 def relations_of(envoy: Any) -> list[Any]:
+    from nncanon.parts.weights import relations as weight_relations
+
     mixer = mixer_of(envoy)
-    return [relation.on(mixer) for relation in getattr(type(envoy), "RELATIONS", ())]
+    # a host's weights (nncanon.weights) bring the relations that prove them, built for its module
+    return [relation.on(mixer) for relation in getattr(type(envoy), "RELATIONS", ())] + weight_relations(envoy)
 
 
 def targets(model: Any, envoy: Any, term: str) -> tuple[list[Any], str, bool]:

@@ -39,6 +39,7 @@ from ..parts.ungated import ungated_mlp
 from ..relations import pick, relation
 from ..values import Value, View
 from ..views import heads
+from ..weights import interleaved_qkv
 
 FAMILY = "bloom"
 MODEL_TYPES = ("bloom",)
@@ -128,7 +129,7 @@ BloomAttention = host("BloomAttention", Attention, values=[
           op("self_attention_dropout_0"), conditions=(EAGER,)),
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op("torch_bmm_0"), view=_HEAD_OUTPUTS, conditions=(EAGER,)),
-], SCALING=staticmethod(lambda module: module.inv_norm_factor),
+], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=interleaved_qkv("query_key_value"),
     RELATIONS=(*ALIBI_RELATIONS, HEAD_RESULTS_RELATION, pick(Attention.RELATIONS, "attention_output == o_proj"),
                _fused_qkv))
 

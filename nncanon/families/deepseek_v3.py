@@ -48,6 +48,7 @@ from ..precision import SUBBLOCK
 from ..relations import first, relation, rows
 from ..values import Condition, Value
 from ..views import View, heads
+from ..weights import Layout as WeightLayout
 
 FAMILY = "deepseek_v3"
 MODEL_TYPES = ("deepseek_v3",)
@@ -139,7 +140,13 @@ def _parts(host, r):
 
 _QUERIES, _KEYS = op(_CALL, io="input", element=1), op(_CALL, io="input", element=2)
 
-LatentAttention = host("LatentAttention", Attention, values=[
+#: no W_Q/W_K/W_V: multi-head latent attention factors them through low-rank latents and norms
+_LATENT = WeightLayout(unmapped="multi-head latent attention (MLA) has no per-head query, key or value matrix: queries are "
+                                "q_b_proj(q_a_layernorm(q_a_proj(x))) and keys and values kv_b_proj(kv_a_layernorm(...)), "
+                                "a norm between the two factors; read its projections' own weights (q_a_proj, q_b_proj, "
+                                "kv_a_proj_with_mqa, kv_b_proj, o_proj)")
+
+LatentAttention = host("LatentAttention", Attention, WEIGHTS=_LATENT, values=[
     Value("query_latent", QueryLatent, "The query latent: q_a_proj's output after q_a_layernorm, what q_b_proj reads",
           child("q_a_layernorm"), conditions=(HAS_QUERY_LATENT,)),
     Value("kv_latent", KVLatent,

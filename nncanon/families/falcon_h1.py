@@ -36,6 +36,7 @@ from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
 from ..precision import SUBBLOCK
 from ..relations import first, pick, relation, rows
 from ..values import Condition, Value
+from ..weights import MLP as MLP_WEIGHTS
 
 FAMILY = "falcon_h1"
 MODEL_TYPES = ("falcon_h1",)
@@ -128,7 +129,7 @@ FalconMLP = host("FalconMLP", values=[
     Value("mlp_neurons", Neurons, "What the down projection receives: up · activation", child("down_proj", "input")),
     Value("mlp_output", Residual, "What the MLP adds to the stream: down_proj(neurons) · mlp_multipliers[1]",
           own("output")),
-], HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=(_mlp,))
+], HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=(_mlp,), **MLP_WEIGHTS)
 
 # -- the mixer: Mamba-2's, its output gated with no norm on the released checkpoints -------------------------------
 

@@ -43,6 +43,8 @@ from ..parts.ungated import n_inner_sizes
 from ..relations import first, relation, rows
 from ..values import Value
 from ..views import heads
+from ..weights import MLP as MLP_WEIGHTS
+from ..weights import Layout, stacked_qkv
 
 FAMILY = "gpt2"
 MODEL_TYPES = ("gpt2",)
@@ -91,7 +93,7 @@ def _fused_qkv(host, r):
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 GPT2_ATTENTION_RELATIONS = (*ATTENTION_RELATIONS[:-1], _fused_qkv, _c_proj)
 
-GPT2Attention = host("GPT2Attention", Attention, values=[
+GPT2Attention = host("GPT2Attention", Attention, WEIGHTS=stacked_qkv("c_attn"), values=[
     Value("attention_premix", HeadOutputs, "Every head's output side by side, as the output projection c_proj takes it",
           child("c_proj", "input"), view=heads()),
     head_results_value("c_proj"),
@@ -120,7 +122,8 @@ GPT2MLP = host("GPT2MLP", values=[
     Value("mlp_neurons", Neurons, "What the down projection c_proj receives: on GPT-2 the activation itself",
           child("c_proj", "input")),
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output")),
-], HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=(_mlp_down, _not_gated))
+], HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=(_mlp_down, _not_gated),
+   WEIGHTS=Layout(w_out="c_proj"), **MLP_WEIGHTS)
 
 ENVOYS = {hf.GPT2Block: Block, hf.GPT2Attention: GPT2Attention, hf.GPT2MLP: GPT2MLP}
 

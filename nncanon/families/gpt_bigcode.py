@@ -27,6 +27,7 @@ from ..parts.positions import root_relations, root_values
 from ..parts.ungated import n_inner_sizes, ungated_mlp
 from ..relations import first, relation
 from .gpt2 import RENAME as GPT2_RENAME
+from ..weights import stacked_qkv
 
 FAMILY = "gpt_bigcode"
 MODEL_TYPES = ("gpt_bigcode",)
@@ -47,7 +48,8 @@ def _multi_query(host, r):
             (key[:, None], r["attention_keys"][:, :, -seq:]), (value[:, None], r["attention_values"][:, :, -seq:])]
 
 
-MultiQueryAttention = host("MultiQueryAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _multi_query))
+MultiQueryAttention = host("MultiQueryAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _multi_query),
+                           WEIGHTS=stacked_qkv("c_attn"))
 
 ENVOYS = {hf.GPTBigCodeBlock: Block, hf.GPTBigCodeAttention: MultiQueryAttention, hf.GPTBigCodeMLP: ungated_mlp("c_fc")}
 

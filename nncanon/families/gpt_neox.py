@@ -45,6 +45,7 @@ from ..parts.ungated import ungated_mlp
 from ..relations import first, relation
 from ..values import Value
 from ..views import heads
+from ..weights import interleaved_qkv
 
 FAMILY = "gpt_neox"
 MODEL_TYPES = ("gpt_neox",)
@@ -94,7 +95,7 @@ def _fused_qkv(host, r):
 FusedAttention = host("FusedAttention", Attention, values=[
     Value("attention_premix", HeadOutputs, "Every head's output side by side, as the output projection takes it",
           child("o_proj", "input"), view=heads("head_size")),
-], RELATIONS=(*ATTENTION_RELATIONS, _fused_qkv))
+], RELATIONS=(*ATTENTION_RELATIONS, _fused_qkv), WEIGHTS=interleaved_qkv("query_key_value"))
 
 # -- the MLP: dense_h_to_4h -> act -> dense_4h_to_h, no gate -------------------------------------------
 

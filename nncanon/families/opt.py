@@ -37,6 +37,7 @@ from ..parts.positions import root_relations, root_values
 from ..relations import first, pick, relation
 from ..values import Value
 from ..views import TOKENS
+from ..weights import Layout
 
 FAMILY = "opt"
 MODEL_TYPES = ("opt",)
@@ -113,7 +114,7 @@ def _projections(host, r):
 
 
 #: the queries arrive scaled, and the call multiplies the scores by 1
-OPTAttention = host("OPTAttention", Attention, SCALING=staticmethod(lambda module: 1.0),
+OPTAttention = host("OPTAttention", Attention, SCALING=staticmethod(lambda module: 1.0), WEIGHTS=Layout(query_scale="scaling"),
                     RELATIONS=(*ATTENTION_RELATIONS, _projections))
 
 ENVOYS = {hf.OPTDecoderLayer: OPTBlock, hf.OPTAttention: OPTAttention}

@@ -44,10 +44,11 @@ from ..relations import first, pick, relation, rows
 from ..values import Value
 from .mistral import MistralAttention
 from .mistral import layer_types as layer_types  # one window serves every block, as on Mistral
+from ..weights import Layout, Projection, stacked_qkv
 
 # -- the attention: Mistral's windowed relations over the fused qkv_proj's split ----------------
 
-Phi3Attention = host("Phi3Attention", MistralAttention)
+Phi3Attention = host("Phi3Attention", MistralAttention, WEIGHTS=stacked_qkv("qkv_proj"))
 
 # -- the MLP: gate and up are the two halves of gate_up_proj ---------------------------------------
 
@@ -63,7 +64,11 @@ def _fused_gated(host, r):
 
 _DOWN = (pick(MLP_RELATIONS, "mlp_output == down_proj"),)
 
-Phi3MLP = host("Phi3MLP", MLP, values=[
+#: W_gate and W_in are the two halves of gate_up_proj's outputs, gate first (as the forward chunks them)
+_HALVES = Layout(w_gate=Projection("gate_up_proj", lambda h, t: t.chunk(2, -1)[0], heads=False),
+                 w_in=Projection("gate_up_proj", lambda h, t: t.chunk(2, -1)[1], heads=False))
+
+Phi3MLP = host("Phi3MLP", MLP, WEIGHTS=_HALVES, values=[
     Value("mlp_activation", Neurons, "The activation function's output: activation_fn of gate_up_proj's gate half",
           child("activation_fn")),
     Value("mlp_neurons", Neurons,

@@ -18,6 +18,7 @@ from ..precision import SUBBLOCK
 from ..relations import relation
 from ..values import Condition, Value
 from ..views import head_results, heads
+from ..weights import ATTENTION as ATTENTION_WEIGHTS
 
 EAGER = Condition(
     needs='attn_implementation="eager"',
@@ -166,5 +167,6 @@ AttentionBase = host("AttentionBase", values=[
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op(_CALL, element=0), conditions=(ATTENTION_CALL,)),
 ], HOST="model.layers[i].self_attn", KIND="attention", RELATIONS=ATTENTION_RELATIONS)
-Attention = host("Attention", AttentionBase, values=[head_results_value()])
+#: the weights (W_Q ... b_O) are plain attributes: views of the parameters, outside any trace (nncanon.weights)
+Attention = host("Attention", AttentionBase, values=[head_results_value()], **ATTENTION_WEIGHTS)
 

@@ -16,6 +16,7 @@ from ..locators import child, op
 from ..relations import Relation, first, relation, rows
 from ..values import Condition, Value, never
 from ..views import TOKENS
+from ..weights import EXPERTS as EXPERT_WEIGHTS
 from .decoder import Block
 from .mlp import MLP
 
@@ -102,7 +103,8 @@ MoE = host("MoE", MLP, values=[
           op("experts_forward_1", "weighted_out_view_0", module="experts"), view=TOKENS,
           conditions=(EXPERTS_MM,)),
     Value("routed_output", Residual, "The routed experts' combined output", child("experts"), view=TOKENS),
-], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=MOE_RELATIONS)
+], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=MOE_RELATIONS,
+    **EXPERT_WEIGHTS)  # per-expert W_in, W_gate, W_out (nncanon.weights)
 
 
 class _TopK:

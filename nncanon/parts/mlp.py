@@ -8,6 +8,7 @@ from ..locators import child, own
 from ..relations import first, relation, rows
 from ..values import Value
 from ..views import TOKENS
+from ..weights import MLP as MLP_WEIGHTS
 
 
 @relation("mlp_output == down_proj(mlp_neurons)", proves="mlp_neurons mlp_output", reads="mlp_neurons mlp_output")
@@ -34,9 +35,11 @@ _MLP_VALUES = [
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output")),
 ]
 
-MLP = host("MLP", values=_MLP_VALUES, HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=MLP_RELATIONS)
+MLP = host("MLP", values=_MLP_VALUES, HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=MLP_RELATIONS,
+           **MLP_WEIGHTS)
 
 #: an MLP called on the mixture's token-flattened [batch*seq, hidden] rows (a shared expert)
 TokenMLP = host("TokenMLP", values=[
     Value(v.name, v.layout, v.description, v.locator, view=TOKENS) for v in _MLP_VALUES
-], HOST="model.layers[i].mlp.shared_experts", KIND="shared expert MLP", RELATIONS=MLP_RELATIONS)
+], HOST="model.layers[i].mlp.shared_experts", KIND="shared expert MLP", RELATIONS=MLP_RELATIONS,
+                **MLP_WEIGHTS)

@@ -1,0 +1,245 @@
+"""The relations that prove the weights (`nncanon.weights`): every view against what the forward computed with it.
+
+They are built per host (`relations`), because what the forward exposes differs by module: queries read at the
+attention call are rotated, and at position 0 rotary turns nothing, so there they are the projection itself; a
+family that norms its queries and keys (q_norm) is proven at the projection's output instead, and the relation's
+text says so. Values are never rotated: they are proven on every position. A family's own scale between the
+projection and the attention call (Falcon-H1's key_multiplier, OLMo's clip) is read from the module and named in
+the text.
+
+Tolerance: one projection is hidden_size (or intermediate_size) products and sums, recomputed as an einsum in
+another order than the forward's matmul (<= 800 roundings of float32): SUBBLOCK, as attention_head_results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..precision import STEP, SUBBLOCK
+from ..relations import Relation, first, rows
+from ..weights import ATTENTION, EXPERTS, MLP, ROOT, _layout, projection  # noqa: F401
+
+_QK_NORMS = ("q_norm", "q_layernorm", "query_layernorm")
+
+
+def _has_qk_norm(host: Any) -> bool:
+    return any(getattr(host._module, name, None) is not None for name in _QK_NORMS)
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``[..., d] @ [count, d, head_dim] -> [..., count, head_dim]`` in float64, plus the bias."""
+    out = torch.einsum("...d,cdh->...ch", x.double(), weight.double())
+    return out if bias is None else out + bias.double()
+
+
+def _clip(host: Any, x: torch.Tensor) -> torch.Tensor:
+    clip = getattr(getattr(host._module, "config", None), "clip_qkv", None)
+    return x if clip is None else x.clamp(-clip, clip)
+
+
+def _clip_text(host: Any) -> str:
+    clip = getattr(getattr(host._module, "config", None), "clip_qkv", None)
+    return "" if clip is None else f", clipped to ±clip_qkv"
+
+
+def _key_scale(host: Any) -> float | None:
+    return getattr(host._module, "key_multiplier", None)
+
+
+def _act(host: Any) -> Any:
+    """The MLP's activation, by whichever name its module gives it."""
+    module = host._module
+    return next(getattr(module, name) for name in ("act_fn", "act", "activation_fn", "gelu_impl")
+                if getattr(module, name, None) is not None)
+
+
+def _normed(host: Any, which: str, x: torch.Tensor) -> torch.Tensor:
+    """The module's q_norm/k_norm of projected heads ``[..., count, head_dim]``: per head when its gain is one head
+    wide (Qwen3, Gemma 3), over the whole projection when it is count · head_dim wide (OLMo-2, OLMoE)."""
+    norm = next(getattr(host._module, f"{which}{suffix}") for suffix in ("_norm", "_layernorm")
+                if getattr(host._module, f"{which}{suffix}", None) is not None)
+    x = x.to(norm.weight.dtype)
+    if norm.weight.numel() == x.shape[-1]:
+        return norm(x)
+    return norm(x.flatten(-2)).unflatten(-1, x.shape[-2:])
+
+
+def _rotary_at_zero(host: Any, inputs: Any, keep: torch.Tensor) -> torch.Tensor | None:
+    """What rotary multiplies position 0 by: the cos the attention is called with there (``[rows, 1, 1]``), which
+    is 1 unless the rotary scales (YaRN's attention_scaling); None for an attention called without one."""
+    args, kwargs = inputs if isinstance(inputs, tuple) and len(inputs) == 2 else ((), {})
+    pair = kwargs.get("position_embeddings") if isinstance(kwargs, dict) else None
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not torch.is_tensor(pair[0]):
+        return None
+    cos = pair[0]
+    cos = cos.expand(keep.shape[0], *cos.shape[1:]) if cos.shape[0] == 1 else cos
+    return cos[keep][:, 0, :1].double()[:, None, :]  # every rotated column turns by cos(0·θ) = the same factor
+
+
+def _attention(host: Any) -> list[Relation]:
+    if not isinstance(getattr(type(host), "W_O", None), type(ATTENTION["W_O"])):
+        return []
+
+    def output(h, r):
+        premix = r["attention_premix"]  # [batch, seq, heads, head_dim]
+        summed = torch.einsum("bshd,hdo->bso", premix.double(), h.W_O.double())
+        return [(summed if h.b_O is None else summed + h.b_O.double(), r["attention_output"])]
+
+    out = [Relation("attention_output == Σ over heads of attention_premix[h] · W_O[h] + b_O", (),
+                    ("attention_premix", "attention_output"), output, SUBBLOCK)]
+    if _layout(host).unmapped:
+        return out
+    clip = _clip_text(host)
+
+    def values(h, r):
+        x = first(r["input"])
+        predicted = _clip(h, _project(x, h.W_V, h.b_V)).transpose(1, 2)  # [batch, kv_heads, seq, head_dim]
+        return [(predicted, r["attention_values"])]
+
+    out.append(Relation(f"attention_values == attention input · W_V + b_V{clip}, per key/value head (every position)",
+                        (), ("input", "attention_values"), values, SUBBLOCK))
+    normed = _has_qk_norm(host)
+    scale = _key_scale(host)
+    query_scale = _layout(host).query_scale
+    l2 = getattr(host._module, "qk_norm", None)
+
+    def at_zero(h, r):
+        """Rows whose first column is a real token: there the position is 0 however the family numbers positions."""
+        x, keep = first(r["input"]), r["model.attention_mask"][:, 0].bool()
+        queries = _clip(h, _project(x[keep, 0], h.W_Q, h.b_Q))
+        keys = _clip(h, _project(x[keep, 0], h.W_K, h.b_K))
+        if normed:
+            queries, keys = _normed(h, "q", queries).double(), _normed(h, "k", keys).double()
+        if scale is not None:
+            keys = keys * scale
+        if query_scale is not None:
+            queries = queries * getattr(h._module, query_scale)
+        turn = _rotary_at_zero(h, r["inputs"], keep)
+        if turn is not None:
+            queries, keys = queries * turn, keys * turn
+        if l2 is not None:  # Llama 4's weightless L2 norm, after rotary
+            queries, keys = l2(queries.float()).double(), l2(keys.float()).double()
+        return [(queries, r["attention_queries"][keep][:, :, 0]), (keys, r["attention_keys"][keep][:, :, 0])]
+
+    q = "attention input · W_Q + b_Q" + clip
+    k = "attention input · W_K + b_K" + clip
+    if normed:
+        q, k = f"q_norm({q})", f"k_norm({k})"
+    if query_scale:
+        q = f"{query_scale} · ({q})"
+    if scale is not None:
+        k = f"key_multiplier · ({k})"
+    if l2 is not None:
+        q, k = f"qk_norm({q})", f"qk_norm({k})"
+    out.append(Relation(f"attention_queries == {q} and attention_keys == {k}, at position 0 (where rotary, if any, "
+                        f"turns nothing: it scales by cos(0), its attention_scaling)",
+                        (), ("model.attention_mask", "input", "inputs", "attention_queries", "attention_keys"),
+                        at_zero, SUBBLOCK))
+    return out
+
+
+def _experts(host: Any) -> list[Relation]:
+    """routed_output recomputed from the per-expert weights and the router's choice, slot by slot."""
+    try:
+        host.W_in
+    except Exception:  # a layout nncanon does not map: the read says why, and nothing is claimed
+        return []
+
+    def routed(h, r):
+        x = rows(first(r["input"])).double()
+        indices, weights = rows(r["expert_indices"]).long(), rows(r["expert_weights"]).double()
+        act = h.experts._module.act_fn
+        gate = torch.einsum("td,tkdi->tki", x, h.W_gate.double()[indices])
+        up = torch.einsum("td,tkdi->tki", x, h.W_in.double()[indices])
+        out = torch.einsum("tki,tkid->tkd", act(gate) * up, h.W_out.double()[indices])
+        return [((out * weights[..., None]).sum(1), rows(r["routed_output"]))]
+
+    return [Relation("routed_output == Σ over routing slots of expert_weights · (act_fn(input · W_gate[e]) · "
+                     "(input · W_in[e])) · W_out[e], e = expert_indices", (),
+                     ("input", "expert_indices", "expert_weights", "routed_output"), routed, SUBBLOCK)]
+
+
+def _mlp(host: Any) -> list[Relation]:
+    if getattr(type(host), "W_in", None) is EXPERTS["W_in"]:
+        return _experts(host)
+    if _layout(host).unmapped or not isinstance(getattr(type(host), "W_in", None), type(MLP["W_in"])):
+        return []
+    module = host._module
+    down = getattr(module, "down_multiplier", None)
+    gate_scale = getattr(module, "gate_multiplier", None)
+
+    def output(h, r):
+        neurons = r["mlp_neurons"].double()
+        out = neurons @ h.W_out.double() + (0 if h.b_out is None else h.b_out.double())
+        return [(rows(out * (1 if down is None else down)), rows(r["mlp_output"]))]
+
+    times = "" if down is None else " (· down_multiplier)"
+    relations = [Relation(f"mlp_output == (mlp_neurons · W_out + b_out){times}", (), ("mlp_neurons", "mlp_output"),
+                          output, SUBBLOCK)]
+
+    def act(h, x):
+        return _act(h)(x.to(h.W_in.dtype))
+
+    if _gated(host):
+        def neurons(h, r):
+            x = rows(first(r["input"])).double()
+            pre = x @ h.W_gate.double() + (0 if h.b_gate is None else h.b_gate.double())
+            activation = act(h, pre * (1 if gate_scale is None else gate_scale)).double()
+            up = x @ h.W_in.double() + (0 if h.b_in is None else h.b_in.double())
+            return [(activation, rows(r["mlp_activation"])), (activation * up, rows(r["mlp_neurons"]))]
+
+        g = "" if gate_scale is None else " · gate_multiplier"
+        relations.append(Relation(f"mlp_activation == act_fn((input · W_gate + b_gate){g}); mlp_neurons == "
+                                  f"mlp_activation · (input · W_in + b_in)", (), ("input", "mlp_activation", "mlp_neurons"),
+                                  neurons, SUBBLOCK))
+    else:
+        def ungated(h, r):
+            x = rows(first(r["input"])).double()
+            pre = x @ h.W_in.double() + (0 if h.b_in is None else h.b_in.double())
+            return [(act(h, pre), rows(r["mlp_activation"]))]
+
+        relations.append(Relation("mlp_activation == act_fn(input · W_in + b_in) (no gate)", (),
+                                  ("input", "mlp_activation"), ungated, SUBBLOCK))
+    return relations
+
+
+def _gated(host: Any) -> bool:
+    try:
+        projection(host, "gate")
+    except Exception:
+        return False
+    return True
+
+
+def _root(host: Any) -> list[Relation]:
+    if not isinstance(getattr(type(host), "W_U", None), type(ROOT["W_U"])):
+        return []
+
+    def head(m, r):
+        before = getattr(m.family_module, "before_the_head", None)
+        x = r["final_norm_output"]
+        x = before(m, x) if before is not None else x
+        out = x.double() @ m.W_U.double() + (0 if m.b_U is None else m.b_U.double())
+        return [(out, r["lm_head_output"])]
+
+    def embed(m, r):
+        scale = getattr(m.embed_tokens._module, "embed_scale", None)
+        rows_ = m.W_E[r["input_ids"]]
+        return [(rows_ if scale is None else rows_ * scale.to(rows_.dtype), r["token_embeddings"])]
+
+    return [Relation("lm_head_output == final_norm_output · W_U + b_U", (), ("final_norm_output", "lm_head_output"),
+                     head, SUBBLOCK),
+            # a row lookup (times the embedding's own scale, if any: one rounding): STEP
+            Relation("token_embeddings == W_E[input_ids] (· the embedding's embed_scale, if it has one)", (),
+                     ("input_ids", "token_embeddings"), embed, STEP)]
+
+
+def relations(host: Any) -> list[Relation]:
+    """The relations proving ``host``'s weights (none for a host without weights)."""
+    try:
+        return _attention(host) + _mlp(host) + _root(host)
+    except Exception as error:  # noqa: BLE001 -- a weight that cannot be resolved is a failed claim, named
+        raise RuntimeError(f"{host._standard_path()}: the weights' relations cannot be built: "
+                           f"{type(error).__name__}: {error}") from error
