@@ -26,8 +26,8 @@ from ..parts.decoder import Block, attention_layer_types, text_only
 from ..parts.positions import root_relations, root_values
 from ..parts.ungated import n_inner_sizes, ungated_mlp
 from ..relations import first, relation
-from .gpt2 import RENAME as GPT2_RENAME
 from ..weights import stacked_qkv
+from .gpt2 import RENAME as GPT2_RENAME
 
 FAMILY = "gpt_bigcode"
 MODEL_TYPES = ("gpt_bigcode",)

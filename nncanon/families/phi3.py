@@ -42,9 +42,9 @@ from ..parts.decoder import (
 from ..parts.mlp import MLP, MLP_RELATIONS
 from ..relations import first, pick, relation, rows
 from ..values import Value
+from ..weights import Layout, Projection, stacked_qkv
 from .mistral import MistralAttention
 from .mistral import layer_types as layer_types  # one window serves every block, as on Mistral
-from ..weights import Layout, Projection, stacked_qkv
 
 # -- the attention: Mistral's windowed relations over the fused qkv_proj's split ----------------
 

@@ -41,7 +41,7 @@ def _clip(host: Any, x: torch.Tensor) -> torch.Tensor:
 
 def _clip_text(host: Any) -> str:
     clip = getattr(getattr(host._module, "config", None), "clip_qkv", None)
-    return "" if clip is None else f", clipped to ±clip_qkv"
+    return "" if clip is None else ", clipped to ±clip_qkv"
 
 
 def _key_scale(host: Any) -> float | None:
@@ -143,7 +143,7 @@ def _attention(host: Any) -> list[Relation]:
 def _experts(host: Any) -> list[Relation]:
     """routed_output recomputed from the per-expert weights and the router's choice, slot by slot."""
     try:
-        host.W_in
+        host.W_in  # noqa: B018 (the read raises when the layout is not mapped)
     except Exception:  # a layout nncanon does not map: the read says why, and nothing is claimed
         return []
 
