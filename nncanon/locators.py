@@ -160,12 +160,16 @@ class Locator:
 
     # -- where ------------------------------------------------------------
 
+    def base(self, host: Any) -> Any:
+        """The module envoy whose forward the ops are in (or whose input or output is read)."""
+        return host if self.module is None else host.get(self.module)
+
     def target(self, host: Any) -> Any:
         """The nnsight object whose ``path`` the location hangs off (drills nested ops).
 
         Raises `MissingOp` when an op is not in the forward it is looked for in.
         """
-        envoy = host if self.module is None else host.get(self.module)
+        envoy = self.base(host)
         where = f"{type(envoy._module).__name__}.forward"
         for op in self.ops:
             # The first level is installed at load; a nested one is drilled now, which

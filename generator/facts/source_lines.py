@@ -37,7 +37,7 @@ def annotate(models: Any, hosts: list[dict], family_module: Any, prompts: list[s
                     host = model.get(nnsight_path(kind.paths[0])) if kind.paths[0] != "model" else model
                     if len(locator.ops) > 1 and inputs is None:
                         inputs = run_inputs(model, family_module, prompts)
-                    envoy = host if locator.module is None else host.get(locator.module)
+                    envoy = locator.base(host)
                     key = (envoy.path, locator.ops[:-1])  # the values read inside one call share its drill
                     if key not in compiled:
                         compiled[key] = _compiled(model, envoy, locator.ops[:-1], inputs)

@@ -37,6 +37,7 @@ from ..parts.method_attention import method_attention
 from ..parts.parallel import parallel_block
 from ..parts.ungated import n_inner_sizes, ungated_mlp
 from ..relations import first, relation
+from ..weights import Layout
 
 FAMILY = "codegen"
 MODEL_TYPES = ("codegen",)
@@ -83,16 +84,21 @@ def _split_projection(host, r):
             *rotary.rotated(key, r["attention_keys"][:, :, -seq:], d, rotary.ADJACENT)]
 
 
+#: W_Q, W_K, W_V are not served: qkv_proj holds them in mp_num chunks of [q | v | k] (the split the relation above
+#: proves), a layout nncanon.weights does not map; W_O is out_proj's
+_WEIGHTS = Layout(unmapped="CodeGen fuses the queries, values and keys into qkv_proj in mp_num chunks of [q | v | k]")
+
 if hasattr(hf.CodeGenAttention, "_attn"):
     #: CodeGen divides the (masked) scores by scale_attn (√head_dim) and softmaxes them by building nn.Softmax and
     #: calling it (the call, call_0, reads the scores); the relations compare the scores where a key is allowed,
     #: where adding the mask before or after the division is the same
     CodeGenAttention = method_attention(lambda module: 1.0 / module.scale_attn, softmax="call_0",
-                                        RELATIONS=(*ATTENTION_RELATIONS, _split_projection))
+                                        RELATIONS=(*ATTENTION_RELATIONS, _split_projection), WEIGHTS=_WEIGHTS)
 else:
     #: from transformers 5.24 CodeGen calls the shared attention interface (scaled by its own ``scaling``), so its
     #: values are read where Llama's are; the relations are the same
-    CodeGenAttention = host("CodeGenAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _split_projection))
+    CodeGenAttention = host("CodeGenAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _split_projection),
+                            WEIGHTS=_WEIGHTS)
 
 ENVOYS = {hf.CodeGenBlock: parallel_block("CodeGen's block", one_norm=True), hf.CodeGenAttention: CodeGenAttention,
           hf.CodeGenMLP: ungated_mlp("fc_in")}

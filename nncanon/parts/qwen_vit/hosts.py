@@ -52,8 +52,8 @@ class AtRoot(Worded):
     knows a host's own children.
     """
 
-    def target(self, host: Any) -> Any:
-        return super(AtRoot, self).target(host._std_model)
+    def base(self, host: Any) -> Any:
+        return super(AtRoot, self).base(host._std_model)
 
     def sourced_modules(self) -> tuple[str | None, ...]:
         return ()
