@@ -212,7 +212,9 @@ class Weight:
         self.__doc__ = f"{name} [{dims}]: {description}"
 
     def __reduce__(self) -> tuple:
-        return (_expert_named if EXPERTS.get(self.name) is self else _weight_named), (self.name,)
+        # a host class shipped by value to NDIF (nncanon.remote) carries its weights as their data: a lookup by name
+        # would need this module's globals, which code shipped by value does not bring
+        return type(self), (self.name, self.dims, self.description, self.read)
 
     def __get__(self, host: Any, owner: Any = None) -> Any:
         if host is None:
@@ -316,14 +318,6 @@ ROOT = {w.name: w for w in [
 ]}
 
 _ALL = {**ATTENTION, **MLP, **ROOT}
-
-
-def _weight_named(name: str) -> Weight:
-    return _ALL[name]
-
-
-def _expert_named(name: str) -> Weight:
-    return EXPERTS[name]
 
 
 # -- the layouts families name ----------------------------------------------------------------------------------

@@ -210,7 +210,7 @@ def test_diagram_redraws_per_block_kind_with_its_relations(tab, base, facts):
         head = page.locator(".nc-pick-kind").inner_text()
         assert k["label"] in head and k["kind"] in head
         assert (
-            page.locator(".nc-block-figure.nc-current .nc-stream-label.nc-indexed")
+            page.locator(".nc-block-figure.nc-current .nc-stream-label.nc-indexed:visible")
             .text_content()
             .startswith(f"layers[{i}]")
         )

@@ -180,12 +180,21 @@ def test_print_shows_every_block_kind_and_the_whole_printout(browser, base, site
     code = page.locator("pre.nc-printout > code")
     assert code.evaluate("e => e.scrollHeight <= e.clientHeight + 1")
     lines = site_facts["printout"]["text"].rstrip("\n").split("\n")
+    # every line prints but a repeated block's, which prints as its first line naming the block it repeats
+    # (generator/site/printout.py): those left out are exactly the ones its marker covers
     outside = code.evaluate(
         """e => { const b = e.getBoundingClientRect();
-                  return [...e.querySelectorAll('.line')].filter(l => { const r = l.getBoundingClientRect();
+                  return [...e.querySelectorAll('.line:not(.nc-repeat)')].filter(l => { const r = l.getBoundingClientRect();
                     return !r.height || r.top < b.top - 1 || r.bottom > b.bottom + 1; }).length }"""
     )
     assert page.locator("pre.nc-printout .line").count() == len(lines) and outside == 0
+    from generator.site.printout import printout_lines
+
+    rows = printout_lines(site_facts["printout"]["text"])
+    hidden = code.evaluate("e => [...e.querySelectorAll('.line')].map(l => l.getBoundingClientRect().height === 0)")
+    assert hidden == [bool(r["repeat"]) for r in rows]
+    same = page.locator("pre.nc-printout .nc-same")
+    assert same.count() == sum(1 for r in rows if r["same"]) and (same.count() == 0 or same.first.is_visible())
     # no controls
     for sel in (".nc-picker", ".md-header", ".md-sidebar--primary", ".md-search", ".md-footer"):
         assert not page.locator(sel).first.is_visible(), sel

@@ -32,9 +32,10 @@ def test_every_value_on_every_family_page_is_a_part_or_has_a_reason(facts_by_cap
         html = render_family(facts)
         drawn = {}
         for block in context["blocks"]:
-            for box in block["diagram"]["boxes"] + block["interior"]["boxes"]:
+            for box in block["diagram"]["wide"]["boxes"] + block["interior"]["boxes"]:
                 drawn.setdefault(box.value_row, box.id)
-        for box in context["chain"]["boxes"] + [b for d in (context["vision"] or {}).values() if d for b in d["boxes"]]:
+        vision = [d.get("wide", d) for d in (context["vision"] or {}).values() if d]  # a block: its wide drawing
+        for box in context["chain"]["boxes"] + [b for d in vision for b in d["boxes"]]:
             drawn.setdefault(box.value_row, box.id)
         reasons = {u["row"]: u["why"] for u in context["undrawn"]}
         for row in _rows(facts):

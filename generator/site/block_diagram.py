@@ -154,7 +154,7 @@ def _layout(parts, adds, lookup, prefix, links, root, vertical: bool, limit: flo
     d = _Drawing()
     edges: list[tuple] = []  # the arrows between parts, (path, value row) -> (path, value row): checked on order
     # the first tap is at once: the input's label sits above the stream, clear of it
-    start = MARGIN + 12
+    start = MARGIN + (4 if vertical else 12)
     rows = [{"y": 46.0, "start": MARGIN, "units": 0}]  # each row of the stream: its y, where it starts and ends
     x, previous = start, None
     unit, unit_x = d.mark(), x  # what the current sublayer and its parallel branches drew: they move together
@@ -167,9 +167,7 @@ def _layout(parts, adds, lookup, prefix, links, root, vertical: bool, limit: flo
         boxes = [build(p) for p in branch]
         if is_parallel:  # under the sublayer it runs beside, tapped where that one is
             y = max((b.y + b.h for b in d.boxes[unit[0]:]), default=sy + STREAM_TO_BOXES) + 24
-            tap = d.taps[unit[3]][0]
-            if vertical:
-                x = unit_x
+            tap, x = d.taps[unit[3]][0], unit_x
         else:
             y, tap = sy + STREAM_TO_BOXES, x
             d.taps.append((x, sy))
@@ -177,7 +175,7 @@ def _layout(parts, adds, lookup, prefix, links, root, vertical: bool, limit: flo
         cols: list[list[Box]] = []
         for b, p in zip(boxes, branch):
             (cols[-1].append(b) if p.get("parallel") and cols else cols.append([b]))
-        bx, cy = x + 18, y
+        bx, cy = x + (14 if vertical else 18), y
         for col in cols:
             for b in col:
                 b.x, b.y = bx, cy
@@ -204,8 +202,8 @@ def _layout(parts, adds, lookup, prefix, links, root, vertical: bool, limit: flo
             edges += [((a.path, a.value_row), (b.path, b.value_row)) for a in before for b in col]
         last = max(cols[-1], key=lambda b: b.x + b.w)
         if any(adds_to_stream(p["id"]) for p in branch[-len(cols[-1]):]):
-            ax = (right if vertical else last.x + last.w) + 22
-            if is_parallel and vertical:  # its own add on the stream, after the first branch's
+            ax = (right if vertical else last.x + last.w) + (14 if vertical else 22)
+            if is_parallel:  # its own add on the stream, after the first branch's
                 ax = max([ax] + [px + 30 for px, _ in d.adds[unit[2]:]])
             for b in cols[-1]:
                 d.links.append([(b.x + b.w, b.y + 17), (ax, b.y + 17), (ax, sy + 10)])
@@ -219,8 +217,9 @@ def _layout(parts, adds, lookup, prefix, links, root, vertical: bool, limit: flo
         x = _wrap_unit(d, unit, unit_x, x, limit, rows, vertical)
     # the stream ends just past the last add, the output's label above it, right-aligned (clear of the input's
     # label on a one-row drawing)
-    rows[-1]["end"] = max(x - 12, MARGIN + (len(terms[0]) + len(out_name) + 3) * CHAR if len(rows) == 1 else 0)
-    width = max(r["end"] for r in rows) + MARGIN
+    rows[-1]["end"] = max(x - (26 if vertical else 12),
+                          MARGIN + (len(terms[0]) + len(out_name) + 3) * CHAR if len(rows) == 1 else 0)
+    width = max(r["end"] for r in rows) + (8 if vertical else MARGIN)
     height = max((b.y + b.h for b in d.boxes), default=rows[-1]["y"] + STREAM_TO_BOXES) + 16
     return {
         "width": width, "height": height, "boxes": d.boxes, "links": d.links, "adds": d.adds, "taps": d.taps,
@@ -238,9 +237,9 @@ def _wrap_unit(d: _Drawing, unit, unit_x: float, x: float, limit: float, rows: l
     if row["units"] == 1 or (not vertical and d.right(unit) + 40 <= limit):
         return x
     bottom = max(b.y + b.h for b in d.boxes[:unit[0]])
-    row["end"] = unit_x - 12
+    row["end"] = unit_x - (26 if vertical else 12)
     rows.append({"y": bottom + 46, "start": MARGIN, "turn": bottom + 16, "units": 1})
-    dx = MARGIN + 12 - unit_x
+    dx = MARGIN + (4 if vertical else 12) - unit_x
     d.shift(unit, dx, rows[-1]["y"] - row["y"])
     return x + dx
 

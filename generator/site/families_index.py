@@ -57,7 +57,7 @@ def _attention_term(quirk: str) -> str:
 
 
 #: a recurrent mixer's host class (nncanon/parts/) -> the index's word; a subclass keeps its part's name as a suffix
-RECURRENT = {"SelectiveScan": "state space (Mamba-1)", "SSD": "state space (Mamba-2)", "RGLRU": "RG-LRU recurrence",
+RECURRENT = {"SelectiveScan": "state space (Mamba-1)", "SSD": "state space (Mamba-2)", "RGLRU": "recurrence (RG-LRU)",
              "ShortConv": "gated short convolution"}
 
 
