@@ -151,16 +151,9 @@ DECAYS = View("time_steps · A, per state dimension",
               lambda host, dt: _steps(host, dt)[..., None] * -torch.exp(host._module.A_log.float()), None)
 
 
-def state_bytes_per_token(model: Any) -> int:
-    """Bytes ``states`` holds per token per block: one float32 [channels, state_size] state, its sizes as the
-    family's dim_sizes name them (heads x key_dim x value_dim, value_dim 1)."""
-    sizes = model.dim_sizes()
-    return sizes["heads"] * sizes["key_dim"] * sizes["value_dim"] * 4
-
-
-def conv_state_bytes(model: Any) -> int:
-    sizes = model.dim_sizes()
-    return conv.conv_state_bytes(sizes["conv_dim"], sizes["conv_kernel"], model.text_config)
+#: Mamba-2's counts hold as they are: a channel is a head whose value_dim is 1 (dim_sizes says so)
+state_bytes_per_token = ssd.state_bytes_per_token
+conv_state_bytes = ssd.conv_state_bytes
 
 
 def states_note(model: Any) -> str:
