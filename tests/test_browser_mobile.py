@@ -26,6 +26,7 @@ DESKTOP = {"viewport": {"width": 1440, "height": 900}}
 # Where the page shows a standard name (a value, a host's path, a family): the elements measured.
 NAMES = (
     ".nc-host td.nc-name code, .nc-host th.nc-host-name code, .nc-relations-all td:first-child > code,"
+    " details.nc-fold > summary code,"
     " .nc-card code, table.nc-families td:first-child a"
 )
 
@@ -90,6 +91,8 @@ def test_every_page_on_a_phone_and_a_desktop(browser, crawl, base):
                 page = t.open(url)
                 if page.locator("#nc-data").count():
                     part(page, "layers[i].mlp.router").click()
+                    # every folded host opened by its section's button, so its tables are measured too
+                    page.locator("button.nc-fold-all").evaluate_all("bs => bs.forEach(b => b.click())")
                 page.wait_for_timeout(350)  # the scroll boxes are made focusable after Material's layout
                 # and once more now, whatever the pause gave a loaded machine: the page's own pass, as on a resize
                 page.evaluate("() => window.__nncanonReachAll && window.__nncanonReachAll()")
@@ -202,6 +205,24 @@ def test_print_shows_every_block_kind_and_the_whole_printout(browser, base, site
     assert page.locator("details.nc-identities table").first.evaluate("e => e.getBoundingClientRect().height > 0")
     assert page.pdf()[:4] == b"%PDF"
     context.close()
+    assert not t.errors, t.errors
+
+
+def test_the_page_prints_on_at_most_40_a4_pages_none_half_blank(browser, base):
+    """The longest family page (two block kinds, a vision encoder, 40 blocks) on A4, every section open: at most
+    40 pages, and no page but the last more than half blank (a block kept whole must not push a page's rest away).
+    A page's fill is read from the PDF itself (tests/pdf_pages.py): how far down its printable area text is set."""
+    from pdf_pages import page_fills
+
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    t = Tab(context.new_page())
+    page = t.open(family_url(base))
+    page.emulate_media(media="print")
+    fills = page_fills(page.pdf(format="A4"))
+    context.close()
+    assert 0 < len(fills) <= 40, f"{len(fills)} pages"
+    blank = [(i + 1, round(f, 2)) for i, f in enumerate(fills[:-1]) if f < 0.5]
+    assert not blank, f"pages more than half blank (page, fill): {blank}"
     assert not t.errors, t.errors
 
 

@@ -321,12 +321,23 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "blocks": blocks,
         "vision": vision_ctx,
         "host_groups": [g for g in (("text", None, hosts), ("vision", vision, vhosts)) if g[2]],
+        "relation_groups": by_host(facts["relations"]),
+        # a page of one host has nothing to fold away
+        "fold_open": len(facts["hosts"]) == 1,
         "printout": printout,
         "config": config_matrix(facts["configs"]),
         "vision_config": config_matrix(facts["vision_configs"]),
         "diagram_json": diagram_data(facts, lookup, drawn),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
     }
+
+
+def by_host(relations: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The relations grouped by the host they are stated on, hosts in the order they first come."""
+    groups: dict[str, list[dict]] = {}
+    for r in relations:
+        groups.setdefault(r["host"], []).append(r)
+    return list(groups.items())
 
 
 def render_family(facts: dict, interiors: bool = True) -> str:

@@ -85,7 +85,10 @@
       var href = a.getAttribute("href");
       var row = document.getElementById(decodeURIComponent(href.slice(1)));
       // the same hash again is no navigation: scroll to the row by hand
-      if (location.hash === href && row) row.scrollIntoView();
+      if (location.hash === href && row) {
+        if (window.__nncanonReveal) window.__nncanonReveal(row.id);
+        row.scrollIntoView();
+      }
       else location.hash = href;
     },
     true

@@ -7,6 +7,8 @@
 //   code block focusable only on a screen with hover, is undone when it takes that away on touch.
 // - Printing opens every collapsed <details> (closed again after), so the paper has it all.
 // - The cheat sheet starts closed on a phone.
+// - The support tables and relations fold by host: a link to a row opens its host, and a button opens
+//   or folds every host of its section.
 (function () {
   "use strict";
   if (window.__nncanonPageLoaded) return;
@@ -90,6 +92,60 @@
     });
   }).observe(document.documentElement, { subtree: true, attributes: true, attributeFilter: ["tabindex"] });
 
+  // ---------------------------------------------------------------- folds
+
+  // A link to a row inside a folded host opens the host (Chromium does so for a fragment navigation by
+  // itself, not every browser does, and Material's instant navigation scrolls before it would), then
+  // scrolls to the row, now that it has a place on the page.
+  function reveal(id) {
+    var target = id && document.getElementById(id);
+    if (!target) return null;
+    var opened = false;
+    for (var d = target.closest("details:not([open])"); d; d = d.parentElement.closest("details:not([open])")) {
+      d.open = true;
+      opened = true;
+    }
+    if (opened) target.scrollIntoView();
+    return target;
+  }
+  window.__nncanonReveal = reveal;
+
+  function fromHash() {
+    if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
+  }
+  window.addEventListener("hashchange", fromHash);
+
+  function folds(button) {
+    return all(document, "details." + button.getAttribute("data-fold"));
+  }
+
+  function syncFolds() {
+    all(document, ".nc-fold-all").forEach(function (b) {
+      var open = folds(b).every(function (d) {
+        return d.open;
+      });
+      b.textContent = open ? "fold every host" : "open every host";
+      b.setAttribute("aria-expanded", open ? "true" : "false");
+      var wrap = b.closest(".nc-fold-all-wrap");
+      if (wrap) wrap.hidden = false;
+    });
+  }
+  document.addEventListener("toggle", function (e) {
+    if (e.target.matches && e.target.matches("details.nc-fold")) syncFolds();
+  }, true);
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest && e.target.closest(".nc-fold-all");
+    if (!b) return;
+    var ds = folds(b);
+    var open = !ds.every(function (d) {
+      return d.open;
+    });
+    ds.forEach(function (d) {
+      d.open = open;
+    });
+    syncFolds();
+  });
+
   // ---------------------------------------------------------------- print
 
   var opened = [];
@@ -114,6 +170,8 @@
         d.open = false;
       });
     }
+    syncFolds();
+    fromHash();
     soon();
     setTimeout(soon, 300); // after Material has wrapped the tables and measured its code blocks
   }
