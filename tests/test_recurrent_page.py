@@ -78,6 +78,35 @@ def test_a_new_mixer_in_the_facts_gets_its_own_row_with_no_change_here():
                                                                           "batch seq hidden_size")])]) == []
 
 
+def test_a_familys_version_of_a_shared_part_joins_the_parts_row():
+    """nemotron_h's NemotronSSD is ``host("NemotronSSD", SSD)``: its facts name the part, and its mixer is listed
+    under SSD's row beside mamba2's, its own class said on its heading."""
+    import copy
+
+    nemotron = copy.deepcopy(SCAN)
+    nemotron["family"] = "nemotron_h"
+    for h in nemotron["hosts"]:
+        h.update(host_class="NemotronSSD", part="SSD", path="model.layers[i].mamba")
+    for r in nemotron["relations"] + nemotron["edits"]:
+        r.update(host="model.layers[i].mamba", **{"class": "NemotronSSD"})
+    found = mixers([SCAN, nemotron, SHORT_CONV])
+    assert [m.host_class for m in found] == ["ShortConv", "SSD"]
+    ssd = found[1]
+    assert [f["family"] for f in ssd.families] == ["mamba2", "nemotron_h"]
+    assert ssd.families[1]["host_class"] == "NemotronSSD" and ssd.families[1]["writes"] and ssd.families[1]["cache"]
+    assert summary(found)[1]["families"] == ["mamba2", "nemotron_h"]
+
+
+def test_a_host_classs_part_is_its_furthest_base_short_of_host():
+    from generator.facts.measure import part_of
+    from nncanon.families import falcon_h1, jamba, nemotron_h
+    from nncanon.parts.selective_scan import SelectiveScan
+    from nncanon.parts.ssd import SSD
+
+    assert part_of(nemotron_h.NemotronSSD) == part_of(falcon_h1.FalconSSD) == part_of(SSD) == "SSD"
+    assert part_of(jamba.JambaMamba) == part_of(SelectiveScan) == "SelectiveScan"
+
+
 def test_the_full_size_shape_and_bytes_come_from_each_checkpoints_dims():
     conv = mixers([SHORT_CONV])[0].families[0]
     by_name = {s["name"]: s for s in conv["states"]}

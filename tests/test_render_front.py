@@ -107,3 +107,48 @@ def test_a_conditional_value_says_its_condition_then_the_loads_with_and_without_
                 assert [s.strip() for s in shown.split(",") if s.strip()] == loads, (v["name"], cls)
             checked += 1
     assert checked
+
+
+class _Folds(HTMLParser):
+    """Each <details class="nc-fold ...">: its kind, whether it starts open, and the row ids inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.folds: list[dict] = []
+        self._depth = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "details":
+            if "nc-fold" in (a.get("class") or "").split():
+                self.folds.append({"class": a["class"], "open": "open" in a, "rows": [], "relations": 0})
+                self._depth = 1
+            elif self._depth:
+                self._depth += 1
+        elif self._depth and tag == "tr":
+            if (a.get("id") or "").startswith("v-"):
+                self.folds[-1]["rows"].append(a["id"])
+            elif "nc-relations-fold" in self.folds[-1]["class"] and "id" not in a:
+                self.folds[-1]["relations"] += 1
+
+    def handle_endtag(self, tag):
+        if tag == "details" and self._depth:
+            self._depth -= 1
+
+
+def test_the_support_tables_and_relations_fold_by_host(facts):
+    """A fold per host holding exactly that host's rows, and a fold per host holding its relations, all folded on a
+    page of many hosts (a link to a row opens its fold: tests/test_browser_mobile.py follows one)."""
+    parser = _Folds()
+    parser.feed(render_family(facts))
+    hosts = [f for f in parser.folds if "nc-host-fold" in f["class"]]
+    assert len(hosts) == len(facts["hosts"]) and not any(f["open"] for f in parser.folds)
+    for fold, host in zip(hosts, [h for g in ("text", "vision") for h in facts["hosts"]
+                                  if h.get("section", "text") == g]):
+        assert len(fold["rows"]) == len(host["values"]), host["path"]
+    relations = [f for f in parser.folds if "nc-relations-fold" in f["class"]]
+    by_host: dict[str, int] = {}
+    for r in facts["relations"]:
+        by_host[r["host"]] = by_host.get(r["host"], 0) + 1
+    # each relation row (plus the fold's one heading row) sits in its host's fold, hosts in first-seen order
+    assert [f["relations"] - 1 for f in relations] == list(by_host.values())

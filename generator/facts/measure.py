@@ -94,7 +94,8 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
             # is the causal LM or the multimodal wrapper; the wrapper's is shown, as the printout's)
             key = (kind.host, kind.cls.__name__)
             entry = by_kind.setdefault(key, {"path": kind.host, "class": kind.native, "host_class": kind.cls.__name__,
-                                             "section": section_of(kind.host), "values": {}, "blocks": None})
+                                             "part": part_of(kind.cls), "section": section_of(kind.host),
+                                             "values": {}, "blocks": None})
             if load.task == "image-text-to-text":
                 entry["class"] = kind.native
             if kind.blocks is not None:
@@ -128,6 +129,15 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
 
 def section_of(host: str) -> str:
     return "vision" if host.startswith("model.vision") else "text"
+
+
+def part_of(cls: type) -> str:
+    """The shared part a host class is a family's version of: its furthest base short of ``Host`` (a family's
+    ``host("NemotronSSD", SSD)`` is the SSD part; the Recurrent state page groups mixers by it)."""
+    from nncanon.hosts import Host
+
+    bases = [k for k in cls.__mro__ if isinstance(k, type) and issubclass(k, Host) and k is not Host]
+    return bases[-1].__name__
 
 
 def _value_entry(row: Any, cls: type) -> dict:

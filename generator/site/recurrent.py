@@ -2,8 +2,8 @@
 
 A family is on the page when one of its hosts serves a recurrent-state value (`STATE_VALUES`: the recurrent
 state ``state`` / ``states`` / ``state_input`` / ``state_output``, the conv window ``conv_state_*`` /
-``conv_states``); its mixers are grouped by the host class that carries them (`Mixer`), so a family added with a
-new mixer gets a row with no change here. Every cell is read off the facts, nothing typed:
+``conv_states``); its mixers are grouped by the shared part their host class is a version of (`Mixer`; the facts'
+``part``), so a family added with a new mixer gets a row with no change here. Every cell is read off the facts, nothing typed:
 
 - the state's layout: each state value's layout and dimensions, as the support tables give them;
 - its full-size shape: those dimensions sized by each full-size checkpoint's config (the facts' ``configs``
@@ -32,7 +32,8 @@ UNIT_DIMS = {"batch": 1, "seq": 1}
 
 @dataclass
 class Mixer:
-    """One host class carrying a recurrent state, and what the facts of the families having it say about it."""
+    """One shared part carrying a recurrent state (a host class and the families' subclasses of it), and what the
+    facts of the families having it say about it."""
 
     host_class: str
     kind: str
@@ -76,15 +77,18 @@ def _cache(facts: dict, host: dict) -> list[dict]:
 
 
 def mixers(families: list[dict]) -> list[Mixer]:
-    """Every host class with a state value, in the order of its first family (by name), each with its families."""
+    """Every part with a state value, in the order of its first family (by name), each with its families."""
     found: dict[str, Mixer] = {}
     for facts in sorted(families, key=lambda f: f["family"]):
         for host in _state_hosts(facts):
-            mixer = found.setdefault(host["host_class"], Mixer(host["host_class"], host["class"]))
+            # a family's subclass of a shared part (FalconSSD of SSD) joins the part's row; facts collected before
+            # hosts named their part group by their own class
+            part = host.get("part") or host["host_class"]
+            mixer = found.setdefault(part, Mixer(part, host["class"]))
             states = [v for v in host["values"] if v["name"] in STATE_VALUES]
             states.sort(key=lambda v: STATE_VALUES.index(v["name"]))
             mixer.families.append({
-                "family": facts["family"], "path": host["path"], "native": host["class"],
+                "family": facts["family"], "path": host["path"], "native": host["class"], "host_class": host["host_class"],
                 "blocks": host.get("blocks"),
                 "states": [{"name": v["name"], "layout": v["layout"], "dims": v["dims"], "note": v.get("note"),
                             "full_size": _full_size(v, facts.get("configs") or [])} for v in states],
