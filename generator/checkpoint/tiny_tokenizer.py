@@ -178,14 +178,30 @@ def build_tokenizer(family: str | Path | Family):
 
 def build_processor(family: str | Path | Family, tokenizer=None):
     """The image-text processor: ``Qwen2VLImageProcessorPil`` with ``tiny.processor`` settings
-    and the tokenizer, combined without a video processor (no torchvision needed)."""
+    and the tokenizer, combined without a video processor (no torchvision needed); with
+    ``tiny.processor.kind: llava``, a ``LlavaProcessor`` (:func:`_llava_processor`)."""
     from transformers import Qwen2VLImageProcessorPil
 
     from nncanon.processing import QwenImageTextProcessor
 
     fam = get_family(family)
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)
+    if fam.tiny["processor"].get("kind") == "llava":
+        return _llava_processor(fam, tokenizer)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
     )
+
+
+def _llava_processor(fam: Family, tokenizer):
+    """``LlavaProcessor`` over ``CLIPImageProcessorPil`` (no torchvision): every image resized (shortest edge)
+    and center-cropped to ``image_size``, each ``<image>`` expanded to one token per patch (the class token
+    counted by ``num_additional_image_tokens``, dropped again under the "default" strategy)."""
+    from transformers import CLIPImageProcessorPil, LlavaProcessor
+
+    recipe = {k: v for k, v in fam.tiny["processor"].items() if k != "kind"}
+    side = recipe.pop("image_size")
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
+    return LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                          chat_template=tokenizer_kind(fam).template, **recipe)

@@ -33,8 +33,11 @@ def text_model_type(cls: type) -> str:
 
 
 def _config_model_type(config: dict) -> str | None:
+    """The model type naming a full-size config's family, as ``nncanon.families.family_for`` reads it."""
+    from nncanon.families import text_model_type as family_type
+
     text = config.get("text_config")
-    return (text or {}).get("model_type") or config.get("model_type")
+    return family_type(config) if ((text or {}).get("model_type") or config.get("model_type")) else None
 
 
 def built_classes(module: Any) -> list[type]:

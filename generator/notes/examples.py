@@ -126,6 +126,12 @@ def example_images(processor: Any) -> dict[str, Any]:
     from PIL import Image
 
     image_processor = processor.image_processor
+    if not hasattr(image_processor, "merge_size"):
+        # a processor that resizes and crops every image to the tower's one size (CLIP's, llava): two sizes serve
+        red = Image.new("RGB", (32, 32), (220, 30, 30))
+        wide = Image.new("RGB", (64, 32), (30, 60, 200))
+        wide.paste(Image.new("RGB", (32, 32), (40, 180, 70)), (32, 0))
+        return {"red": red, "wide": wide}
     unit = image_processor.patch_size * image_processor.merge_size
     red = Image.new("RGB", (2 * unit, 2 * unit), (220, 30, 30))
     wide = Image.new("RGB", (4 * unit, 2 * unit), (30, 60, 200))

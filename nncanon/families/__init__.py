@@ -106,8 +106,12 @@ def unregister(module: ModuleType) -> None:
 
 
 def text_model_type(config: dict) -> str:
-    """The model_type that names the family: the text config's, for a multimodal wrapper."""
+    """The model_type that names the family: the text config's, for a multimodal wrapper, unless a family
+    serves the wrapper's own (llava: its text model is a llama, but the llama family is not the wrapper's)."""
     text = config.get("text_config")
+    own = config.get("model_type")
+    if text and own and (own in REGISTERED or module_for_model_type(own)):
+        return own
     return (text or config).get("model_type") or config["model_type"]
 
 

@@ -12,62 +12,28 @@ window order and DeepStack's vision host live with the line and in `deepstack`).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from ...hosts import host
-from ...layouts import HeadOutputs, ImageFeatures, ImageTokenMask, Keys, Neurons, Patches, Queries, Values
-from ...locators import Locator, child, op, own
+from ...layouts import HeadOutputs, Keys, Neurons, Patches, Queries, Values
+from ...locators import child, op, own
 from ...values import Unavailable, Value, View, never
 from ...views import IMAGES_AXIS
 from ..attention import AttentionBase
 from ..decoder import BLOCK_RELATIONS, Block
 from ..mlp import MLP
+from ..vision_line import (  # noqa: F401 (re-exported: the line's public names)
+    IMAGE_TOKENS,
+    AtRoot,
+    Worded,
+    image_features_value,
+    image_token_mask_value,
+    install_sources,
+)
 from . import relations
 
-# -- locators ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Worded(Locator):
-    """A locator whose "read at" sentence is given (``words``) rather than generated.
-
-    For a point whose generated sentence would name plumbing the reader does not need, e.g.
-    the ``last_hidden_state`` field of the encoder's output, which is "the module's own output".
-    """
-
-    words: str = ""
-
-    def read_at(self) -> str:
-        return self.words or super(Worded, self).read_at()
-
-
-@dataclass(frozen=True)
-class AtRoot(Worded):
-    """A point of the root model's tree, for a value served on a host below it.
-
-    ``module`` and ``ops`` are resolved from the `StandardModel` itself (``module="model"`` is
-    the wrapper's ``model.model``), not from the host. The ``.source`` ops are installed by
-    `install_sources` (called from the family's ``prepare``), as the root's installer only
-    knows a host's own children.
-    """
-
-    def base(self, host: Any) -> Any:
-        return super(AtRoot, self).base(host._std_model)
-
-    def sourced_modules(self) -> tuple[str | None, ...]:
-        return ()
-
-
-def install_sources(model: Any) -> None:
-    """Install, before any trace, the ``.source`` ops the `AtRoot` values of ``model`` read."""
-    for envoy in model._hosts:
-        for value in type(envoy).values():
-            locator = value.locator
-            if isinstance(locator, AtRoot) and locator.ops:
-                base = model if locator.module is None else model.get(locator.module)
-                getattr(base.source, locator.ops[0])
-
+# The locators (Worded, AtRoot, install_sources), IMAGE_TOKENS and the image_token_mask and image_features
+# values are the shared vision line's (nncanon.parts.vision_line), re-exported here.
 
 # -- views ---------------------------------------------------------------------------
 
@@ -83,13 +49,6 @@ def _heads_write(host: Any, x: Any, current: Any) -> Any:
 #: [patches, heads*head_dim] -> [1, patches, heads, head_dim] (what the output projection takes)
 IMAGES_HEADS = View("images-axis, heads(head_dim)", _heads_read, _heads_write)
 
-
-def _image_token_mask(host: Any, ids: Any) -> Any:
-    return ids == host._std_model._module.config.image_token_id
-
-
-#: input_ids -> where they are the image token; derived, read-only
-IMAGE_TOKENS = View("input_ids == image_token_id", _image_token_mask, None)
 
 #: the encoder's returned stream, [1, patches, width]; read-only, as nothing reads it after the
 #: merger has (an edit belongs on the last block's layer_output)
@@ -178,19 +137,13 @@ class _VisionSizes:
 
 
 _Vision = host("QwenVision", values=[
-    Value("image_token_mask", ImageTokenMask,
-          "Which positions hold image tokens: input_ids == the config's image_token_id; read-only",
-          AtRoot(io="input", element="input_ids", words="the model's own inputs, at the root"),
-          view=IMAGE_TOKENS),
+    image_token_mask_value(),
     Value("patch_embeddings", Patches, "The patch embedding's output, one row per patch", child("patch_embed"),
           view=IMAGES_AXIS),
     Value("tower_output", Patches,
           "The last block's stream after the tower's final norm, before any pooling or adapter",
           Worded(io="output", attr="last_hidden_state", words="the module's own output"), view=RETURNED),
-    Value("image_features", ImageFeatures,
-          "The image features the text model receives at the image tokens, flat over them",
-          AtRoot(io="input", module="model", shown="model.model", ops=("inputs_embeds_masked_scatter_0",),
-                 element=1)),
+    image_features_value(),
 ], HOST="model.vision")
 
 #: ``model.vision``: the Qwen ViT, packed (Qwen2-VL's: no learned positions, no windows)

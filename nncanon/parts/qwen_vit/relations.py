@@ -29,20 +29,13 @@ from typing import Any
 
 from ...hosts import index
 from ...precision import SUBBLOCK
-from ...relations import Relation, first, relation
-from ..decoder import ROOT_RELATIONS
+from ...relations import first, relation
+from .. import vision_line
 from ..mlp import MLP_RELATIONS
+from ..vision_line import image_tokens, replace
 from .windows import segment_bounds, window_order
 
 # -- reading the call -----------------------------------------------------------------------------
-
-
-def image_tokens(model: Any, ids: Any) -> Any:
-    """Where ``ids`` are the image token (the root config's image_token_id; nowhere when it has none)."""
-    import torch
-
-    token = getattr(model._module.config, "image_token_id", None)
-    return ids == token if token is not None else torch.zeros_like(ids, dtype=torch.bool)
 
 
 def grid_of(inputs: Any) -> Any:
@@ -56,25 +49,7 @@ def taps(model: Any) -> list[int]:
     return list(getattr(model._module.config.vision_config, "deepstack_visual_indexes", None) or ())
 
 
-def _replace(base: tuple[Relation, ...], **by_proof: Relation) -> tuple[Relation, ...]:
-    """``base`` with the relation proving each key replaced (the key: its proves, ``_`` for dots, no ``[*]``)."""
-    key = lambda r: "_".join(r.proves).replace(".", "_").replace("[*]", "")  # noqa: E731
-    missing = set(by_proof) - {key(r) for r in base}
-    if missing:
-        raise LookupError(f"no relation proves {sorted(missing)}")
-    return tuple(by_proof.get(key(r), r) for r in base)
-
-
 # -- the text root, under every load ---------------------------------------------------------------
-
-
-@relation("layers[0].layer_input == token_embeddings off the image tokens (input_ids != image_token_id; "
-          "vision.image_features on them); token_embeddings == embed_tokens(input_ids)",
-          proves="token_embeddings", reads="input_ids token_embeddings layers[0].layer_input")
-def _embeddings(host, r):
-    ids, embedded, entering = r["input_ids"], r["token_embeddings"], r["layers[0].layer_input"]
-    text = ~image_tokens(host, ids)
-    return [(host.embed_tokens._module(ids), embedded), (embedded[text], entering[text])]
 
 
 @relation("layers[i].layer_output == layers[i+1].layer_input, on every block, except at the image tokens after "
@@ -93,23 +68,14 @@ def _deepstack_stack(host, r):
 
 
 #: the root of a Qwen VL line: the shared relations, the embeddings' stated off the image tokens
-IMAGE_ROOT_RELATIONS = _replace(ROOT_RELATIONS, token_embeddings=_embeddings)
+IMAGE_ROOT_RELATIONS = vision_line.IMAGE_ROOT_RELATIONS
 #: the root of a DeepStack line: the stack too is stated off the image tokens of the DeepStack blocks
-DEEPSTACK_ROOT_RELATIONS = _replace(IMAGE_ROOT_RELATIONS, layers_layer_input=_deepstack_stack)
+DEEPSTACK_ROOT_RELATIONS = replace(IMAGE_ROOT_RELATIONS, layers_layer_input=_deepstack_stack)
 
 # -- the encoder (model.vision) --------------------------------------------------------------------
 
 
-@relation("image_token_mask == (input_ids == image_token_id)", proves="image_token_mask",
-          reads="model.input_ids image_token_mask")
-def _mask(host, r):
-    return [(image_tokens(host._std_model, r["model.input_ids"]), r["image_token_mask"])]
-
-
-@relation("layers[0].layer_input == image_features at the image tokens (image_token_mask), one row each, in order",
-          proves="image_features", reads="image_token_mask model.layers[0].layer_input image_features")
-def _scatter(host, r):
-    return [(r["model.layers[0].layer_input"][r["image_token_mask"]], r["image_features"])]
+_mask, _scatter = vision_line.MASK, vision_line.SCATTER
 
 
 @relation("patch_embeddings == patch_embed.proj over each patch: its pixel_values row · proj.weight (+ proj.bias)",

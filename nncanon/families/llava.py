@@ -1,0 +1,91 @@
+"""LLaVA (LlavaForConditionalGeneration, model_type llava): a Llama decoder reading a CLIP vision tower.
+
+The wrapper (``model.model`` a LlavaModel) holds a CLIP vision tower (``model.vision_tower`` ->
+``vision``, a CLIPVisionModel), a two-layer MLP projector (``model.multi_modal_projector`` ->
+``projector``: linear_1, GELU, linear_2) and the text model (``model.language_model``, Llama's
+decoder, whose blocks, attention and MLP are Llama's hosts unchanged). It is the shared vision line
+(`nncanon.parts.vision_line`) with a CLIP tower:
+
+- the tower runs each image on its own row, ``[images, 1 + patches, width]``: the embeddings module
+  prepends the class token to the patch embeddings and adds the learned positions
+  (``vision.patch_embeddings``), ``pre_layrnorm`` norms them, then the encoder's pre-norm LayerNorm
+  blocks (QuickGELU MLP) attend over the whole image with no mask;
+- the features are read at ``vision_feature_layer`` (-2 on LLaVA-1.5: the stream leaving the
+  second-to-last block; the last block runs but nothing reads it) and
+  ``vision_feature_select_strategy`` "default" drops the class token (``vision.tower_output``: what
+  the projector is called with);
+- the projector maps each patch to one image token (``vision.image_features``), scattered at the
+  prompt's image tokens (``vision.image_token_mask``) into the text embeddings.
+
+Inside the tower, CLIP's names map onto the standard ones (layer_norm1 -> input_layernorm, layer_norm2
+-> post_attention_layernorm, out_proj -> o_proj, fc1 / activation_fn / fc2 -> linear_fc1 / act_fn /
+down_proj, as on the Qwen ViT), and so do the projector's (linear_1 / act / linear_2). task="text-generation"
+(the default) loads the wrapper without its tower and projector; "image-text-to-text" with its processor.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from transformers.models.clip import modeling_clip as clip
+from transformers.models.llama import modeling_llama as llama
+from transformers.models.llava import modeling_llava as hf
+
+from ..hosts import host
+from ..model import StandardModel
+from ..parts.attention import Attention
+from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.mlp import MLP
+from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision_line import IMAGE_ROOT_RELATIONS, install_sources
+from ..parts.vision_towers import (
+    TOWER_RENAME,
+    TowerAttention,
+    TowerBlock,
+    TowerMLP,
+    clip_tower,
+    example_images,  # noqa: F401 (the family API)
+    image_sizes,  # noqa: F401 (the family API)
+    tower_build,
+    trace_inputs,  # noqa: F401 (the family API)
+)
+
+FAMILY = "llava"
+MODEL_TYPES = ("llava",)
+RENAME = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.vision_tower": "vision",
+    "model.multi_modal_projector": "projector",
+    **TOWER_RENAME,
+    # the projector: linear_1, act, linear_2 by the merger's standard names
+    "linear_1": "linear_fc1",
+    "act": "act_fn",
+    "linear_2": "down_proj",
+}
+LlavaVision = clip_tower("LlavaVision")
+ENVOYS = {llama.LlamaDecoderLayer: Block, llama.LlamaAttention: Attention, llama.LlamaMLP: MLP,
+          clip.CLIPVisionModel: LlavaVision, clip.CLIPEncoderLayer: TowerBlock, clip.CLIPAttention: TowerAttention,
+          clip.CLIPMLP: TowerMLP}
+ROOT = host("LlavaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=IMAGE_ROOT_RELATIONS,
+            family_module=sys.modules[__name__])
+
+build = tower_build(hf.LlavaForConditionalGeneration)
+
+#: the standard paths of the tower and projector (image-text-to-text only)
+VISION_PATHS = ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
+                "vision.layers.0.self_attn.o_proj", "vision.layers.0.mlp.linear_fc1", "vision.layers.0.mlp.act_fn",
+                "vision.layers.0.mlp.down_proj", "vision.pre_layrnorm", "projector.linear_fc1", "projector.act_fn",
+                "projector.down_proj"]
+
+
+def required_paths(model: Any) -> list[str]:
+    return [*TEXT_PATHS, *VISION_PATHS] if model.task == "image-text-to-text" else list(TEXT_PATHS)
+
+
+def prepare(model: Any) -> None:
+    """The ``.source`` op image_features reads (the wrapper's masked_scatter)."""
+    install_sources(model)
