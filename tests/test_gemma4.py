@@ -175,3 +175,24 @@ def test_other_families_sizes_are_one_per_model():
 
     llama = nncanon.load(checkpoint_dir("llama"))
     assert all(llama.dim_sizes(block=i) == llama.dim_sizes() for i in range(llama.num_layers))
+
+
+def test_the_shape_check_reads_every_blocks_own_sizes(monkeypatch):
+    """Values are measured on the first block of every other set of sizes: a full-attention head size stated
+    wrong fails the claims, naming the full block it was read on."""
+    import nncanon.families.gemma4_text as family
+    from generator.contribute import served_claims
+    from generator.facts.claim_error import ClaimError
+    from generator.recipe.family import get_family
+
+    right = family.block_dim_sizes
+
+    def wrong(model, block):
+        sizes = right(model, block)
+        if model.text_config.layer_types[block] == "full_attention":
+            sizes["head_dim"] = sizes["qk_head_dim"] = model.text_config.per_layer_config[0].head_dim
+        return sizes
+
+    monkeypatch.setattr(family, "block_dim_sizes", wrong)
+    with pytest.raises(ClaimError, match=r"on model\.layers\[2\]\.self_attn\).*should be 24 .* measured 32"):
+        served_claims(get_family("gemma4_text"))
