@@ -340,11 +340,17 @@ class StandardModel(Host, TransformersModel):
     def vocab_size(self) -> int:
         return self.text_config.vocab_size
 
-    def dim_sizes(self) -> dict[str, int]:
-        """The size of every layout dimension name on this model (batch and seq excepted)."""
+    def dim_sizes(self, block: int | None = None) -> dict[str, int]:
+        """The size of every layout dimension name on this model (batch and seq excepted); with ``block``, that
+        block's own, where the family's blocks differ in size (its ``block_dim_sizes``: Gemma 4's full-attention
+        blocks have another head size)."""
         sizes = {"hidden_size": self.hidden_size, "vocab_size": self.vocab_size, "num_heads": self.num_heads,
                  "num_kv_heads": self.num_kv_heads, "head_dim": self.head_dim, "qk_head_dim": self.qk_head_dim}
         sizes.update(self.family_module.dim_sizes(self))
+        if block is not None and not 0 <= block < self.num_layers:
+            raise IndexError(f"dim_sizes: block {block} is out of range: the model has {self.num_layers} blocks")
+        if block is not None and hasattr(self.family_module, "block_dim_sizes"):
+            sizes.update(self.family_module.block_dim_sizes(self, block))
         return sizes
 
     # -- support and errors -------------------------------------------------------

@@ -65,10 +65,13 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
 #: e_score_correction_bias, zeros at init and learned on every released checkpoint, is added to the
 #: router's sigmoid scores (of spread ~0.1 on the tiny model) before the grouped top-k; drawn in
 #: [-0.1, 0.1] it moves some choices, so a relation that left it out would fail. LFM2-MoE's expert_bias is
-#: the same kind of buffer (added to the sigmoid scores before the top-k) and drawn alike.
+#: the same kind of buffer (added to the sigmoid scores before the top-k) and drawn alike. Gemma 4's layer_scalar
+#: (ones at init, learned on the released checkpoints) multiplies a block's output: drawn in [0.5, 1.5], so a
+#: relation that left it out would fail.
 BUFFER_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)e_score_correction_bias$": (-0.1, 0.1),
     r"(^|\.)feed_forward\.expert_bias$": (-0.1, 0.1),
+    r"(^|\.)layers\.\d+\.layer_scalar$": (0.5, 1.5),
 }
 
 

@@ -237,7 +237,8 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             "edits": edits,
             # the full-size checkpoint's size of every layout dimension (the cheat sheet's numbers), read from its model
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model),
-                         "dims": {name: int(size) for name, size in printout_model.dim_sizes().items()}},
+                         "dims": {name: int(size) for name, size in printout_model.dim_sizes().items()},
+                         **block_dims(family_module, printout_model)},
             "configs": configs, "vision_configs": vision_configs, "sizes": checkpoint_sizes,
             "identities": identities,
             "traits": family_traits,
@@ -361,3 +362,19 @@ def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
     tmp.replace(path)
     key_path.write_text(key + "\n")
     return facts, True
+
+
+def block_dims(family_module: Any, model: Any) -> dict:
+    """``{"block_dims": [{"blocks": [...], "dims": {name: size}}]}``: the blocks whose own sizes differ from the
+    model's (a family's ``block_dim_sizes``: Gemma 4's full-attention heads), grouped by those sizes; nothing for a
+    family whose blocks all have the model's sizes, so its facts are as they were."""
+    if not hasattr(family_module, "block_dim_sizes"):
+        return {}
+    overall = model.dim_sizes()
+    groups: dict[tuple, list[int]] = {}
+    for block in range(model.num_layers):
+        own = model.dim_sizes(block=block)
+        differ = tuple(sorted((name, int(size)) for name, size in own.items() if overall.get(name) != size))
+        if differ:
+            groups.setdefault(differ, []).append(block)
+    return {"block_dims": [{"blocks": blocks, "dims": dict(differ)} for differ, blocks in groups.items()]}

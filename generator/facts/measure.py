@@ -115,6 +115,7 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
                 for kind, row, value in pending:
                     value["measured"] = _checked(model, family, family_module, kind, row,
                                                  measured[(nnsight_path(kind.paths[0]), row.name)], args, kwargs)
+                _check_other_sizes(model, family, family_module, [(k, r) for k, r, _ in pending], args, kwargs)
             pending.clear()
     hosts = []
     for key, entry in by_kind.items():
@@ -164,16 +165,48 @@ def nnsight_path(standard: str) -> str:
     return relative(standard).replace("[", ".").replace("]", "")
 
 
+def _block(std_path: str) -> int | None:
+    found = re.search(r"layers\[(\d+)\]", std_path)
+    return int(found.group(1)) if found else None
+
+
+def _check_other_sizes(model: Any, family: Family, family_module: Any, kinds_rows: list, args: tuple,
+                       kwargs: dict) -> None:
+    """A family whose blocks differ in size (``block_dim_sizes``: Gemma 4's full-attention heads): each value
+    measured again, in one forward, on the first block of every other set of sizes of its kind, its shape checked
+    against that block's own sizes (`StandardModel.dim_sizes(block=...)`)."""
+    if not hasattr(family_module, "block_dim_sizes"):
+        return
+    extra = []  # (kind, row, concrete standard path)
+    for kind, row in kinds_rows:
+        blocks = [(_block(p), p) for p in kind.paths if _block(p) is not None and p.startswith("model.layers[")]
+        seen = {tuple(sorted(model.dim_sizes(block=blocks[0][0]).items()))} if blocks else set()
+        for block, path in blocks[1:]:
+            sizes = tuple(sorted(model.dim_sizes(block=block).items()))
+            if sizes not in seen:
+                seen.add(sizes)
+                extra.append((kind, row, path))
+    if extra:
+        measured = measure_many(model, [(nnsight_path(p), r.name) for _, r, p in extra], args, kwargs)
+        for kind, row, path in extra:
+            _checked(model, family, family_module, kind, row, measured[(nnsight_path(path), row.name)], args, kwargs,
+                     path)
+
+
 def _checked(model: Any, family: Family, family_module: Any, kind: Any, row: Any, measured: dict, args: tuple,
-             kwargs: dict) -> dict:
-    """The value measured on the first module of its kind, its shape checked against its layout."""
-    path = nnsight_path(kind.paths[0])
-    where = f"{kind.host}.{row.name}"
+             kwargs: dict, at: str | None = None) -> dict:
+    """The value measured on the first module of its kind (or on ``at``), its shape checked against its layout
+    and the sizes of the block it was read on."""
+    at = at or kind.paths[0]
+    path = nnsight_path(at)
+    where = f"{kind.host}.{row.name}" + ("" if at == kind.paths[0] else f" (on {at})")
     if row.dims and measured["shape"] is None and not (measured["dtype"] == "None" and "None" in row.layout):
         raise ClaimError(family.family, f"layout of {where}",
                          f"the layout {row.layout} [{' '.join(row.dims)}] promises a tensor, but the value read on "
-                         f"{kind.paths[0]} is a {measured['dtype']}")
-    sizes = {**model.dim_sizes(), **_input_sizes(model, family_module, args, kwargs)}
+                         f"{at} is a {measured['dtype']}")
+    per_block = hasattr(family_module, "block_dim_sizes") and at.startswith("model.layers[")
+    sizes = {**model.dim_sizes(block=_block(at) if per_block else None),
+             **_input_sizes(model, family_module, args, kwargs)}
     if kind.host.startswith("model.vision.layers"):
         # the vision blocks' layouts reuse the text dimension names with the encoder's sizes
         sizes.update(model.vision.dim_sizes(patches=sizes["patches"]))

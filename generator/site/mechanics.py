@@ -55,6 +55,11 @@ MECHANICS = (
              r"shared_expert_output == sigmoid"),
     Mechanic("Multiplied residual branches (µP)", "Multipliers on the embedding, the branches or the logits.",
              r"multiplier"),
+    Mechanic("Keys and values shared across blocks", "The last blocks compute no keys or values: each attends over "
+             "those of an earlier block of its kind.", r"layers\[kv_source\(i\)\]"),
+    Mechanic("Per-layer input embeddings", "Each block is called with a small embedding of its own, from a second "
+             "table and a projection of the token embeddings, and adds a gated projection of it to the stream.",
+             r"embed_tokens_per_layer\.weight\[input_ids\]"),
 )
 
 

@@ -1,0 +1,226 @@
+"""Gemma 4, text only (Gemma4ForCausalLM, model_type gemma4_text): Gemma 3's sandwich block with keys and
+values shared across blocks, per-layer input embeddings, and full-attention blocks of another head size.
+
+The block norms each sublayer twice, as Gemma 2's and 3's: RMSNorm -> attention -> RMSNorm -> add, RMSNorm ->
+gated MLP (GELU, tanh approximation) -> RMSNorm -> add, so what a sublayer adds to the stream is its post-norm's
+output (``attention_post_norm_output``, ``mlp_post_norm_output``). Unlike theirs, every Gemma 4 RMSNorm
+multiplies by ``weight``, not ``1 + weight``. After the MLP's add the block adds a third branch, the per-layer
+input (``nncanon.parts.per_layer_inputs``): ``per_layer_output``, a gated projection of the block's slice of
+the per-layer input embeddings; then it multiplies the stream by its ``layer_scalar`` buffer, so
+``layer_output == (per_layer_stream + per_layer_output) · layer_scalar``.
+
+The attention RMS-norms each query and key head by q_norm and k_norm and each value head by v_norm (no gain),
+then rotates queries and keys by the rotary of the block's kind: ``sliding_attention`` blocks turn every
+dimension at base 10,000, ``full_attention`` blocks use "proportional" rope (a quarter of each head turns, base
+1,000,000) on heads of ``global_head_dim``. Scores are not scaled (``scaling`` 1.0: the norms set their size).
+A full-attention block of a config with ``attention_k_eq_v`` has no v_proj: its values are its normed keys
+before the rotary, and its key heads are ``num_global_key_value_heads``. The last ``num_kv_shared_layers``
+blocks compute no keys or values (``nncanon.parts.kv_sharing``): each reads those of the last earlier block of
+its kind, and, on configs with ``use_double_wide_mlp``, their MLP is twice as wide. The embedding is scaled by
+``sqrt(hidden_size)`` and the logits softcapped by ``final_logit_softcapping``. The mixture-of-experts block
+(``enable_moe_block``) is not covered.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from transformers.models.gemma4 import modeling_gemma4 as hf
+
+from ..hosts import host
+from ..layouts import Residual
+from ..locators import child
+from ..model import StandardModel
+from ..parts import kv_sharing, per_layer_inputs as ple
+from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.decoder import (
+    ROOT_RELATIONS,
+    ROOT_VALUES,
+    TEXT_PATHS,
+    TEXT_RENAME,
+    Block,
+    attention_layer_types,
+    text_only,
+)
+from ..parts.mlp import MLP
+from ..relations import pick, relation
+from ..values import Value
+from ..weights import Layout
+from .gemma2 import _capped_logits, _scaled_embeddings, past_the_head  # noqa: F401 (past_the_head: the family API)
+from .gemma3_text import rotate
+
+FAMILY = "gemma4_text"
+MODEL_TYPES = ("gemma4_text",)
+RENAME = TEXT_RENAME
+rms = ple.rms
+
+# -- the block: sandwich norms (gain weight), then the per-layer input branch and the layer scalar ----------
+
+
+@relation("attention_norm_output == rms(layer_input) · input_layernorm.weight == what self_attn is called with",
+          proves="attention_norm_output", reads="layer_input attention_norm_output self_attn.input")
+def _attention_norm(host, r):
+    return [(rms(host.input_layernorm._module, r["layer_input"]), r["attention_norm_output"]),
+            (r["self_attn.input"], r["attention_norm_output"])]
+
+
+@relation("attention_post_norm_output == rms(self_attn.attention_output) · post_attention_layernorm.weight",
+          proves="attention_post_norm_output self_attn.attention_output",
+          reads="self_attn.attention_output attention_post_norm_output")
+def _attention_post_norm(host, r):
+    return [(rms(host.post_attention_layernorm._module, r["self_attn.attention_output"]), r["attention_post_norm_output"])]
+
+
+@relation("layer_input + attention_post_norm_output == layer_mid", proves="layer_mid",
+          reads="layer_input attention_post_norm_output layer_mid",
+          adds=("layer_input", "post_attention_layernorm.output", "layer_mid"))
+def _attention_add(host, r):
+    return [(r["layer_input"] + r["attention_post_norm_output"], r["layer_mid"])]
+
+
+@relation("mlp_input == mlp_norm_output == rms(layer_mid) · pre_feedforward_layernorm.weight",
+          proves="mlp_norm_output mlp_input", reads="layer_mid mlp_norm_output mlp_input")
+def _mlp_norm(host, r):
+    return [(rms(host.pre_feedforward_layernorm._module, r["layer_mid"]), r["mlp_norm_output"]),
+            (r["mlp_norm_output"], r["mlp_input"])]
+
+
+@relation("mlp_post_norm_output == rms(mlp.mlp_output) · post_feedforward_layernorm.weight",
+          proves="mlp_post_norm_output mlp.mlp_output", reads="mlp.mlp_output mlp_post_norm_output")
+def _mlp_post_norm(host, r):
+    return [(rms(host.post_feedforward_layernorm._module, r["mlp.mlp_output"]), r["mlp_post_norm_output"])]
+
+
+@relation("layer_mid + mlp_post_norm_output == per_layer_stream", proves="per_layer_stream",
+          reads="layer_mid mlp_post_norm_output per_layer_stream",
+          adds=("layer_mid", "post_feedforward_layernorm.output", "per_layer_stream"))
+def _mlp_add(host, r):
+    return [(r["layer_mid"] + r["mlp_post_norm_output"], r["per_layer_stream"])]
+
+
+@relation("(per_layer_stream + per_layer_output) · layer_scalar == layer_output", proves="layer_output",
+          reads="per_layer_stream per_layer_output layer_output",
+          adds=("per_layer_stream", "post_per_layer_input_norm.output", "layer_output"))
+def _per_layer_add(host, r):
+    scalar = host._module.layer_scalar.double()
+    return [((r["per_layer_stream"].double() + r["per_layer_output"].double()) * scalar, r["layer_output"])]
+
+
+Gemma4Block = host("Gemma4Block", Block, values=[
+    Value("layer_mid", Residual, "The residual stream after the attention add", child("pre_feedforward_layernorm", "input"),
+          assign_in_place=True),
+    Value("attention_post_norm_output", Residual,
+          "What the attention adds to the stream: post_attention_layernorm's output", child("post_attention_layernorm")),
+    Value("mlp_norm_output", Residual, "The normed stream entering the MLP", child("pre_feedforward_layernorm")),
+    Value("mlp_post_norm_output", Residual,
+          "What the MLP adds to the stream: post_feedforward_layernorm's output", child("post_feedforward_layernorm")),
+    *ple.PER_LAYER_VALUES,
+], RELATIONS=(_attention_add, _mlp_add, _per_layer_add, _attention_norm, _attention_post_norm, _mlp_norm,
+              _mlp_post_norm, *ple.BLOCK_RELATIONS))
+
+# -- the attention: q/k/v norms, the rotary of the block's kind, keys and values maybe another block's ------
+
+
+def inverse_frequencies(module):
+    """The rotary inverse frequencies of the attention ``module``'s block, in float64: ``base ** -(2i / head_dim)``
+    for the default rope, transformers' own init function (on the block kind's config, as the rotary module
+    builds it) for Gemma 4's proportional one."""
+    import torch
+
+    config, kind = module.config, module.layer_type
+    params = config.rope_parameters[kind]
+    if params.get("rope_type", "default") == "default":
+        d = module.head_dim
+        return params["rope_theta"] ** -(torch.arange(0, d, 2, dtype=torch.float64) / d), 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    inv, scaling = ROPE_INIT_FUNCTIONS[params["rope_type"]](config.per_layer_config[kind], None, layer_type=kind)
+    return inv.double(), scaling
+
+
+@relation("attention_queries == rope(rms(q_proj(input)) · q_norm.weight, per head); on a block that computes "
+          "its own: attention_keys == rope(rms(k_proj(input)) · k_norm.weight), attention_values == "
+          "rms(v_proj(input)) (k_proj(input) when v_proj is None), per head; rope of the block's kind "
+          "(rope_parameters[layer_type])",
+          proves="attention_queries attention_keys attention_values",
+          reads="inputs attention_queries attention_keys attention_values")
+def _normed_rotated(host, r):
+    module = host._module
+    args, kwargs = r["inputs"]
+    x = args[0] if args else kwargs["hidden_states"]
+    positions = kwargs["position_ids"]
+    d = module.head_dim
+    inv_freq, scaling = inverse_frequencies(module)
+    heads = lambda proj: proj(x).unflatten(-1, (-1, d)).transpose(1, 2)  # noqa: E731
+    checks = [(rotate(rms(module.q_norm, heads(module.q_proj)), positions, inv_freq, scaling), r["attention_queries"])]
+    if not module.is_kv_shared_layer:
+        keys = heads(module.k_proj)
+        values = heads(module.v_proj) if module.v_proj is not None else keys
+        checks += [(rotate(rms(module.k_norm, keys), positions, inv_freq, scaling), r["attention_keys"]),
+                   (rms(module.v_norm, values), r["attention_values"])]
+    return checks
+
+
+#: W_Q, W_K, W_V are not served: the keys and values of a KV-shared block are another block's, and a
+#: full-attention block under attention_k_eq_v has no v_proj; W_O (o_proj) is served and proven
+_WEIGHTS = Layout(unmapped="Gemma 4's last num_kv_shared_layers blocks have no k_proj or v_proj (they attend over an "
+                           "earlier block's keys and values), and under attention_k_eq_v a full-attention block's "
+                           "values are its keys")
+
+Gemma4Attention = host("Gemma4Attention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _normed_rotated),
+                       WEIGHTS=_WEIGHTS)
+
+# -- the root: a scaled embedding, per-layer inputs, shared keys and values, a softcapped head ---------------
+
+
+@relation("final_norm_output == rms(layers[-1].layer_output) · norm.weight", proves="final_norm_output",
+          reads="layers[-1].layer_output final_norm_output")
+def _final_norm(host, r):
+    return [(rms(host.norm._module, r["layers[-1].layer_output"]), r["final_norm_output"])]
+
+
+ROOT_RELATIONS_GEMMA4 = (pick(ROOT_RELATIONS, "layers[i].layer_output"), _scaled_embeddings, *ple.ROOT_RELATIONS,
+                         *kv_sharing.KV_SHARING_RELATIONS, _final_norm, pick(ROOT_RELATIONS, "lm_head_output"),
+                         _capped_logits, pick(ROOT_RELATIONS, "unembed("), pick(ROOT_RELATIONS, "next_token_probs"),
+                         pick(ROOT_RELATIONS, "input_ids"), pick(ROOT_RELATIONS, "attention_mask"))
+
+ENVOYS = {hf.Gemma4TextDecoderLayer: Gemma4Block, hf.Gemma4TextAttention: Gemma4Attention, hf.Gemma4TextMLP: MLP}
+ROOT = host("Gemma4TextStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_GEMMA4,
+            family_module=sys.modules[__name__])
+
+build = text_only(hf.Gemma4ForCausalLM)
+layer_types = attention_layer_types
+
+
+def prepare(model: StandardModel) -> None:
+    """transformers 5.23 refuses to read a per-layer attribute (head_dim, num_key_value_heads) from the config
+    as a whole; the model-wide sizes (`StandardModel.head_dim`, ``num_kv_heads``) are the config's own, the
+    sliding blocks', and every block's own are `block_dim_sizes`', so the global read is allowed."""
+    model.text_config.allow_global_per_layer_attribute_access = True
+
+
+def required_paths(model: StandardModel) -> list[str]:
+    paths = [*TEXT_PATHS, "layers.0.pre_feedforward_layernorm", "layers.0.post_feedforward_layernorm",
+             "layers.0.self_attn.q_norm"]
+    if model.text_config.enable_moe_block:
+        raise ValueError("gemma4_text: enable_moe_block is set; the mixture-of-experts block is not covered")
+    if not model.text_config.hidden_size_per_layer_input:
+        raise ValueError("gemma4_text: hidden_size_per_layer_input is 0; only configs with per-layer inputs are covered")
+    return [*paths, "layers.0.per_layer_input_gate", "layers.0.post_per_layer_input_norm"]
+
+
+def dim_sizes(model: StandardModel) -> dict[str, int]:
+    config = model.text_config
+    return {"intermediate_size": config.intermediate_size,
+            "hidden_size_per_layer_input": config.hidden_size_per_layer_input}
+
+
+def block_dim_sizes(model: StandardModel, block: int) -> dict[str, int]:
+    """Block ``block``'s own sizes where they differ from the config's: a full-attention block's head size
+    (global_head_dim) and key heads (num_global_key_value_heads under attention_k_eq_v), a KV-shared block's
+    MLP width (doubled under use_double_wide_mlp), as transformers builds them (config.per_layer_config)."""
+    config = model.text_config
+    own = config.per_layer_config[block]
+    shared = block in kv_sharing.sources_of(model)
+    return {"head_dim": own.head_dim, "qk_head_dim": own.head_dim, "num_kv_heads": own.num_key_value_heads,
+            "intermediate_size": config.intermediate_size * (2 if config.use_double_wide_mlp and shared else 1)}
