@@ -31,7 +31,8 @@ from ..hosts import host
 from ..layouts import Residual
 from ..locators import child
 from ..model import StandardModel
-from ..parts import kv_sharing, per_layer_inputs as ple
+from ..parts import kv_sharing
+from ..parts import per_layer_inputs as ple
 from ..parts.attention import ATTENTION_RELATIONS, Attention
 from ..parts.decoder import (
     ROOT_RELATIONS,
