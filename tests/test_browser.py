@@ -357,7 +357,8 @@ def test_linked_highlighting_both_ways(tab, base, facts):
     page.mouse.move(2, 2)
     assert lit(page, "tr.nc-lit") == [] and lit(page, ".line.nc-lit") == []
 
-    # a row lights its part
+    # a row lights its part (its host's fold opened first, as a reader would)
+    page.locator("button.nc-fold-all").first.click()
     page.locator('tr[data-path="model.layers[i].mlp.routed_output"]').hover()
     assert lit(page, ".nc-part.nc-linked") == ["layers[i].mlp.experts", "layers[i].mlp.routed_output"]
     page.locator('tr[data-path="model.layers[i].self_attn.attention_keys"]').hover()
