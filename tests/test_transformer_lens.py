@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator.facts.tl_names import check, installed
+from generator.facts.tl_names import annotations, installed
 from generator.recipe.family import all_families
 
 pytestmark = pytest.mark.skipif(not installed(), reason="needs the transformer-lens extra (pip install "
@@ -30,8 +30,12 @@ FAMILIES = sorted(f.family for f in all_families())
 
 
 @pytest.fixture(scope="module")
-def checked() -> dict[str, dict]:
-    return check(FAMILIES)  # one process: every family's reads, then every bridge
+def checked(tmp_path_factory) -> dict[str, dict]:
+    # the build's own check (tl_names.annotations): `check` run in one process for every family whose result is
+    # not saved under its key (the family's fact sources, the releases, tl_names' code, the CPU capability) in
+    # $NNCANON_CACHE/transformer_lens. A suite whose site build (tests/test_build.py) has checked a family, or that
+    # ran before on unchanged sources, does not boot every bridge a second time; a changed family is checked anew
+    return annotations(FAMILIES, tmp_path_factory.mktemp("transformer_lens"), progress=lambda line: None)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
