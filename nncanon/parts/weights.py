@@ -19,8 +19,19 @@ import torch
 
 from ..precision import STEP, STEP_ROUNDINGS, SUBBLOCK
 from ..relations import Relation, first, rows
-from ..weights import (ATTENTION, EXPERTS, MLP, ROOT, _layout, gain_form, gains, norm_epsilon, norm_kind,  # noqa: F401
-                       norm_module, projection)
+from ..weights import (  # noqa: F401
+    ATTENTION,
+    EXPERTS,
+    MLP,
+    ROOT,
+    _layout,
+    gain_form,
+    gains,
+    norm_epsilon,
+    norm_kind,
+    norm_module,
+    projection,
+)
 
 _QK_NORMS = ("q_norm", "q_layernorm", "query_layernorm")
 
@@ -166,6 +177,8 @@ def _mlp(host: Any) -> list[Relation]:
     if getattr(type(host), "W_in", None) is EXPERTS["W_in"]:
         return _experts(host)
     if _layout(host).unmapped or not isinstance(getattr(type(host), "W_in", None), type(MLP["W_in"])):
+        return []
+    if type(host).W_in.dims.startswith("num_experts"):  # a family's own experts state their relation
         return []
     module = host._module
     down = getattr(module, "down_multiplier", None)
