@@ -67,7 +67,7 @@ def test_rows_and_the_table():
         ("model.layers[i]", "W_<bad>", "", "refused")]
     html = str(weights_section(_facts()))
     assert "<code>W_&lt;bad&gt;</code>" in html and "its &lt;mechanism&gt; has none" in html  # escaped
-    assert "computed, read-only" in html and "org/model" in html
+    assert "computed, read-only" in html and "org/model" in html and "blocks 0–3" in html
     assert "no relation names it" not in html  # every view and computed weight here has one
     assert str(weights_section({"printout": {}})) == ""  # facts with no weights: no section
 
