@@ -111,3 +111,16 @@ def test_every_norm_output_is_its_input_normed_by_the_served_gain(family):
             assert all(error(a, b) <= relation.tolerance for a, b in pairs), (family, host._std_path, stem)
             checked += 1
     assert checked >= 3
+
+
+def test_transformer_lens_names_map_to_the_gains():
+    """other_names' TransformerLens parameter names resolve to gains llama serves (block 1's and the final norm's)."""
+    from nncanon.other_names import TRANSFORMER_LENS_WEIGHTS, standard_name
+
+    assert standard_name("ln_final.w") == ("TransformerLens", "ln_final.w", "model.final_norm_w")
+    model = _load("llama")
+    for tl, path in TRANSFORMER_LENS_WEIGHTS.items():
+        if "_post" in tl or tl.endswith(".b"):
+            continue  # llama has no sandwich norms and no norm biases (None)
+        host = model if path.count(".") == 1 else model.layers[1]
+        assert getattr(host, path.rsplit(".", 1)[-1]) is not None, tl
