@@ -18,6 +18,7 @@ from nnsight.intervention.eproperty import eproperty
 
 from .errors import OutsideTrace
 from .values import NotOnHost, Unavailable, Value, ValueProperty
+from .weights import NORMS as NORM_WEIGHTS
 
 
 class _Boundary(eproperty):
@@ -68,6 +69,8 @@ class Host(Envoy):
     output = _boundary(Envoy.__dict__["output"])
     input = _boundary(Envoy.__dict__["input"])
     inputs = _boundary(Envoy.__dict__["inputs"])
+    #: every norm's gain and bias (attention_norm_w, ...): views of the norm's parameters (nncanon.weights)
+    locals().update(NORM_WEIGHTS)
 
     @classmethod
     def kind(cls) -> str:

@@ -39,6 +39,8 @@ def _weight(model: Any, envoy: Any, name: str) -> str | None:
     if name not in _ALL:
         return None
     where = {"W_E": "the model", "W_U": "the model", "b_U": "the model"}.get(name)
+    stem = getattr(_ALL[name], "stem", None)  # a norm's gain or bias: on the host of the norm's output value
+    where = where or (stem and f"the host serving {stem}_output (a block, the model)")
     where = where or ("a block's mlp" if name.endswith(("_in", "_gate", "_out")) else "a softmax attention (self_attn)")
     return (f"{envoy._std_path}.{name} is unavailable on {model.family}: {_this(envoy)} has no {name}; the standard "
             f"weights are views of projections nncanon maps, and {name} is on {where}"

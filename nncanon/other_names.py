@@ -40,6 +40,17 @@ TRANSFORMER_LENS_MODULES = {"blocks": "model.layers", "attn": "model.layers[i].s
                             "ln_final": "model.final_norm_output", "unembed": "model.lm_head_output",
                             "embed": "model.token_embeddings"}
 
+#: TransformerLens parameter names -> the standard weight (nncanon.weights): its ``blocks.{i}.ln1.w`` is the gain of
+#: the norm whose output is attention_norm_output (a name, not a claim of equal values: TransformerLens folds the
+#: gains into the next weights by default)
+TRANSFORMER_LENS_WEIGHTS = {
+    "blocks.{i}.ln1.w": "model.layers[i].attention_norm_w", "blocks.{i}.ln1.b": "model.layers[i].attention_norm_b",
+    "blocks.{i}.ln2.w": "model.layers[i].mlp_norm_w", "blocks.{i}.ln2.b": "model.layers[i].mlp_norm_b",
+    "blocks.{i}.ln1_post.w": "model.layers[i].attention_post_norm_w",
+    "blocks.{i}.ln2_post.w": "model.layers[i].mlp_post_norm_w",
+    "ln_final.w": "model.final_norm_w", "ln_final.b": "model.final_norm_b",
+}
+
 #: nnterp's StandardizedTransformer attributes -> the standard path (``[i]``: one per block)
 NNTERP = {
     "layers_input": "model.layers[i].layer_input",
@@ -81,6 +92,8 @@ def standard_name(name: str) -> tuple[str, str, str] | None:
     for hook, path in TRANSFORMER_LENS_UNCHECKED.items():
         if name in (hook, hook.removeprefix("hook_")):
             return "TransformerLens", f"blocks.{{i}}.attn.{hook}", path
+    if name in TRANSFORMER_LENS_WEIGHTS:
+        return "TransformerLens", name, TRANSFORMER_LENS_WEIGHTS[name]
     if name in TRANSFORMER_LENS_MODULES:
         return "TransformerLens", name, TRANSFORMER_LENS_MODULES[name]
     return None

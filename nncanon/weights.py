@@ -347,4 +347,143 @@ def interleaved_qkv(module: str, **layout: Any) -> Layout:
 
 def names(host_class: type) -> list[str]:
     """The weights a host class carries, in declaration order."""
-    return [name for name in _ALL if isinstance(getattr(host_class, name, None), Weight)]
+    values = {v.name for v in host_class.values()} if hasattr(host_class, "values") else set()
+    return [name for name in _ALL if isinstance(getattr(host_class, name, None), Weight)
+            and (not isinstance(_ALL[name], Gain) or f"{_ALL[name].stem}_output" in values)]
+
+
+# -- norm gains ----------------------------------------------------------------------------------------------------
+#
+# Each norm whose output is a standard value ``<stem>_output`` (attention_norm_output, mlp_norm_output,
+# final_norm_output, ...) has its gain ``<stem>_w`` and bias ``<stem>_b`` on the same host: TransformerLens's
+# ``blocks.{i}.ln1.w`` is ``model.layers[i].attention_norm_w``. The norm module is the one the value is read at (its
+# locator), so a family's RENAME and sandwich norms need nothing more. Where the parameter IS the gain the weight is
+# the parameter (an edit lands); where the forward computes the gain (Gemma's and Qwen3-Next's ``1 + weight``) it is
+# served computed and refuses edits naming the parameter to edit; a weightless norm (OLMo's LayerNorm) has no gain
+# to serve and says so. A gated norm (Mamba-2's rms(y · silu(z)) · weight) is not among them: its output value is
+# proven by the ssd part with its gate.
+
+#: the standard norm values whose norms carry a gain
+NORM_STEMS = ("attention_norm", "mlp_norm", "attention_post_norm", "mlp_post_norm", "final_norm", "embedding_norm")
+
+
+def norm_module(host: Any, stem: str) -> tuple[str, torch.nn.Module] | None:
+    """(child name, module) of the norm ``<stem>_output`` is read at on ``host``; None where the host has no such value."""
+    value = next((v for v in type(host).values() if v.name == f"{stem}_output"), None)
+    locator = getattr(value, "locator", None)
+    if locator is None or not locator.module or locator.ops or locator.io != "output":
+        return None
+    envoy = host
+    for part in locator.module.split("."):
+        envoy = getattr(envoy, part, None)  # a block kind declared with a norm its module lacks (a post-norm block)
+    module = getattr(envoy, "_module", None)
+    return (locator.module, module) if isinstance(module, torch.nn.Module) else None
+
+
+def norm_kind(module: torch.nn.Module) -> str:
+    """"layernorm" (centred: nn.LayerNorm, OLMo's, Cohere's) or "rmsnorm", by the module's class."""
+    name = type(module).__name__
+    if isinstance(module, torch.nn.LayerNorm) or "LayerNorm" in name:
+        return "layernorm"
+    if "RMSNorm" in name and "Gated" not in name:
+        return "rmsnorm"
+    raise WeightUnavailable(f"{name} is a norm nncanon does not map to a gain (neither a LayerNorm nor an RMSNorm)")
+
+
+def gain_form(module: torch.nn.Module) -> str:
+    """How the forward makes the gain from the module's parameters: "weight" (the parameter is the gain),
+    "1 + weight" (Gemma's zero-centred gain, read from the module's own forward) or "none" (weightless)."""
+    if getattr(module, "weight", None) is None:
+        return "none"
+    import inspect
+    import re
+
+    source = inspect.getsource(type(module))
+    return "1 + weight" if re.search(r"1(\.0)? \+ self\.weight|self\.weight \+ 1", source) else "weight"
+
+
+def norm_epsilon(module: torch.nn.Module) -> float:
+    """The norm's epsilon: ``eps``, ``variance_epsilon`` or ``epsilon``; OLMo's literal 1e-5 (held by no attribute)."""
+    for name in ("eps", "variance_epsilon", "epsilon"):
+        if isinstance(getattr(module, name, None), float):
+            return getattr(module, name)
+    if type(module).__name__ == "OlmoLayerNorm":
+        return 1e-5  # F.layer_norm(..., eps=1e-5) in its forward
+    raise WeightUnavailable(f"{type(module).__name__} holds its epsilon in no attribute nncanon knows")
+
+
+class ComputedGain(torch.Tensor):
+    """A gain the forward computes (``1 + weight``): served to read; an in-place edit would reach nothing, so it is
+    refused naming the parameter to edit."""
+
+    _nncanon_where: str
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        from .readonly import _edits
+
+        target = args[0] if args else None
+        if isinstance(target, ComputedGain) and (_edits(func, args, kwargs) or func is torch.Tensor.__setitem__):
+            raise WeightUnavailable(target._nncanon_where)
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
+class Gain(Weight):
+    """``<stem>_w`` / ``<stem>_b``: a norm's gain or bias, on any host; a host without the norm value lacks it
+    (an AttributeError, so ``hasattr`` is False)."""
+
+    def __init__(self, stem: str, part: str) -> None:
+        what = "gain: normed = norm(x) · w + b" if part == "w" else "bias (None without one)"
+        super().__init__(f"{stem}_{part}", "hidden_size", f"The {stem.replace('_', ' ')}'s {what}",
+                         lambda host: _gain(host, stem, part))
+        self.stem, self.part = stem, part
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.stem, self.part)
+
+    def __get__(self, host: Any, owner: Any = None) -> Any:
+        if host is None:
+            return self
+        if norm_module(host, self.stem) is None:
+            from .values import NotOnHost
+
+            raise NotOnHost(f"{host._standard_path()}.{self.name}: {host._standard_path()} has no {self.stem}_output, "
+                            f"so no such norm")
+        return super().__get__(host, owner)
+
+    def __set__(self, host: Any, new: Any) -> None:
+        name, module = norm_module(host, self.stem) or (None, None)
+        if self.part == "w" and module is not None and gain_form(module) == "1 + weight":
+            raise WeightUnavailable(_computed(host, self.stem, name))
+        super().__set__(host, new)
+
+
+def _computed(host: Any, stem: str, name: str) -> str:
+    return (f"{host._standard_path()}.{stem}_w is 1 + {name}.weight, computed by the forward: an edit would reach "
+            f"nothing; edit {host._standard_path()}.{name}.weight (the gain minus 1)")
+
+
+def _gain(host: Any, stem: str, part: str) -> torch.Tensor | None:
+    name, module = norm_module(host, stem)
+    norm_kind(module)  # a norm with no gain nncanon knows refuses by name
+    if part == "b":
+        return getattr(module, "bias", None)
+    form = gain_form(module)
+    if form == "none":
+        raise WeightUnavailable(f"{host._standard_path()}.{stem}_w is unavailable on {host._std_model.family}: its "
+                                f"{type(module).__name__} ({name}) has no weight: the gain is 1 (and the bias 0)")
+    if form == "weight":
+        return module.weight
+    computed = (1 + module.weight.detach()).as_subclass(ComputedGain)
+    computed._nncanon_where = _computed(host, stem, name)
+    return computed
+
+
+NORMS = {g.name: g for stem in NORM_STEMS for g in (Gain(stem, "w"), Gain(stem, "b"))}
+_ALL.update(NORMS)
+
+
+def gains(host: Any) -> list[str]:
+    """The norm stems ``host`` has a gain/bias pair for (its norm values), in NORM_STEMS order."""
+    return [stem for stem in NORM_STEMS if norm_module(host, stem) is not None]

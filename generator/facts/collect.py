@@ -185,6 +185,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.facts.edits import prove_edits
     from generator.facts.proof import prove_family
+    from generator.facts.weight_rows import weight_rows
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per load would bury the build's own lines
     family = get_family(name)
@@ -242,6 +243,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             "configs": configs, "vision_configs": vision_configs, "sizes": checkpoint_sizes,
             "identities": identities,
             "traits": family_traits,
+            "weights": weight_rows(tiny),  # every standard weight per host kind, measured (generator/site/weights_section.py)
         }
         check_tags(family, facts)
         progress(f"{family.family}: notes and examples")

@@ -44,6 +44,7 @@ from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
 from generator.site.recurrent import mixers, summary
 from generator.site.releases_page import load_records, releases_page, verified_on
+from generator.site.weights_section import weights_section
 
 __all__ = [  # what tests and callers import from here (some live in generator.site.escaping, .printout)
     "FactsError",
@@ -329,6 +330,7 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "vision_config": config_matrix(facts["vision_configs"]),
         "diagram_json": diagram_data(facts, lookup, drawn),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
+        "weights": weights_section(facts),
     }
 
 

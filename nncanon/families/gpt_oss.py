@@ -23,6 +23,7 @@ gate)``. The mixture returns (output, router scores); ``mlp_output`` is the firs
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from transformers.models.gpt_oss import modeling_gpt_oss as hf
 
@@ -52,6 +53,7 @@ from ..precision import SUBBLOCK
 from ..relations import first, relation, rows
 from ..values import Value
 from ..views import derived
+from ..weights import Weight
 
 FAMILY = "gpt_oss"
 MODEL_TYPES = ("gpt_oss",)
@@ -174,9 +176,57 @@ def _experts(host, r):
     return [(out, read.reshape(-1, *read.shape[-2:]))]
 
 
+def _interleaved(host: Any, part: str, bias: bool) -> Any:
+    """gpt-oss's experts: ``gate_up_proj [experts, hidden, 2·intermediate]`` stored ``[in, out]`` with the gate in
+    the even columns and the up in the odd ones (its ``_apply_gate``: ``gate_up[..., ::2], gate_up[..., 1::2]``),
+    ``down_proj [experts, intermediate, hidden]``, each with a bias: strided views, so an edit lands."""
+    experts = host.experts._module
+    if part == "out":
+        return experts.down_proj_bias if bias else experts.down_proj
+    fused = experts.gate_up_proj_bias if bias else experts.gate_up_proj
+    return fused[..., 0::2] if part == "gate" else fused[..., 1::2]
+
+
+#: the per-expert weights (nncanon.weights' names) over the interleaved fused experts
+EXPERT_WEIGHTS = {w.name: w for w in [
+    Weight("W_in", "num_experts hidden_size intermediate_size",
+       "Each expert's up projection: the odd columns of experts.gate_up_proj", lambda h: _interleaved(h, "in", False)),
+    Weight("W_gate", "num_experts hidden_size intermediate_size",
+       "Each expert's gate projection: the even columns of experts.gate_up_proj",
+       lambda h: _interleaved(h, "gate", False)),
+    Weight("W_out", "num_experts intermediate_size hidden_size", "Each expert's down projection (experts.down_proj)",
+       lambda h: _interleaved(h, "out", False)),
+    Weight("b_in", "num_experts intermediate_size", "Each expert's up bias: the odd entries of gate_up_proj_bias",
+       lambda h: _interleaved(h, "in", True)),
+    Weight("b_gate", "num_experts intermediate_size", "Each expert's gate bias: the even entries of gate_up_proj_bias",
+       lambda h: _interleaved(h, "gate", True)),
+    Weight("b_out", "num_experts hidden_size", "Each expert's down bias (experts.down_proj_bias)",
+       lambda h: _interleaved(h, "out", True)),
+]}
+
+
+@relation("expert_outputs[slot] == expert_weights[slot] · (clamped_swiglu(input · W_gate[e] + b_gate[e], input · "
+          "W_in[e] + b_in[e]) · W_out[e] + b_out[e]), e = expert_indices[slot]: the per-expert weights, strided "
+          "views of the interleaved gate_up_proj", proves="", reads="input expert_indices expert_weights expert_outputs",
+          tolerance=SUBBLOCK)
+def _expert_weights(host, r):
+    import torch
+
+    experts = host._module.experts
+    x = rows(first(r["input"])).double()
+    indices, weights = rows(r["expert_indices"]).long(), rows(r["expert_weights"]).double()
+    gate = torch.einsum("td,tkdi->tki", x, host.W_gate.double()[indices]) + host.b_gate.double()[indices]
+    up = torch.einsum("td,tkdi->tki", x, host.W_in.double()[indices]) + host.b_in.double()[indices]
+    gate, up = gate.clamp(max=experts.limit), up.clamp(-experts.limit, experts.limit)
+    neurons = (up + 1) * gate * torch.sigmoid(gate * experts.alpha)
+    out = torch.einsum("tki,tkid->tkd", neurons, host.W_out.double()[indices]) + host.b_out.double()[indices]
+    read = r["expert_outputs"]
+    return [(out * weights[..., None], read.reshape(-1, *read.shape[-2:]))]
+
+
 Mixture = host("Mixture", MoE, values=[
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output", element=0)),
-], RELATIONS=(_routing, _experts, *MOE_RELATIONS[1:]))
+], RELATIONS=(_routing, _experts, *MOE_RELATIONS[1:], _expert_weights), **EXPERT_WEIGHTS)
 
 ENVOYS = {hf.GptOssDecoderLayer: MoEBlock, hf.GptOssAttention: SinkAttention, hf.GptOssMLP: Mixture}
 ROOT = host("GptOssStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,

@@ -17,9 +17,21 @@ from typing import Any
 
 import torch
 
-from ..precision import STEP, SUBBLOCK
+from ..precision import STEP, STEP_ROUNDINGS, SUBBLOCK
 from ..relations import Relation, first, rows
-from ..weights import ATTENTION, EXPERTS, MLP, ROOT, _layout, projection  # noqa: F401
+from ..weights import (  # noqa: F401
+    ATTENTION,
+    EXPERTS,
+    MLP,
+    ROOT,
+    _layout,
+    gain_form,
+    gains,
+    norm_epsilon,
+    norm_kind,
+    norm_module,
+    projection,
+)
 
 _QK_NORMS = ("q_norm", "q_layernorm", "query_layernorm")
 
@@ -166,6 +178,8 @@ def _mlp(host: Any) -> list[Relation]:
         return _experts(host)
     if _layout(host).unmapped or not isinstance(getattr(type(host), "W_in", None), type(MLP["W_in"])):
         return []
+    if type(host).W_in.dims.startswith("num_experts"):  # a family's own experts state their relation
+        return []
     module = host._module
     down = getattr(module, "down_multiplier", None)
     gate_scale = getattr(module, "gate_multiplier", None)
@@ -236,10 +250,44 @@ def _root(host: Any) -> list[Relation]:
                      ("input_ids", "token_embeddings"), embed, STEP)]
 
 
+def _norm(host: Any, stem: str) -> Relation:
+    """``<stem>_output`` recomputed in float64 from the norm's input, the served gain and bias and the module's eps:
+    the formula of its kind, independent of the module's forward."""
+    name, module = norm_module(host, stem)
+    kind, form, eps = norm_kind(module), gain_form(module), norm_epsilon(module)
+    centred = kind == "layernorm"
+
+    def compute(h, r):
+        x = first(r[f"{name}.input"]).double()
+        if centred:
+            x = x - x.mean(-1, keepdim=True)
+        out = x * (x.pow(2).mean(-1, keepdim=True) + eps).rsqrt()
+        if form != "none":
+            out = out * getattr(h, f"{stem}_w").double()
+        bias = getattr(h, f"{stem}_b")
+        out = out if bias is None else out + bias.double()
+        return [(rows(out), rows(first(r[f"{stem}_output"])))]  # OPT serves its MLP norm token-flattened
+
+    shape = "(x - mean(x)) / sqrt(var(x) + eps)" if centred else "x / sqrt(mean(x²) + eps)"
+    gain = {"none": " (no weight: gain 1)", "weight": f" · {stem}_w",
+            "1 + weight": f" · {stem}_w, {stem}_w = 1 + {name}.weight"}[form]
+    bias = f" + {stem}_b" if getattr(module, "bias", None) is not None else ""
+    # the forward's float32 norm: a sum of squares over the width (width roundings) and a few elementwise steps,
+    # recomputed in float64: STEP while the width stays within its roundings, else SUBBLOCK
+    width = module.weight.numel() if getattr(module, "weight", None) is not None else STEP_ROUNDINGS
+    tolerance = STEP if width + 8 <= STEP_ROUNDINGS else SUBBLOCK
+    return Relation(f"{stem}_output == {kind}({name}.input): {shape}{gain}{bias}, eps = {eps:g}", (),
+                    (f"{name}.input", f"{stem}_output"), compute, tolerance)
+
+
+def _norms(host: Any) -> list[Relation]:
+    return [_norm(host, stem) for stem in gains(host)]
+
+
 def relations(host: Any) -> list[Relation]:
     """The relations proving ``host``'s weights (none for a host without weights)."""
     try:
-        return _attention(host) + _mlp(host) + _root(host)
+        return _attention(host) + _mlp(host) + _root(host) + _norms(host)
     except Exception as error:  # noqa: BLE001 -- a weight that cannot be resolved is a failed claim, named
         raise RuntimeError(f"{host._standard_path()}: the weights' relations cannot be built: "
                            f"{type(error).__name__}: {error}") from error

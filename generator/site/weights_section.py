@@ -1,0 +1,82 @@
+"""The family page's Weights section, from the facts alone (no torch): every standard weight each host kind carries
+(``facts["weights"]``, measured by generator/facts/weight_rows.py), its layout, its shape at the full-size printout
+checkpoint, what a read gives (a view of the parameter, a gain the forward computes, no such bias, or a refusal and
+its reason) and the relations the build checked that state it (the relations on the same host that name it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from markupsafe import Markup, escape
+
+#: what each measured status says in the table
+STATUS = {"view": "view", "computed": "computed, read-only", "none": "none", "refused": "refused"}
+
+
+def full_shape(dims: str, sizes: dict[str, int]) -> str:
+    """``"num_heads hidden_size head_dim"`` at the printout checkpoint's sizes: ``"[32, 4096, 128]"``; a dimension
+    the printout does not size stays by name."""
+    if not dims:
+        return ""
+    return "[" + ", ".join(str(sizes.get(d, d)) for d in dims.split()) + "]"
+
+
+def proving(name: str, host: str, relations: list[dict]) -> list[str]:
+    """The texts of the checked relations on ``host`` that name the weight ``name`` as a word."""
+    word = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
+    return [r["text"] for r in relations if r.get("host") == host and word.search(r["text"])]
+
+
+def rows(facts: dict) -> list[dict]:
+    """One row per weight per host kind, with its full-size shape and the relations that prove it."""
+    sizes = (facts.get("printout") or {}).get("dims") or {}
+    relations = facts.get("relations") or []
+    out = []
+    for kind in facts.get("weights") or []:
+        for w in kind["weights"]:
+            out.append({"host": kind["host"], "class": kind["class"], "blocks": kind.get("blocks") or [],
+                        "name": w["name"], "dims": w["dims"], "shape": "" if w["status"] in ("none", "refused") else full_shape(w["dims"], sizes),
+                        "status": w["status"], "why": w["why"],
+                        "relations": proving(w["name"], kind["host"], relations)})
+    return out
+
+
+def _blocks(blocks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``blocks 0–2, 5``, as the relations table writes them (render.ranges)."""
+    runs: list[list[int]] = []
+    for block in sorted(blocks):
+        if runs and block == runs[-1][-1] + 1:
+            runs[-1].append(block)
+        else:
+            runs.append([block])
+    text = ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+    return f"<br><span class=\"nc-also\">blocks {escape(text)}</span>" if blocks else ""
+
+
+def weights_section(facts: dict) -> Markup:
+    """The section's HTML table (empty for facts with no weights)."""
+    table = rows(facts)
+    if not table:
+        return Markup("")
+    checkpoint = escape((facts.get("printout") or {}).get("checkpoint", ""))
+    lines = ['<div class="nc-section nc-weights">',
+             f'<p class="nc-intro">Each standard weight is a plain attribute of its host, read outside any trace. '
+             f'A view is the parameter itself or a view of it (an edit under <code>torch.no_grad()</code> lands in '
+             f'the model); a computed gain is served to read and refuses edits; a refusal is the one-line error the '
+             f'read raises. The shape is the layout at <code>{checkpoint}</code>; the relations are the ones the '
+             f'build checked on the tiny checkpoint that state the weight.</p>',
+             '<div class="nc-table">', '<table data-search-exclude>',
+             '<thead><tr><th>host</th><th>weight</th><th>layout</th><th>full-size shape</th><th>read</th>'
+             '<th>proven by</th></tr></thead>', '<tbody>']
+    for r in table:
+        proof = "<br>".join(f"<code>{escape(t)}</code>" for t in r["relations"]) or (
+            "" if r["status"] in ("refused", "none") else '<span class="nc-no">no relation names it</span>')
+        lines.append(
+            f'<tr><td><code>{escape(r["host"])}</code>{_blocks(r["blocks"])}</td><td><code>{escape(r["name"])}</code></td>'
+            f'<td><code>{escape(r["dims"])}</code></td><td><code>{escape(r["shape"])}</code></td>'
+            f'<td><span title="{escape(r["why"])}">{escape(STATUS.get(r["status"], r["status"]))}</span>'
+            + (f'<br><span class="nc-also">{escape(r["why"])}</span>' if r["status"] == "refused" else "")
+            + f'</td><td>{proof}</td></tr>')
+    lines += ['</tbody>', '</table>', '</div>', '</div>']
+    return Markup("\n".join(lines))
