@@ -208,6 +208,9 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         progress(f"{family.family}: edits")
         edits = prove_edits(family, models, family_module, prompts)
         identities = check_identities(family, models, family_module, prompts)
+        from generator.facts.variants import collect_variants
+
+        layouts = collect_variants(family, family_module, prompts, progress)  # each variant, proven the same way
         progress(f"{family.family}: full-size printout and configs")
         task = "image-text-to-text" if (family.get("page") or {}).get("vision") else "text-generation"
         tiny = models.get(models.default)
@@ -241,6 +244,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             "configs": configs, "vision_configs": vision_configs, "sizes": checkpoint_sizes,
             "identities": identities,
             "traits": family_traits,
+            "variants": layouts,
         }
         check_tags(family, facts)
         progress(f"{family.family}: notes and examples")

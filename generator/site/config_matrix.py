@@ -42,3 +42,29 @@ def config_matrix(tables: list[dict]) -> dict | None:
     notes = [{"checkpoint": cp, "field": key, "why": why}
              for t in tables for cp, key, why in t.get("inferred", [])]
     return {"columns": columns, "sections": sections, "inferred": notes}
+
+
+def _layout_text(layout: dict) -> list[str]:
+    """A layout's measured facts as short phrases (generator/facts/variants.py's LAYOUT_TRAITS)."""
+    return [*([layout["norm"]] if layout.get("norm") else []), *layout.get("block", []), *layout.get("attention", []),
+            *(f"fused {name}" for name in layout.get("fused", [])),
+            *(["attention biases"] if layout.get("attention_bias") else [])]
+
+
+def layouts(facts: dict) -> list[dict] | None:
+    """The Layouts table, from the facts alone: the ``tiny:`` recipe's row and one per variant (its overrides,
+    the layout measured on its tiny checkpoint, the relations proven on its blocks, the checkpoints it stands
+    for); a checkpoint no variant lists is the ``tiny:`` recipe's. None when the family has no variants."""
+    variants = facts.get("variants") or []
+    if not variants:
+        return None
+    owned = {cid for v in variants for cid in v["checkpoints"]}
+    every = [cid for t in facts["configs"] for cid in (t["checkpoint"], *t["also"])]
+    traits = facts.get("traits") or {}
+    rows = [{"name": "tiny", "config": {}, "layout": _layout_text(traits),
+             "relations": len(facts.get("relations") or []), "edits": len(facts.get("edits") or []),
+             "checkpoints": [cid for cid in every if cid not in owned]}]
+    rows += [{"name": v["name"], "config": v["config"], "layout": _layout_text(v["layout"]),
+              "relations": len(v["relations"]), "edits": v["edits"], "checkpoints": v["checkpoints"]}
+             for v in variants]
+    return rows

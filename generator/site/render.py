@@ -28,7 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from generator.site.block_diagram import block_diagram
-from generator.site.config_matrix import config_matrix
+from generator.site.config_matrix import config_matrix, layouts
 from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data
 from generator.site.escaping import (
     UnsafeLinkError,
@@ -324,6 +324,7 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "printout": printout,
         "config": config_matrix(facts["configs"]),
         "vision_config": config_matrix(facts["vision_configs"]),
+        "layouts": layouts(facts),
         "diagram_json": diagram_data(facts, lookup, drawn),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
     }
