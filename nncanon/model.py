@@ -432,7 +432,8 @@ def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors
     envoys = {torch.nn.ModuleList: Stack, **family.ENVOYS}
     if hasattr(family, "layout_envoys"):  # one model type, several block layouts: the config picks their hosts
         envoys.update(family.layout_envoys(module.config.get_text_config()))
-    model = family.ROOT(module.eval(), task=task, rename=family.RENAME, envoys=envoys, **preprocessors)
+    root = family.layout_root(module.config.get_text_config()) if hasattr(family, "layout_root") else family.ROOT
+    model = root(module.eval(), task=task, rename=family.RENAME, envoys=envoys, **preprocessors)
     model._standardize()
     return model
 

@@ -163,15 +163,38 @@ def test_the_12b_variant_loads_with_its_layouts_hosts():
     assert type(main.layers[0]).__name__ != "ParallelBlock"
 
 
-def test_the_verified_facts_prove_every_relation_on_every_block_of_the_variant():
-    """The facts `generator verify stablelm` wrote (collected here when the cache is cold)."""
+def test_opt_350m_loads_post_norm_with_its_projections_and_its_lens_reaches_the_logits():
+    import nncanon
+    import torch
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    family = load_family(FAMILIES / "opt.yaml")
+    model = nncanon.load(checkpoint_dir(family.variant("350m")))
+    assert type(model.layers[0]).__name__ == "OPTPostNormBlock" and type(model).__name__ == "OPT350mStandardModel"
+    assert "final_norm_output" not in {row.name for row in model.support() if row.available}
+    with model.trace("The cat sat on the mat"):
+        embedded = model.token_embeddings.save()
+        lens = model.unembed(model.layers[-1].layer_output).save()
+        logits = model.logits.save()
+    assert embedded.shape[-1] == 24 and lens.shape == logits.shape
+    torch.testing.assert_close(lens, logits)  # project_out, no final norm, the tied head: the same computation
+    main = nncanon.load(checkpoint_dir(family))
+    assert type(main).__name__ != "OPT350mStandardModel"
+
+
+@pytest.mark.parametrize(("family", "texts"), [
+    ("stablelm", ("one sum, both sublayers", "q_layernorm(q_proj(input) in heads)")),
+    ("opt", ("post-norm, each norm after its add", "project_in(token_embeddings)", "project_out(layers[-1]")),
+])
+def test_the_verified_facts_prove_every_relation_on_every_block_of_each_variant(family, texts):
+    """The facts `generator verify <family>` wrote (collected here when the cache is cold)."""
     from generator.facts.collect import cached_facts
 
-    facts, _ = cached_facts("stablelm", progress=lambda line: None)
+    facts, _ = cached_facts(family, progress=lambda line: None)
     (variant,) = facts["variants"]
     blocks = set(range(variant["num_layers"]))
     block_relations = [r for r in variant["relations"] if r["host"].startswith("model.layers[")]
     assert block_relations and all(set(r["blocks"]) == blocks for r in block_relations)
-    texts = json.dumps([r["text"] for r in variant["relations"]])
-    assert "one sum, both sublayers" in texts and "q_layernorm(q_proj(input) in heads)" in texts
+    written = json.dumps([r["text"] for r in variant["relations"]])
+    assert all(text in written for text in texts), written
     assert variant["edits"] > 0 and set(variant["loads"]) == {"sdpa", "eager"}
