@@ -198,3 +198,25 @@ def test_the_verified_facts_prove_every_relation_on_every_block_of_each_variant(
     written = json.dumps([r["text"] for r in variant["relations"]])
     assert all(text in written for text in texts), written
     assert variant["edits"] > 0 and set(variant["loads"]) == {"sdpa", "eager"}
+
+
+def test_the_layouts_tables_transformer_lens_cell_says_agree_differ_or_not_checked_and_why():
+    from generator.site.config_matrix import tl_summary
+
+    assert tl_summary({"m::a": {"agreed": True}, "m::b": {"agreed": True}}) == "agree (2 values)"
+    assert tl_summary({"m::a": {"agreed": True}, "m::b": {"agreed": False}}) == "differ on b"
+    assert tl_summary({"m::a": {"agreed": None, "why": "TransformerLens does not bridge x"}}) == \
+        "not checked: TransformerLens does not bridge x"
+    assert tl_summary(None).startswith("not checked")
+
+
+@pytest.mark.skipif(not __import__("generator.facts.tl_names", fromlist=["installed"]).installed(),
+                    reason="needs the transformer-lens extra")
+def test_transformer_bridge_agrees_on_stablelm_12b_and_cannot_run_opt_350m():
+    """Measured: TransformerBridge 4.3 runs Stable LM 2 12B's layout and every mapped value agrees; its OPT adapter
+    boots on OPT-350m's but its forward fails (the post-norm block), which the page's cell says."""
+    from generator.facts.tl_names import check
+
+    found = check(["stablelm.12b", "opt.350m"])
+    assert found["stablelm.12b"] and all(entry["agreed"] for entry in found["stablelm.12b"].values())
+    assert all(entry["agreed"] is None and "its forward fails" in entry["why"] for entry in found["opt.350m"].values())

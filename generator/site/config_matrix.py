@@ -44,6 +44,17 @@ def config_matrix(tables: list[dict]) -> dict | None:
     return {"columns": columns, "sections": sections, "inferred": notes}
 
 
+def tl_summary(found: dict[str, dict] | None) -> str:
+    """One layout's TransformerLens agreement in a cell: agree, differ (naming the values), or not checked and why."""
+    if not found:
+        return "not checked: the build ran without the TransformerLens check"
+    entries = list(found.values())
+    if any(e["agreed"] is None for e in entries):
+        return "not checked: " + next(e["why"] for e in entries if e["agreed"] is None)
+    wrong = sorted(key.split("::")[1] for key, e in found.items() if not e["agreed"])
+    return f"differ on {', '.join(wrong)}" if wrong else f"agree ({len(entries)} values)"
+
+
 def _layout_text(layout: dict) -> list[str]:
     """A layout's measured facts as short phrases (generator/facts/variants.py's LAYOUT_TRAITS)."""
     return [*([layout["norm"]] if layout.get("norm") else []), *layout.get("block", []), *layout.get("attention", []),
@@ -61,10 +72,13 @@ def layouts(facts: dict) -> list[dict] | None:
     owned = {cid for v in variants for cid in v["checkpoints"]}
     every = [cid for t in facts["configs"] for cid in (t["checkpoint"], *t["also"])]
     traits = facts.get("traits") or {}
+    own = {f"{h['path']}::{v['name']}": v["transformer_lens"] for h in facts.get("hosts") or [] for v in h["values"]
+           if v.get("transformer_lens")}
     rows = [{"name": "tiny", "config": {}, "layout": _layout_text(traits),
              "relations": len(facts.get("relations") or []), "edits": len(facts.get("edits") or []),
-             "checkpoints": [cid for cid in every if cid not in owned]}]
+             "checkpoints": [cid for cid in every if cid not in owned], "transformer_lens": tl_summary(own)}]
     rows += [{"name": v["name"], "config": v["config"], "layout": _layout_text(v["layout"]),
-              "relations": len(v["relations"]), "edits": v["edits"], "checkpoints": v["checkpoints"]}
+              "relations": len(v["relations"]), "edits": v["edits"], "checkpoints": v["checkpoints"],
+              "transformer_lens": tl_summary(v.get("transformer_lens"))}
              for v in variants]
     return rows

@@ -428,6 +428,8 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     for facts in loaded:  # each value's TransformerLens hook and whether it agreed, where the build checked it
         if transformer_lens and facts["family"] in transformer_lens:
             annotate(facts["hosts"], transformer_lens[facts["family"]])
+        for variant in facts.get("variants") or []:  # the Layouts table's column: the check on each variant's own
+            variant["transformer_lens"] = (transformer_lens or {}).get(f"{facts['family']}.{variant['name']}")
     records = load_records(RELEASES if releases_dir is None else releases_dir)
     on = verified_on(records)
     for facts in loaded:  # the releases the family was verified on (the kept records; CI checks them)
