@@ -80,6 +80,10 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
     decoder = tiny._module.get_decoder()
     if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")):
         found.append("learned positions")
+    if getattr(config, "do_layer_norm_before", None) is False:  # OPT-350m: the stream itself normed after each add
+        found.append("norm after each add")
+    if getattr(decoder, "project_in", None) is not None:  # OPT-350m: an embedding narrower than the stream
+        found.append("projected embeddings")
     return found
 
 

@@ -21,6 +21,7 @@ attention (``attention_norm_output`` does not exist). The embedding is narrower 
 (``word_embed_proj_dim``): ``project_in`` widens ``token_embeddings`` into ``projected_embeddings`` before the
 positions are added, there is no final norm, and ``project_out`` narrows the last block's output into
 ``head_input``, what the tied head reads (the lens applies it: ``before_the_head``).
+
 The attention is multi-head with separate ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj`` (mounted as
 ``o_proj``), all with biases (``enable_bias``). OPT scales the queries, not the scores: ``attention_queries`` is
 ``q_proj(x) · head_dim^-0.5``, and the attention function is called with scaling 1. The head is tied to the
