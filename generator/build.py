@@ -148,7 +148,9 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         docs, staged = build_dir() / "docs", _beside(site, "new")
         from generator.facts.tl_names import annotations
 
-        transformer_lens = annotations(names, build_dir() / "transformer_lens", progress)
+        # each family's and each variant's ("opt.350m": the Layouts table's TransformerLens column)
+        variants = [f"{name}.{v['name']}" for name in names for v in get_family(name).variants]
+        transformer_lens = annotations(names + variants, build_dir() / "transformer_lens", progress)
         progress("render: pages from facts")
         render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens, survey=survey_dir())
         progress("mkdocs: build --strict")

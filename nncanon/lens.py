@@ -24,6 +24,6 @@ def unembed(model: Any, x: Any) -> Any:
     """Logits from a residual stream ``x`` (``[..., hidden_size]``): final norm, head, the family's step past it."""
     past = getattr(model.family_module, "past_the_head", None)
     before = getattr(model.family_module, "before_the_head", None)
-    normed = model.norm(x)
+    normed = model.norm(x) if getattr(model, "FINAL_NORM", True) else x  # OPT-350m has none (post-norm blocks)
     logits = model.lm_head(before(model, normed) if before is not None else normed)
     return past(model, logits) if past is not None else logits

@@ -436,7 +436,10 @@ class StandardModel(Host, TransformersModel):
 def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors: Any) -> StandardModel:
     """Wrap an already built Hugging Face ``module`` (also a meta-device one) as ``family``."""
     envoys = {torch.nn.ModuleList: Stack, **family.ENVOYS}
-    model = family.ROOT(module.eval(), task=task, rename=family.RENAME, envoys=envoys, **preprocessors)
+    if hasattr(family, "layout_envoys"):  # one model type, several block layouts: the config picks their hosts
+        envoys.update(family.layout_envoys(module.config.get_text_config()))
+    root = family.layout_root(module.config.get_text_config()) if hasattr(family, "layout_root") else family.ROOT
+    model = root(module.eval(), task=task, rename=family.RENAME, envoys=envoys, **preprocessors)
     model._standardize()
     return model
 

@@ -346,7 +346,7 @@ def checkpoint_dir(family: str | Path | Family, rebuild: bool = False) -> Path:
     tmp, actual, files = _temp_build(fam)
     if actual != expected:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise PinMismatch(fam.family, fam.path, expected, actual, files, cpu_capability())
+        raise PinMismatch(fam.base or fam.family, fam.path, expected, actual, files, cpu_capability())
     if not rebuild and _cached_matches(final, expected):
         # another process (a parallel test worker, a second build) installed the pin meanwhile and may be
         # reading it: keep it rather than swap it away under the reader
@@ -420,6 +420,18 @@ def pin(family: str | Path | Family) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _install(tmp, cached_dir(fam))
+    for index, spec in enumerate(fam.variants):  # each variant's recipe, pinned in its own entry
+        variant = fam.variant(spec["name"])
+        tmp, variant_sha, _ = _temp_build(variant)
+        try:
+            if spec["sha256"] != variant_sha:
+                from generator.recipe.variants import rewrite_variant_pin
+
+                rewrite_variant_pin(fam.path, index, variant_sha)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _install(tmp, cached_dir(variant))
     return sha
 
 

@@ -209,6 +209,9 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         progress(f"{family.family}: edits")
         edits = prove_edits(family, models, family_module, prompts)
         identities = check_identities(family, models, family_module, prompts)
+        from generator.facts.variants import collect_variants
+
+        layouts = collect_variants(family, family_module, prompts, progress)  # each variant, proven the same way
         progress(f"{family.family}: full-size printout and configs")
         task = "image-text-to-text" if (family.get("page") or {}).get("vision") else "text-generation"
         tiny = models.get(models.default)
@@ -244,6 +247,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             "identities": identities,
             "traits": family_traits,
             "weights": weight_rows(tiny),  # every standard weight per host kind, measured (generator/site/weights_section.py)
+            "variants": layouts,
         }
         check_tags(family, facts)
         progress(f"{family.family}: notes and examples")

@@ -263,6 +263,7 @@ def check_tags(family: Family, facts: dict) -> None:
     """Every tag is in the vocabulary and holds on the facts; every checkable tagline phrase holds; the
     notes' routing words agree with the routing relation."""
     evidence = Evidence(facts)
+    layouts = [evidence, *variant_evidence(facts)]
     for index, tag in enumerate(family.tags):
         entry = _entry(tag)
         if entry is None:
@@ -270,12 +271,20 @@ def check_tags(family: Family, facts: dict) -> None:
                                                             f"of: {vocabulary()} (a '(qualifier)' may follow one)")
         pattern, found, qualified = entry
         needs, holds = TAGS[pattern]
-        if not holds(evidence, qualified, found):
+        # a tag holds on every layout the page covers (the tiny: recipe's and each variant's), a qualified one on some
+        if not (any if qualified else all)(holds(layout, qualified, found) for layout in layouts):
             raise ClaimError(family.family, f"tag {tag!r}", f"needs {needs}, which the measured traits "
                                                             f"{_shown(facts['traits'])} do not show")
     check_phrases(family.family, "tagline", " ".join(family.tagline.split()), evidence, PHRASES + ROUTING_PHRASES)
     for field, text in notes_prose(family):
         check_phrases(family.family, field, text, evidence, ROUTING_PHRASES)
+
+
+def variant_evidence(facts: dict) -> list[Evidence]:
+    """Each variant's facts as evidence (generator/facts/variants.py): its measured layout over the family's traits,
+    its own proven relations; the full-size checkpoints' settings are the family's."""
+    return [Evidence({**facts, "traits": {**facts["traits"], **v["layout"]}, "relations": v["relations"]})
+            for v in facts.get("variants") or []]
 
 
 def _shown(traits: dict) -> dict:

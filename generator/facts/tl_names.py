@@ -47,9 +47,11 @@ def _ours(family: str) -> dict:
     """nncanon's reads of the mapped values on the tiny checkpoint, and what the bridge needs to read its own."""
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
     from nncanon.other_names import TRANSFORMER_LENS as NAMES
 
-    directory = checkpoint_dir(family)
+    base, _, variant = family.partition(".")  # "opt.350m": a family's variant (its YAML's variants:)
+    directory = checkpoint_dir(get_family(base).variant(variant) if variant else family)
     model = nncanon.load(directory, attn_implementation="eager")
     served = {(row.host, row.name) for row in model.support() if row.available}
     mapped = {key: hook for key, hook in NAMES.items() if key in served}
@@ -87,8 +89,14 @@ def _theirs(family: str, read: dict) -> dict[str, dict]:
         why = f"TransformerLens does not bridge {family}: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
         return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": why}
                 for key, (hook, _) in mapped.items()}
-    with torch.no_grad():
-        logits, theirs = bridge.run_with_cache(ids)
+    try:
+        with torch.no_grad():
+            logits, theirs = bridge.run_with_cache(ids)
+    except Exception as error:  # noqa: BLE001 - booted but cannot run it (OPT-350m's post-norm block): not bridged
+        why = (f"TransformerLens does not bridge {family}: its forward fails: {type(error).__name__}: "
+               f"{str(error).splitlines()[0][:200]}")
+        return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": why}
+                for key, (hook, _) in mapped.items()}
     found = {}
     for (host, name), (hook, layout) in mapped.items():
         candidates = [h.format(i=block[(host, name)]) for h in hook.split("|")]
@@ -174,7 +182,9 @@ def _key_of(family: str) -> str:
     from generator.facts.collect import cache_key
 
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
-    return f"{cache_key(family)}-{version('transformer-lens')}-{code}-{os.environ.get('ATEN_CPU_CAPABILITY', '')}"
+    base, _, variant = family.partition(".")  # a variant's ("opt.350m") is its family's, which holds its recipe
+    return (f"{cache_key(base)}{'.' + variant if variant else ''}-{version('transformer-lens')}-{code}-"
+            f"{os.environ.get('ATEN_CPU_CAPABILITY', '')}")
 
 
 def _saved(path: Path) -> dict:

@@ -80,6 +80,10 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
     decoder = tiny._module.get_decoder()
     if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")):
         found.append("learned positions")
+    if getattr(config, "do_layer_norm_before", None) is False:  # OPT-350m: the stream itself normed after each add
+        found.append("norm after each add")
+    if getattr(decoder, "project_in", None) is not None:  # OPT-350m: an embedding narrower than the stream
+        found.append("projected embeddings")
     return found
 
 
@@ -112,7 +116,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
-    if any(hasattr(attn, "q_norm") for attn in attentions):
+    if any(hasattr(attn, "q_norm") or hasattr(attn, "q_layernorm") for attn in attentions):  # StableLM's per head
         quirks.append("q/k norms")
     # a latent attention (DeepSeek's) may have no q_proj at all: q_a_proj/q_b_proj in its place
     if any(getattr(attn, "q_proj", None) is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim

@@ -37,7 +37,8 @@ from generator.recipe.fields import (
 )
 
 REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "checkpoints")
-OPTIONAL_FIELDS = ("group", "notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims", "releases")
+OPTIONAL_FIELDS = ("group", "notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims", "releases",
+                   "variants")
 TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256")
 TINY_REQUIRED = ("class", "seed", "config", "tokenizer", "sha256")  # processor: vision-language families only
 TOKENIZER_FIELDS = ("kind", "pipeline", "bpe_vocab_size", "special_tokens")
@@ -67,6 +68,8 @@ class Family:
     shared_vision_notes: Any = None
     saes: Any = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: the family this is a variant of (``variants:``), None for a family's own recipe
+    base: str | None = None
 
     @property
     def name(self) -> str:
@@ -92,6 +95,18 @@ class Family:
 
         spec = self.raw.get("releases")
         return spec is None or Version(release) in SpecifierSet(spec)
+
+    @property
+    def variants(self) -> tuple[dict[str, Any], ...]:
+        """The extra tiny recipes (``variants:``), each a layout some released checkpoints use."""
+        return tuple(self.raw.get("variants") or ())
+
+    def variant(self, name: str) -> Family:
+        """The family as variant ``name`` builds it: ``tiny.config`` with the variant's overrides merged in (a
+        nested mapping key by key), the variant's pin, and ``name`` as ``family.name`` in every message."""
+        from generator.recipe.variants import variant_family
+
+        return variant_family(self, name)
 
     @property
     def group(self) -> str:
@@ -346,6 +361,10 @@ def load_family(path: str | Path) -> Family:
     checkpoints = _validate_checkpoints(path, data["checkpoints"])
     sections.check_full_configs(path, checkpoints)
     sections.check_model_types(path, module, checkpoints)
+    if "variants" in data:
+        from generator.recipe.variants import check_variants
+
+        check_variants(path, data["variants"], tiny, checkpoints)
     sections.check_page(path, data.get("page"))
     sections.check_claims(path, data.get("claims"))
     for key in sections.NOTES_DIRECTORIES:

@@ -42,3 +42,43 @@ def config_matrix(tables: list[dict]) -> dict | None:
     notes = [{"checkpoint": cp, "field": key, "why": why}
              for t in tables for cp, key, why in t.get("inferred", [])]
     return {"columns": columns, "sections": sections, "inferred": notes}
+
+
+def tl_summary(found: dict[str, dict] | None) -> str:
+    """One layout's TransformerLens agreement in a cell: agree, differ (naming the values), or not checked and why."""
+    if not found:
+        return "not checked: the build ran without the TransformerLens check"
+    entries = list(found.values())
+    if any(e["agreed"] is None for e in entries):
+        return "not checked: " + next(e["why"] for e in entries if e["agreed"] is None)
+    wrong = sorted(key.split("::")[1] for key, e in found.items() if not e["agreed"])
+    return f"differ on {', '.join(wrong)}" if wrong else f"agree ({len(entries)} values)"
+
+
+def _layout_text(layout: dict) -> list[str]:
+    """A layout's measured facts as short phrases (generator/facts/variants.py's LAYOUT_TRAITS)."""
+    return [*([layout["norm"]] if layout.get("norm") else []), *layout.get("block", []), *layout.get("attention", []),
+            *(f"fused {name}" for name in layout.get("fused", [])),
+            *(["attention biases"] if layout.get("attention_bias") else [])]
+
+
+def layouts(facts: dict) -> list[dict] | None:
+    """The Layouts table, from the facts alone: the ``tiny:`` recipe's row and one per variant (its overrides,
+    the layout measured on its tiny checkpoint, the relations proven on its blocks, the checkpoints it stands
+    for); a checkpoint no variant lists is the ``tiny:`` recipe's. None when the family has no variants."""
+    variants = facts.get("variants") or []
+    if not variants:
+        return None
+    owned = {cid for v in variants for cid in v["checkpoints"]}
+    every = [cid for t in facts["configs"] for cid in (t["checkpoint"], *t["also"])]
+    traits = facts.get("traits") or {}
+    own = {f"{h['path']}::{v['name']}": v["transformer_lens"] for h in facts.get("hosts") or [] for v in h["values"]
+           if v.get("transformer_lens")}
+    rows = [{"name": "tiny", "config": {}, "layout": _layout_text(traits),
+             "relations": len(facts.get("relations") or []), "edits": len(facts.get("edits") or []),
+             "checkpoints": [cid for cid in every if cid not in owned], "transformer_lens": tl_summary(own)}]
+    rows += [{"name": v["name"], "config": v["config"], "layout": _layout_text(v["layout"]),
+              "relations": len(v["relations"]), "edits": v["edits"], "checkpoints": v["checkpoints"],
+              "transformer_lens": tl_summary(v.get("transformer_lens"))}
+             for v in variants]
+    return rows

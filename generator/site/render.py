@@ -28,7 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from generator.site.block_diagram import block_diagram
-from generator.site.config_matrix import config_matrix
+from generator.site.config_matrix import config_matrix, layouts
 from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data
 from generator.site.escaping import (
     UnsafeLinkError,
@@ -328,6 +328,7 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "printout": printout,
         "config": config_matrix(facts["configs"]),
         "vision_config": config_matrix(facts["vision_configs"]),
+        "layouts": layouts(facts),
         "diagram_json": diagram_data(facts, lookup, drawn),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
         "weights": weights_section(facts),
@@ -440,6 +441,8 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     for facts in loaded:  # each value's TransformerLens hook and whether it agreed, where the build checked it
         if transformer_lens and facts["family"] in transformer_lens:
             annotate(facts["hosts"], transformer_lens[facts["family"]])
+        for variant in facts.get("variants") or []:  # the Layouts table's column: the check on each variant's own
+            variant["transformer_lens"] = (transformer_lens or {}).get(f"{facts['family']}.{variant['name']}")
     records = load_records(RELEASES if releases_dir is None else releases_dir)
     on = verified_on(records)
     for facts in loaded:  # the releases the family was verified on (the kept records; CI checks them)

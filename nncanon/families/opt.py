@@ -11,9 +11,16 @@ The block is pre-norm on every released size but 350m (``do_layer_norm_before``)
 fc1 -> ReLU -> fc2 -> add. There is no MLP module: ``fc1``, ``activation_fn`` and ``fc2`` are the block's own
 children, so the MLP's values are the block's (``layers[i].mlp_output``, not ``layers[i].mlp.mlp_output``).
 The block runs its MLP half on token-flattened rows (``[batch · seq, hidden]``); the values show them as
-``[batch, seq, ...]``, views, so edits land. The family refuses the post-norm block (350m) and the projected
-embedding (``word_embed_proj_dim`` != ``hidden_size``, 350m's ``project_in`` / ``project_out``): the values and
-relations here are the pre-norm block's.
+``[batch, seq, ...]``, views, so edits land.
+
+OPT-350m alone has another layout, which the config picks (``layout_envoys``, ``layout_root``): the block is
+post-norm (``do_layer_norm_before`` false): ``layer_mid = layer_input + attention(layer_input)`` is normed by
+``self_attn_layer_norm`` (``input_layernorm``) into what fc1 reads and what the MLP's output is added to, and that
+sum is normed by ``final_layer_norm`` (``post_attention_layernorm``) into ``layer_output``; no norm precedes the
+attention (``attention_norm_output`` does not exist). The embedding is narrower than the stream
+(``word_embed_proj_dim``): ``project_in`` widens ``token_embeddings`` into ``projected_embeddings`` before the
+positions are added, there is no final norm, and ``project_out`` narrows the last block's output into
+``head_input``, what the tied head reads (the lens applies it: ``before_the_head``).
 
 The attention is multi-head with separate ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj`` (mounted as
 ``o_proj``), all with biases (``enable_bias``). OPT scales the queries, not the scores: ``attention_queries`` is
@@ -28,14 +35,14 @@ import sys
 from transformers.models.opt import modeling_opt as hf
 
 from ..hosts import host
-from ..layouts import Neurons, Residual
+from ..layouts import Neurons, Residual, layout
 from ..locators import child
-from ..model import FamilyMismatch, StandardModel
+from ..model import StandardModel
 from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import BLOCK_RELATIONS, Block, attention_layer_types, text_only
-from ..parts.positions import root_relations, root_values
+from ..parts.decoder import BLOCK_RELATIONS, ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
+from ..parts.positions import learned_positions, root_relations, root_values
 from ..relations import first, pick, relation
-from ..values import Value
+from ..values import Value, never
 from ..views import TOKENS
 from ..weights import Layout
 
@@ -46,6 +53,8 @@ RENAME = {
     "model.decoder.embed_positions": "embed_positions",
     "model.decoder.layers": "layers",
     "model.decoder.final_layer_norm": "norm",
+    "model.decoder.project_in": "project_in",
+    "model.decoder.project_out": "project_out",
     "self_attn_layer_norm": "input_layernorm",
     "final_layer_norm": "post_attention_layernorm",  # in a block (the decoder's own is mounted as norm)
     "out_proj": "o_proj",
@@ -126,23 +135,122 @@ build = text_only(hf.OPTForCausalLM)
 layer_types = attention_layer_types  # OPTConfig has no layer_types: full attention on every block
 
 
+# -- OPT-350m: the post-norm block, project_in / project_out, no final norm ----------------------------------
+
+
+@relation("mlp_input == mlp_norm_output == input_layernorm(layer_mid); layer_output == "
+          "post_attention_layernorm(mlp_input + mlp_output): post-norm, each norm after its add",
+          proves="mlp_norm_output mlp_input layer_output mlp_output",
+          reads="layer_mid mlp_norm_output mlp_input mlp_output layer_output")
+def _post_norms(host, r):
+    module = host._module
+    return [(module.self_attn_layer_norm(r["layer_mid"]), r["mlp_norm_output"]), (r["mlp_norm_output"], r["mlp_input"]),
+            (module.final_layer_norm(r["mlp_input"] + r["mlp_output"]), r["layer_output"])]
+
+
+@relation("what self_attn is called with == layer_input: no norm before the attention (post-norm)",
+          proves="layer_input", reads="layer_input self_attn.input")
+def _attention_reads_the_stream(host, r):
+    return [(first(r["self_attn.input"]), r["layer_input"])]
+
+
+OPTPostNormBlock = host("OPTPostNormBlock", OPTBlock, values=[
+    Value("attention_norm_output", Residual, "The normed stream entering the attention", child("input_layernorm"),
+          conditions=(never("OPT-350m's block is post-norm (do_layer_norm_before false): the attention reads "
+                            "layer_input itself, and input_layernorm norms layer_mid after the add"),)),
+    Value("layer_mid", Residual, "The residual stream after the attention add, before input_layernorm norms it",
+          child("input_layernorm", "input")),
+    Value("mlp_norm_output", Residual, "input_layernorm(layer_mid): the normed stream fc1 reads and fc2's output is "
+          "added to", child("input_layernorm")),
+    # fc1's input is also the residual fc2's output is added to: an assignment writes into it, as an edit does
+    _rows("mlp_input", Residual, "What fc1 is called with, and the residual its MLP's output is added to",
+          child("fc1", "input"), assign_in_place=True),
+], RELATIONS=(pick(BLOCK_RELATIONS, "layer_input + {mixer}"), _attention_reads_the_stream, _post_norms, _fc))
+
+#: the token embedding's width on OPT-350m (word_embed_proj_dim, 512 of 1024), narrower than the stream
+Embeddings = layout("Embeddings", "batch seq word_embed_proj_dim")
+_NO_NORM = never("OPT-350m has no final norm (do_layer_norm_before false: each block ends in its own norm)")
+
+
+@relation("layers[0].layer_input == projected_embeddings + position_embeddings; projected_embeddings == "
+          "project_in(token_embeddings)", proves="projected_embeddings",
+          reads="token_embeddings projected_embeddings position_embeddings layers[0].layer_input")
+def _project_in(host, r):
+    project_in = host._module.get_decoder().project_in
+    return [(project_in(r["token_embeddings"]), r["projected_embeddings"]),
+            (r["projected_embeddings"] + r["position_embeddings"], r["layers[0].layer_input"])]
+
+
+@relation("head_input == project_out(layers[-1].layer_output) (no final norm); lm_head_output == lm_head(head_input)",
+          proves="head_input lm_head_output", reads="layers[-1].layer_output head_input lm_head_output")
+def _project_out(host, r):
+    module = host._module
+    return [(module.get_decoder().project_out(r["layers[-1].layer_output"]), r["head_input"]),
+            (module.lm_head(r["head_input"]), r["lm_head_output"])]
+
+
+def _positions_of_projected():
+    """The learned-positions relation with the projected embeddings in the token embeddings' place in the sum."""
+    positions = learned_positions(offset=2)
+
+    @relation(positions.text.replace("layers[0].layer_input == token_embeddings + position_embeddings; ", ""),
+              proves=" ".join(positions.proves), reads="input_ids attention_mask token_embeddings position_embeddings "
+                                                        "projected_embeddings layers[0].layer_input")
+    def check(host, r):
+        # the shared check with the projected embeddings in the sum (_project_in proves them); the token rows here
+        total, _, rows = positions.compute(host, {**r, "token_embeddings": r["projected_embeddings"]})
+        return [total, (host.embed_tokens._module.weight[r["input_ids"]], r["token_embeddings"]), rows]
+
+    return check
+
+
+_VALUES_350M = [v if v.name not in ("token_embeddings", "final_norm_output") else
+                Value(v.name, Embeddings, "The embedding module's output, word_embed_proj_dim wide; project_in widens it",
+                      child("embed_tokens")) if v.name == "token_embeddings" else
+                Value(v.name, Residual, v.description, child("norm"), conditions=(_NO_NORM,))
+                for v in root_values("model.decoder.embed_positions")]
+_VALUES_350M.insert(3, Value("projected_embeddings", Residual, "project_in(token_embeddings): the token embeddings "
+                             "widened to the stream, before the positions are added", child("project_in")))
+_VALUES_350M.append(Value("head_input", Embeddings, "project_out(layers[-1].layer_output): what the tied head reads",
+                          child("project_out")))
+
+OPT350mStandardModel = host("OPT350mStandardModel", StandardModel, values=_VALUES_350M, FINAL_NORM=False,
+                            RELATIONS=(*(rel for rel in ROOT_RELATIONS if not rel.text.startswith(
+                                ("layers[0].layer_input ==", "final_norm_output ==", "lm_head_output =="))),
+                                       _project_in, _positions_of_projected(), _project_out),
+                            family_module=sys.modules[__name__])
+
+
+def layout_envoys(config) -> dict:
+    """The post-norm block's host on OPT-350m (``do_layer_norm_before`` false), over ``ENVOYS``."""
+    return {} if config.do_layer_norm_before else {hf.OPTDecoderLayer: OPTPostNormBlock}
+
+
+def layout_root(config):
+    """OPT-350m's root (projected embeddings, no final norm) when the embedding is narrower than the stream."""
+    return ROOT if config.word_embed_proj_dim == config.hidden_size and config.do_layer_norm_before \
+        else OPT350mStandardModel
+
+
+def before_the_head(model: StandardModel, normed):
+    """``project_out`` between the last block and the head, where the model has one (OPT-350m); else nothing."""
+    project_out = model._module.get_decoder().project_out
+    return normed if project_out is None else model.project_out(normed)
+
+
 def prepare(model: StandardModel) -> None:
-    """Refuse 350m's layout (post-norm, projected embeddings): the values and relations here are the pre-norm
-    block's, with the embedding as wide as the stream. The user's config is left as it was given."""
-    config = model.text_config
-    if not config.do_layer_norm_before or config.word_embed_proj_dim != config.hidden_size:
-        raise FamilyMismatch(f"{FAMILY}: do_layer_norm_before false or word_embed_proj_dim != hidden_size (opt-350m's "
-                             "post-norm block and project_in / project_out); nncanon serves OPT's pre-norm layout, "
-                             "which every other released size has")
+    """Nothing to change: both layouts OPTConfig selects are served (``layout_envoys``, ``layout_root``)."""
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    # 350m has no final norm: leave it to prepare, which names the layout, instead of a missing path
-    norm = ["norm"] if model.text_config.do_layer_norm_before else []
+    # 350m has no final norm, and project_in / project_out
+    config = model.text_config
+    norm = ["norm"] if config.do_layer_norm_before else []
+    norm += ["project_in", "project_out"] if config.word_embed_proj_dim != config.hidden_size else []
     return ["embed_tokens", "embed_positions", "layers", *norm, "lm_head", "layers.0.input_layernorm",
             "layers.0.self_attn", "layers.0.self_attn.q_proj", "layers.0.self_attn.o_proj",
             "layers.0.post_attention_layernorm", "layers.0.fc1", "layers.0.activation_fn", "layers.0.fc2"]
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.ffn_dim}
+    return {"intermediate_size": model.text_config.ffn_dim, "word_embed_proj_dim": model.text_config.word_embed_proj_dim}

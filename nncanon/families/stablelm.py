@@ -10,9 +10,11 @@ untied.
 
 StableLmConfig carries two switches that change the block: ``use_parallel_residual`` (the attention and the MLP
 both read ``input_layernorm``'s output and are added in one sum, with no ``post_attention_layernorm``) and
-``qk_layernorm`` (a LayerNorm per head on the queries and keys before the rotary); Stable LM 2 12B sets both.
-This family serves the sequential block without q/k norms, the layout of Stable LM 2 1.6B and StableLM-3B-4E1T,
-and refuses the other by name (its values sit elsewhere and these relations would not hold there).
+``qk_layernorm`` (a LayerNorm per head, weight only, on the queries and keys before the rotary); Stable LM 2 12B
+sets both. The config picks the hosts (``layout_envoys``): the sequential block above for 1.6B and
+StableLM-3B-4E1T, and for 12B the parallel block with one norm (``parts/parallel.py``) and the attention whose
+relation norms each projected head by its own LayerNorm before the rotary. The page's Layouts table says which
+checkpoint has which; both are proven on a tiny checkpoint (the YAML's ``variants:``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ import sys
 from transformers.models.stablelm import modeling_stablelm as hf
 
 from ..hosts import host
-from ..model import FamilyMismatch, StandardModel
+from ..model import StandardModel
 from ..parts import decoder, rotary
 from ..parts.attention import ATTENTION_RELATIONS, Attention
 from ..parts.mlp import MLP
 from ..parts.norms import final_norm_relation
+from ..parts.parallel import parallel_block
 from ..parts.text_family import intermediate_dims, root_relations
 from .starcoder2 import LayerNormBlock
 
@@ -41,6 +44,21 @@ StableLmAttention = host("StableLmAttention", Attention,
                          RELATIONS=(*ATTENTION_RELATIONS, rotary.projected("rotary_ndims", rotary.HALVES)))
 
 ENVOYS = {hf.StableLmDecoderLayer: LayerNormBlock, hf.StableLmAttention: StableLmAttention, hf.StableLmMLP: MLP}
+
+# -- Stable LM 2 12B's layout: the parallel block with one LayerNorm, per-head q/k LayerNorms before the rotary --
+ParallelBlock = parallel_block("Stable LM 2 12B's block", flag="use_parallel_residual", one_norm=True)
+NormedHeadsAttention = host("NormedHeadsAttention", Attention, RELATIONS=(
+    *ATTENTION_RELATIONS, rotary.projected("rotary_ndims", rotary.HALVES, norms=("q_layernorm", "k_layernorm"))))
+
+
+def layout_envoys(config) -> dict:
+    """The hosts of the layout ``config`` selects, over ``ENVOYS`` (the sequential block without q/k norms)."""
+    out = {}
+    if config.use_parallel_residual:
+        out[hf.StableLmDecoderLayer] = ParallelBlock
+    if config.qk_layernorm:
+        out[hf.StableLmAttention] = NormedHeadsAttention
+    return out
 ROOT = host("StableLmStandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=root_relations(
     {"final_norm_output": final_norm_relation(_AFFINE)}), family_module=sys.modules[__name__])
 
@@ -50,17 +68,12 @@ dim_sizes = intermediate_dims
 
 
 def prepare(model: StandardModel) -> None:
-    """Refuse the parallel block and the per-head q/k LayerNorms (Stable LM 2 12B's layout): the values and
-    relations here are the sequential block's, with the rotary on the projections as they come. The user's config
-    is left as it was given."""
-    config = model.text_config
-    for switch in ("use_parallel_residual", "qk_layernorm"):
-        if getattr(config, switch, False):
-            raise FamilyMismatch(f"{FAMILY}: {switch} is true (Stable LM 2 12B's layout); nncanon serves StableLM "
-                                 "checkpoints with the sequential block and no q/k norms, as Stable LM 2 1.6B and "
-                                 "StableLM-3B-4E1T are released")
+    """Nothing to change: every layout StableLmConfig selects is served (``layout_envoys``)."""
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    return [*decoder.TEXT_PATHS, "layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
+    config = model.text_config
+    paths = [p for p in decoder.TEXT_PATHS if not (config.use_parallel_residual and "post_attention" in p)]
+    norms = ["layers.0.self_attn.q_layernorm", "layers.0.self_attn.k_layernorm"] if config.qk_layernorm else []
+    return [*paths, *norms, "layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
             "layers.0.self_attn.v_proj", "layers.0.self_attn.o_proj", "layers.0.mlp.gate_proj"]

@@ -38,23 +38,30 @@ def describe(d: str, pairing: str) -> str:
             "length)")
 
 
-def projected(dims: str, pairing: str):
+def projected(dims: str, pairing: str, norms: tuple[str, str] | None = None):
     """The relation of an attention with separate ``q_proj``, ``k_proj``, ``v_proj`` whose partial rotary turns the
-    first ``module.<dims>`` dimensions of each head (the whole head when that is None) in ``pairing``."""
+    first ``module.<dims>`` dimensions of each head (the whole head when that is None) in ``pairing``. ``norms``:
+    the modules that norm the query and key heads before the rotary (Stable LM 2 12B's per-head LayerNorms,
+    ``q_layernorm`` and ``k_layernorm``, called on ``[batch, heads, seq, head_dim]``)."""
+    q, k = (f"{norms[0]}(q_proj(input) in heads)", f"{norms[1]}(k_proj(input) in heads)") if norms else \
+        ("q_proj(input)", "k_proj(input)")
+    where = "" if norms else " in heads"
 
     @relation("attention_values == v_proj(input) in heads; attention_queries and attention_keys (the call's last seq "
-              "positions) are q_proj(input) and k_proj(input) in heads, " + describe(dims, pairing),
+              f"positions) are {q} and {k}{where}, " + describe(dims, pairing),
               proves="attention_values", reads="input attention_queries attention_keys attention_values")
     def check(host, r):
         module = host._module
         x = first(r["input"])
         seq, d = x.shape[1], getattr(module, dims) or module.head_dim
 
-        def in_heads(projection):
-            return projection(x).unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
+        def in_heads(projection, norm=None):
+            out = projection(x).unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
+            return getattr(module, norm)(out) if norm else out
 
+        q_norm, k_norm = norms or (None, None)
         return [(in_heads(module.v_proj).double(), r["attention_values"][:, :, -seq:].double()),
-                *rotated(in_heads(module.q_proj), r["attention_queries"], d, pairing),
-                *rotated(in_heads(module.k_proj), r["attention_keys"][:, :, -seq:], d, pairing)]
+                *rotated(in_heads(module.q_proj, q_norm), r["attention_queries"], d, pairing),
+                *rotated(in_heads(module.k_proj, k_norm), r["attention_keys"][:, :, -seq:], d, pairing)]
 
     return check

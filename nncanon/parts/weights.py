@@ -72,6 +72,10 @@ def _normed(host: Any, which: str, x: torch.Tensor) -> torch.Tensor:
     wide (Qwen3, Gemma 3), over the whole projection when it is count · head_dim wide (OLMo-2, OLMoE)."""
     norm = next(getattr(host._module, f"{which}{suffix}") for suffix in ("_norm", "_layernorm")
                 if getattr(host._module, f"{which}{suffix}", None) is not None)
+    if getattr(norm, "weight", None) is None and isinstance(getattr(norm, "norms", None), torch.nn.ModuleList):
+        # a LayerNorm of its own per head (Stable LM 2 12B's StableLmLayerNormPerHead): head i by norms[i]
+        return torch.stack([head_norm(x[..., i, :].to(head_norm.weight.dtype))
+                            for i, head_norm in enumerate(norm.norms)], dim=-2)
     x = x.to(norm.weight.dtype)
     if norm.weight.numel() == x.shape[-1]:
         return norm(x)
