@@ -164,8 +164,9 @@ def test_the_12b_variant_loads_with_its_layouts_hosts():
 
 
 def test_opt_350m_loads_post_norm_with_its_projections_and_its_lens_reaches_the_logits():
-    import nncanon
     import torch
+
+    import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
     family = load_family(FAMILIES / "opt.yaml")

@@ -39,7 +39,13 @@ from ..layouts import Neurons, Residual, layout
 from ..locators import child
 from ..model import StandardModel
 from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import BLOCK_RELATIONS, ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
+from ..parts.decoder import (
+    BLOCK_RELATIONS,
+    ROOT_RELATIONS,
+    Block,
+    attention_layer_types,
+    text_only,
+)
 from ..parts.positions import learned_positions, root_relations, root_values
 from ..relations import first, pick, relation
 from ..values import Value, never
