@@ -370,6 +370,8 @@ NORM_STEMS = ("attention_norm", "mlp_norm", "attention_post_norm", "mlp_post_nor
 def norm_module(host: Any, stem: str) -> tuple[str, torch.nn.Module] | None:
     """(child name, module) of the norm ``<stem>_output`` is read at on ``host``; None where the host has no such value."""
     value = next((v for v in type(host).values() if v.name == f"{stem}_output"), None)
+    if value is not None and any(not c.needs for c in value.conditions or ()):
+        return None  # a value no load serves (never): the layout has no such norm (OPT-350m's post-norm block)
     locator = getattr(value, "locator", None)
     if locator is None or not locator.module or locator.ops or locator.io != "output":
         return None
