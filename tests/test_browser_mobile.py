@@ -26,7 +26,7 @@ DESKTOP = {"viewport": {"width": 1440, "height": 900}}
 # Where the page shows a standard name (a value, a host's path, a family): the elements measured.
 NAMES = (
     ".nc-host td.nc-name code, .nc-host th.nc-host-name code, .nc-relations-all td:first-child > code,"
-    " details.nc-fold > summary code,"
+    " details.nc-fold > summary code, .nc-weights code.nc-wname,"
     " .nc-card code, table.nc-families td:first-child a"
 )
 

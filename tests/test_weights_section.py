@@ -66,7 +66,11 @@ def test_rows_and_the_table():
         ("model.layers[i]", "attention_norm_w", "[2048]", "computed"),
         ("model.layers[i]", "W_<bad>", "", "refused")]
     html = str(weights_section(_facts()))
-    assert "<code>W_&lt;bad&gt;</code>" in html and "its &lt;mechanism&gt; has none" in html  # escaped
+    assert '<code class="nc-wname">W_&lt;bad&gt;</code>' in html and "its &lt;mechanism&gt; has none" in html  # escaped
+    # a fold per host kind, in the facts' order, its summary naming the host (wrapping only before "." and "[")
+    assert html.count('<details class="nc-fold nc-weights-fold"') == 2
+    assert html.index("model<wbr>.layers<wbr>[i]<wbr>.self_attn") < html.index("model<wbr>.layers<wbr>[i]</code>")
+    assert "2 weights" in html
     assert "computed, read-only" in html and "org/model" in html and "blocks 0–3" in html
     assert "no relation names it" not in html  # every view and computed weight here has one
     assert str(weights_section({"printout": {}})) == ""  # facts with no weights: no section

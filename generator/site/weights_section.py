@@ -10,6 +10,8 @@ import re
 
 from markupsafe import Markup, escape
 
+from generator.site.escaping import ident_breaks
+
 #: what each measured status says in the table
 STATUS = {"view": "view", "computed": "computed, read-only", "none": "none", "refused": "refused"}
 
@@ -42,7 +44,7 @@ def rows(facts: dict) -> list[dict]:
     return out
 
 
-def _blocks(blocks: list[int]) -> str:
+def _blocks(blocks: list[int], before: str = "<br>") -> str:
     """``[0, 1, 2, 5]`` -> ``blocks 0–2, 5``, as the relations table writes them (render.ranges)."""
     runs: list[list[int]] = []
     for block in sorted(blocks):
@@ -51,11 +53,20 @@ def _blocks(blocks: list[int]) -> str:
         else:
             runs.append([block])
     text = ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
-    return f"<br><span class=\"nc-also\">blocks {escape(text)}</span>" if blocks else ""
+    return f"{before}<span class=\"nc-also\">blocks {escape(text)}</span>" if blocks else ""
+
+
+def _hosts(table: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """The rows grouped by host kind (host, class, blocks), in the order the facts give them."""
+    groups: dict[tuple, tuple[dict, list[dict]]] = {}
+    for r in table:
+        key = (r["host"], r["class"], tuple(r["blocks"]))
+        groups.setdefault(key, (r, []))[1].append(r)
+    return list(groups.values())
 
 
 def weights_section(facts: dict) -> Markup:
-    """The section's HTML table (empty for facts with no weights)."""
+    """The section's HTML: a fold per host kind, each a table of its weights (empty for facts with no weights)."""
     table = rows(facts)
     if not table:
         return Markup("")
@@ -65,18 +76,26 @@ def weights_section(facts: dict) -> Markup:
              f'A view is the parameter itself or a view of it (an edit under <code>torch.no_grad()</code> lands in '
              f'the model); a computed gain is served to read and refuses edits; a refusal is the one-line error the '
              f'read raises. The shape is the layout at <code>{checkpoint}</code>; the relations are the ones the '
-             f'build checked on the tiny checkpoint that state the weight.</p>',
-             '<div class="nc-table">', '<table data-search-exclude>',
-             '<thead><tr><th>host</th><th>weight</th><th>layout</th><th>full-size shape</th><th>read</th>'
-             '<th>proven by</th></tr></thead>', '<tbody>']
-    for r in table:
-        proof = "<br>".join(f"<code>{escape(t)}</code>" for t in r["relations"]) or (
-            "" if r["status"] in ("refused", "none") else '<span class="nc-no">no relation names it</span>')
-        lines.append(
-            f'<tr><td><code>{escape(r["host"])}</code>{_blocks(r["blocks"])}</td><td><code>{escape(r["name"])}</code></td>'
-            f'<td><code>{escape(r["dims"])}</code></td><td><code>{escape(r["shape"])}</code></td>'
-            f'<td><span title="{escape(r["why"])}">{escape(STATUS.get(r["status"], r["status"]))}</span>'
-            + (f'<br><span class="nc-also">{escape(r["why"])}</span>' if r["status"] == "refused" else "")
-            + f'</td><td>{proof}</td></tr>')
-    lines += ['</tbody>', '</table>', '</div>', '</div>']
+             f'build checked on the tiny checkpoint that state the weight. The weights fold by host'
+             f'<span class="nc-fold-all-wrap" hidden>: <button type="button" class="nc-fold-all" '
+             f'data-fold="nc-weights-fold">open every host</button></span>.</p>']
+    for head, group in _hosts(table):
+        count = f'{len(group)} weight{"s" if len(group) != 1 else ""}'
+        lines += ['<details class="nc-fold nc-weights-fold" data-search-exclude>',
+                  f'<summary><code>{ident_breaks(head["host"])}</code> <span class="nc-class">{escape(head["class"])}'
+                  f'</span>{_blocks(head["blocks"], " ")} <span class="nc-fold-count">{count}</span></summary>',
+                  '<div class="nc-table">', '<table data-search-exclude>',
+                  '<thead><tr><th>weight</th><th>layout</th><th>full-size shape</th><th>read</th>'
+                  '<th>proven by</th></tr></thead>', '<tbody>']
+        for r in group:
+            proof = "<br>".join(f"<code>{escape(t)}</code>" for t in r["relations"]) or (
+                "" if r["status"] in ("refused", "none") else '<span class="nc-no">no relation names it</span>')
+            lines.append(
+                f'<tr><td><code class="nc-wname">{escape(r["name"])}</code></td>'
+                f'<td><code>{escape(r["dims"])}</code></td><td><code>{escape(r["shape"])}</code></td>'
+                f'<td><span title="{escape(r["why"])}">{escape(STATUS.get(r["status"], r["status"]))}</span>'
+                + (f'<br><span class="nc-also">{escape(r["why"])}</span>' if r["status"] == "refused" else "")
+                + f'</td><td>{proof}</td></tr>')
+        lines += ['</tbody>', '</table>', '</div>', '</details>']
+    lines += ['</div>']
     return Markup("\n".join(lines))
