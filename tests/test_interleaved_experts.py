@@ -47,3 +47,36 @@ def test_the_weights_recompute_an_expert_as_the_module_does():
     ours = ((up + 1) * gate * torch.sigmoid(gate * experts.alpha)) @ mlp.W_out[4] + mlp.b_out[4]
     # hidden_size- then intermediate_size-long dot products in another order: SUBBLOCK
     torch.testing.assert_close(ours, plain, rtol=SUBBLOCK, atol=SUBBLOCK)
+
+
+def test_llama4s_experts_are_the_halves_of_gate_up_and_an_edit_lands():
+    """Llama 4's experts store gate_up_proj [experts, hidden, 2·intermediate] as [in, out], the gate the first half of
+    the columns: W_gate is that half (an edit lands there and nowhere else), and an expert recomputed from the
+    weights is the module's own bmm on the same input."""
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    model = nncanon.load(checkpoint_dir("llama4_text"))
+    moe = next(i for i in range(model.num_layers) if type(model.layers[i].mlp).__name__ == "SigmoidMoE")
+    mlp = model.layers[moe].mlp
+    experts = mlp.experts._module
+    fused, before = experts.gate_up_proj, experts.gate_up_proj.detach().clone()
+    width = experts.expert_dim
+    assert mlp.W_gate.shape == mlp.W_in.shape == (experts.num_experts, model.hidden_size, width)
+    assert mlp.W_out is experts.down_proj and mlp.b_in is None
+    try:
+        with torch.no_grad():
+            mlp.W_gate[1, :, 3] = 0
+        changed = (fused != before).nonzero()
+        assert set(changed[:, 0].tolist()) == {1} and set(changed[:, 2].tolist()) == {3}
+        mlp.W_in = torch.zeros_like(mlp.W_in)  # assigned: the second half of every expert's columns
+        assert torch.all(fused[..., width:] == 0)
+    finally:
+        with torch.no_grad():
+            fused.copy_(before)
+    x = torch.randn(experts.num_experts * 2, model.hidden_size)
+    plain = experts(x).view(experts.num_experts, 2, -1)
+    xs = x.view(experts.num_experts, 2, -1)
+    ours = torch.einsum("eti,eid->etd", experts.act_fn(torch.einsum("etd,edi->eti", xs, mlp.W_gate))
+                        * torch.einsum("etd,edi->eti", xs, mlp.W_in), mlp.W_out)
+    # hidden_size- then intermediate_size-long dot products in another order: SUBBLOCK
+    torch.testing.assert_close(ours, plain, rtol=SUBBLOCK, atol=SUBBLOCK)

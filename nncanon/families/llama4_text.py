@@ -39,6 +39,8 @@ from ..precision import SUBBLOCK
 from ..relations import first, relation, rows
 from ..values import Value
 from ..views import View, _tokens_read, _tokens_write
+from ..weights import MLP as WEIGHTS_MLP
+from ..weights import Weight
 
 FAMILY = "llama4_text"
 MODEL_TYPES = ("llama4_text",)
@@ -142,13 +144,13 @@ _COPY = View("tokens, a copy", lambda host, x: _tokens_read(host, x).clone(), No
 _SHARED_OUTPUT = ("The shared expert's output on the unscaled input; read-only, a copy (the mixture adds the routed "
                   "output into this tensor in place)")
 
-MLP = host("MLP", values=[
+MLP = host("MLP", **WEIGHTS_MLP, values=[
     Value("mlp_activation", Neurons, "The activation function's output", child("act_fn")),
     Value("mlp_neurons", Neurons, "What the down projection receives: act(gate)·up", child("down_proj", "input")),
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output")),
 ], HOST="model.layers[i].mlp", KIND="dense MLP", RELATIONS=(_gated,))
 
-SharedMLP = host("SharedMLP", values=[
+SharedMLP = host("SharedMLP", **WEIGHTS_MLP, values=[
     Value("mlp_activation", Neurons, "The activation function's output", child("act_fn"), view=_TOKENS),
     Value("mlp_neurons", Neurons, "What the down projection receives: act(gate)·up", child("down_proj", "input"),
           view=_TOKENS),
@@ -207,7 +209,45 @@ def _sum(host, r):
             (r["shared_experts.mlp_output"], r["shared_expert_output"])]
 
 
-SigmoidMoE = host("SigmoidMoE", values=[
+def _halves(host, part: str):
+    """Llama 4's experts: ``gate_up_proj [experts, hidden, 2·intermediate]`` stored ``[in, out]`` (the forward
+    bmm's it), the gate the first half of its columns and the up the second (``gate_up.chunk(2, dim=-1)``);
+    ``down_proj [experts, intermediate, hidden]``: views, so an edit lands."""
+    experts = host.experts._module
+    if part == "out":
+        return experts.down_proj
+    gate, up = experts.gate_up_proj.chunk(2, dim=-1)
+    return gate if part == "gate" else up
+
+
+#: the per-expert weights (nncanon.weights' names) over the fused [in, out] experts; the experts have no bias
+EXPERT_WEIGHTS = {w.name: w for w in [
+    Weight("W_in", "num_experts hidden_size expert_intermediate_size",
+           "Each expert's up projection: the second half of experts.gate_up_proj's columns", lambda h: _halves(h, "in")),
+    Weight("W_gate", "num_experts hidden_size expert_intermediate_size",
+           "Each expert's gate projection: the first half of experts.gate_up_proj's columns",
+           lambda h: _halves(h, "gate")),
+    Weight("W_out", "num_experts expert_intermediate_size hidden_size",
+           "Each expert's down projection (experts.down_proj)", lambda h: _halves(h, "out")),
+    Weight("b_in", "", "None: the experts have no bias", lambda h: None),
+    Weight("b_gate", "", "None: the experts have no bias", lambda h: None),
+    Weight("b_out", "", "None: the experts have no bias", lambda h: None),
+]}
+
+
+@relation("expert_outputs[..., e, :] == (act_fn(expert_inputs[..., e, :] · W_gate[e]) · (expert_inputs[..., e, :] · "
+          "W_in[e])) · W_out[e]: the per-expert weights, views of the fused gate_up_proj's halves and down_proj",
+          proves="", reads="expert_inputs expert_outputs", tolerance=SUBBLOCK)
+def _expert_weights(host, r):
+    act = host._module.experts.act_fn
+    x = r["expert_inputs"].double()  # [batch, seq, experts, hidden]
+    gate = torch.einsum("bsed,edi->bsei", x, host.W_gate.double())
+    up = torch.einsum("bsed,edi->bsei", x, host.W_in.double())
+    out = torch.einsum("bsei,eid->bsed", act(gate) * up, host.W_out.double())
+    return [(out, r["expert_outputs"])]
+
+
+SigmoidMoE = host("SigmoidMoE", **EXPERT_WEIGHTS, values=[
     Value("router_logits", RouterLogits, "The router's logits, one per expert; read-only (the router returns them "
           "beside the scores it made from them: to reroute, edit router_scores)", child("router", element=1),
           view=View("tokens, read-only", _tokens_read, None)),
@@ -221,7 +261,7 @@ SigmoidMoE = host("SigmoidMoE", values=[
     Value("shared_expert_output", Residual, _SHARED_OUTPUT, child("shared_experts"), view=_COPY),
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output", element=0),
           view=_TOKENS),
-], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=(_routing, _experts, _sum))
+], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=(_routing, _experts, _sum, _expert_weights))
 
 # Llama4TextMLP is both the dense MLP and the shared expert: told apart by where they stand (a module class key
 # would win over the paths, so that class has none)
@@ -257,4 +297,4 @@ def required_paths(model: StandardModel) -> list[str]:
 def dim_sizes(model: StandardModel) -> dict[str, int]:
     config = model.text_config
     return {"intermediate_size": config.intermediate_size_mlp, "num_experts": config.num_local_experts,
-            "top_k": config.num_experts_per_tok}
+            "top_k": config.num_experts_per_tok, "expert_intermediate_size": config.intermediate_size}
