@@ -114,8 +114,8 @@ def test_the_projector_pools_norms_and_projects(gemma3):
 
 
 def test_image_tokens_of_one_image_attend_to_each_other_both_ways(gemma3):
-    """Under eager, a full block's pattern: an image token gives weight to the later tokens of its own image, none
-    to a later text token or to the other image; the shared causal mask would not hold."""
+    """Under eager, a full block's pattern and its attention_allowed: an image token gives weight to the later tokens
+    of its own image, none to a later text token or to the other image; a text token stays causal."""
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
@@ -123,7 +123,9 @@ def test_image_tokens_of_one_image_attend_to_each_other_both_ways(gemma3):
     full = gemma3._module.config.text_config.layer_types.index("full_attention")
     eager = nncanon.load(checkpoint_dir("gemma3"), task=IMAGE, attn_implementation="eager")
     with torch.no_grad(), eager.trace(prompt, images=images):
+        allowed = eager.layers[full].self_attn.attention_allowed.save()
         probabilities = eager.layers[full].self_attn.attention_probabilities.save()
+    assert torch.equal(probabilities > 0, allowed)  # the value is the mask the pattern was made under
     image = (encoding["input_ids"] == gemma3._module.config.image_token_id)[0]
     where = image.nonzero().flatten().tolist()
     first_image, second_image = where[:4], where[4:]

@@ -33,9 +33,10 @@ from transformers.models.gemma3 import modeling_gemma3 as hf
 from transformers.models.siglip import modeling_siglip as siglip
 
 from ..hosts import host
-from ..layouts import ImageFeatures
+from ..layouts import ImageFeatures, Pattern
+from ..locators import call, op
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, attending, mix, real_queries
+from ..parts.attention import ATTENTION_RELATIONS, EAGER, attending, mix, real_queries
 from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
 from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.mlp import MLP
@@ -166,10 +167,33 @@ def _pattern(host, r):
             (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
 
 
-ImageSpanAttention = host("ImageSpanAttention", QKNormLocalGlobalAttention, RELATIONS=(
+@relation("attention_allowed == the block's mask: key k is allowed to query q iff k <= q or both are tokens of one "
+          "image's span, and k > q - sliding_window on a sliding block, and k is not padding",
+          proves="attention_allowed", reads="model.input_ids model.attention_mask attention_allowed")
+def _allowed(host, r):
+    padding, allowed = r["model.attention_mask"], r["attention_allowed"]
+    mask = image_span_mask(host, r["model.input_ids"], padding, allowed.shape[2], allowed.shape[3])
+    expected = mask.isfinite().expand_as(allowed)
+    return [(real_queries(padding, expected.double(), 2), real_queries(padding, allowed.double(), 2))]
+
+
+def _allowed_of(host: Any, mask: Any) -> Any:
+    """eager's additive mask [batch, 1, query, key] (0 where allowed, the dtype's minimum elsewhere) as booleans per
+    head."""
+    return (mask == 0).expand(-1, host._module.config.num_attention_heads, -1, -1)
+
+
+#: the mask the block's attention call receives, as a value: where the image spans show
+ALLOWED = Value("attention_allowed", Pattern,
+                "Which keys each query may attend to under the block's mask (causal, both ways within an image's "
+                "span, within a sliding block's window); derived, read-only",
+                op(call("attention_interface_1"), io="input", element=4),
+                view=View("mask == 0, per head", _allowed_of, None, derived=True), conditions=(EAGER,))
+
+ImageSpanAttention = host("ImageSpanAttention", QKNormLocalGlobalAttention, values=[ALLOWED], RELATIONS=(
     *replace(ATTENTION_RELATIONS, attention_queries_attention_keys_attention_values_attention_head_outputs=_attention,
              attention_scores_attention_probabilities=_pattern),
-    QKNormLocalGlobalAttention.RELATIONS[-1]))
+    QKNormLocalGlobalAttention.RELATIONS[-1], _allowed))
 
 # -- the root: Gemma 3's, the embeddings stated off the image tokens --------------------------------------------
 
