@@ -55,7 +55,7 @@ from ..parts.vision_towers import (
 from ..parts.vision_towers import image_sizes as _tower_image_sizes
 from ..precision import SUBBLOCK
 from ..relations import pick, relation
-from ..values import Value, View
+from ..values import Condition, Value, View
 from .gemma2 import SandwichBlock, _final_norm, gemma_rms
 from .gemma3_text import ROOT_RELATIONS_GEMMA3, QKNormLocalGlobalAttention, _logits, past_the_head  # noqa: F401
 
@@ -77,8 +77,9 @@ RENAME = {
           "(1 + mm_soft_emb_norm.weight) · mm_input_projection_weight, mm_tokens_per_image per image, the images' "
           "tokens one after another", proves="image_features", reads="tower_output image_features", tolerance=SUBBLOCK)
 def _pooling_projector(host, r):
-    """Recomputed in float64 from the projector's own weights: a mean of kernel² rows, an RMS over the tower's width
-    and a product of vision_hidden_size terms, each rounding once in float32 on the model's side: SUBBLOCK."""
+    """Recomputed in float64 from the projector's own weights; the model's float32 side rounds in a mean of kernel²
+    rows, an RMS over the tower's width and a product of vision_hidden_size terms: a chain of
+    kernel² + 2 · vision_hidden_size roundings (4 + 96 = 100 on the tiny model), within SUBBLOCK's 800."""
     import torch.nn.functional as F
 
     model = host._std_model
@@ -183,12 +184,16 @@ def _allowed_of(host: Any, mask: Any) -> Any:
     return (mask == 0).expand(-1, host._module.config.num_attention_heads, -1, -1)
 
 
+#: eager always hands the attention call the additive mask; sdpa gets none where the mask is purely causal
+EAGER_MASK = Condition(needs=EAGER.needs, holds=EAGER.holds,
+                       why="only eager always hands the attention call the mask (sdpa gets none where it is causal)")
+
 #: the mask the block's attention call receives, as a value: where the image spans show
 ALLOWED = Value("attention_allowed", Pattern,
                 "Which keys each query may attend to under the block's mask (causal, both ways within an image's "
                 "span, within a sliding block's window); derived, read-only",
                 op(call("attention_interface_1"), io="input", element=4),
-                view=View("mask == 0, per head", _allowed_of, None, derived=True), conditions=(EAGER,))
+                view=View("mask == 0, per head", _allowed_of, None, derived=True), conditions=(EAGER_MASK,))
 
 ImageSpanAttention = host("ImageSpanAttention", QKNormLocalGlobalAttention, values=[ALLOWED], RELATIONS=(
     *replace(ATTENTION_RELATIONS, attention_queries_attention_keys_attention_values_attention_head_outputs=_attention,
