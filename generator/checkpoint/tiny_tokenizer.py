@@ -188,6 +188,8 @@ def build_processor(family: str | Path | Family, tokenizer=None):
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)
     if fam.tiny["processor"].get("kind") == "llava":
         return _llava_processor(fam, tokenizer)
+    if fam.tiny["processor"].get("kind") == "gemma3":
+        return _gemma3_processor(fam, tokenizer)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
@@ -205,3 +207,22 @@ def _llava_processor(fam: Family, tokenizer):
     image_processor = CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
     return LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer,
                           chat_template=tokenizer_kind(fam).template, **recipe)
+
+
+#: Gemma 3's tokenizer names its image tokens (Gemma3Processor reads them off the tokenizer)
+_GEMMA3_IMAGE_TOKENS = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                        "image_token": "<image_soft_token>"}
+
+
+def _gemma3_processor(fam: Family, tokenizer):
+    """``Gemma3Processor`` over ``Gemma3ImageProcessorPil`` (no torchvision; pan and scan off): every image resized
+    to ``image_size`` square, each ``<start_of_image>`` expanded to ``image_seq_length`` image tokens between
+    ``<start_of_image>`` and ``<end_of_image>``; the tokenizer names its image tokens as Gemma 3's does."""
+    from transformers import Gemma3ImageProcessorPil, Gemma3Processor
+
+    recipe = {k: v for k, v in fam.tiny["processor"].items() if k != "kind"}
+    side = recipe.pop("image_size")
+    tokenizer._set_model_specific_special_tokens(dict(_GEMMA3_IMAGE_TOKENS))  # saved in tokenizer_config.json
+    image_processor = Gemma3ImageProcessorPil(size={"height": side, "width": side}, do_pan_and_scan=False)
+    return Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer,
+                           chat_template=tokenizer_kind(fam).template, **recipe)

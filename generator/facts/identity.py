@@ -26,10 +26,13 @@ MARKER = "CHANGE ME (copied by new --like"
 
 def text_model_type(cls: type) -> str:
     """The model type a transformers model class loads: its text config's, for a multimodal wrapper
-    (as ``nncanon.families.family_for`` reads a checkpoint's)."""
+    (as ``nncanon.families.family_for`` reads a checkpoint's: the wrapper's own where a family serves it)."""
+    from nncanon.families import text_model_type as family_type
+
     config = cls.config_class
     text = (getattr(config, "sub_configs", None) or {}).get("text_config")
-    return getattr(text, "model_type", None) or config.model_type
+    inner = getattr(text, "model_type", None)
+    return family_type({"model_type": config.model_type, **({"text_config": {"model_type": inner}} if inner else {})})
 
 
 def _config_model_type(config: dict) -> str | None:

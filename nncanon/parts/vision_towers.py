@@ -12,6 +12,10 @@ The hosts take the standard names of the shared vision line (`vision_line`) and 
 (`TOWER_RENAME` maps CLIP's spelling onto them), so a block's values and relations read as the text
 block's: the block's relations are the decoder's, the MLP's are fc1, activation, fc2 with no gate. A
 vision tower's value ``patches`` counts every row of an image, the class token included.
+
+A SigLIP tower (`siglip_tower`: gemma3's) is built the same way less three things: no class token (a row
+per patch), no norm before the blocks, and ``post_layernorm`` on the last block's output, which is what
+the wrapper's projector reads (``tower_output``); each wrapper states its own projector's relation.
 """
 
 from __future__ import annotations
@@ -182,7 +186,66 @@ def clip_tower(name: str, projector: str = "model.multi_modal_projector") -> typ
         image_features_value(),
     ]
     return type(name, (_TowerSizes, host(name, values=values, HOST="model.vision")),
-                {"HOST": "model.vision", "RELATIONS": TOWER_RELATIONS})
+                {"HOST": "model.vision", "RELATIONS": TOWER_RELATIONS, "class_tokens": 1})
+
+
+# -- SigLIP's tower: no class token, no pre-norm, post_layernorm on the last block's output ---------------
+
+
+@relation("patch_embeddings == patch_embedding(pixel_values) per patch + position_embedding (one learned row per "
+          "patch; no class token)", proves="patch_embeddings", reads="inputs patch_embeddings", tolerance=SUBBLOCK)
+def _siglip_embeddings(host, r):
+    """A patch's embedding is a conv of 3·patch² terms, recomputed in float64: SUBBLOCK."""
+    import torch.nn.functional as F
+
+    embeddings = host.embeddings._module
+    conv = embeddings.patch_embedding
+    args, kwargs = r["inputs"]  # a wrapper may call the tower with pixel_values by keyword (gemma3's does)
+    pixels = (args[0] if args else kwargs["pixel_values"]).double()
+    patches = F.conv2d(pixels, conv.weight.double(), None if conv.bias is None else conv.bias.double(),
+                       stride=conv.stride).flatten(2).transpose(1, 2)
+    return [(patches + embeddings.position_embedding.weight.double()[: patches.shape[1]], r["patch_embeddings"])]
+
+
+@relation("layers[0].layer_input == patch_embeddings (no norm before the blocks); layers[i].layer_output == "
+          "layers[i+1].layer_input, on every block", proves="layers[*].layer_input",
+          reads="patch_embeddings layers[*].layer_input layers[*].layer_output")
+def _siglip_stack(host, r):
+    outs, ins = r["layers[*].layer_output"], r["layers[*].layer_input"]
+    return [(r["patch_embeddings"], ins[0]), *[(first(out), entering) for out, entering in zip(outs[:-1], ins[1:])]]
+
+
+@relation("tower_output == post_layernorm(layers[-1].layer_output): the last hidden state, every patch (no class "
+          "token to drop); it is what the projector is called with", proves="tower_output",
+          reads="layers[*].layer_output tower_output model.projector.input")
+def _siglip_feature(host, r):
+    last = first(r["layers[*].layer_output"][-1])
+    return [(host.post_layernorm._module(last), r["tower_output"]),
+            (first(r["model.projector.input"]), r["tower_output"])]
+
+
+#: a SigLIP tower's relations, less the projector's (each line's projector states its own)
+SIGLIP_RELATIONS = (MASK, SCATTER, _siglip_embeddings, _siglip_stack, _siglip_feature)
+
+
+def siglip_tower(name: str, projector_relation: Any, features: Value | None = None,
+                 projector: str = "model.multi_modal_projector") -> type:
+    """``model.vision`` of a wrapper whose SigLIP tower's last hidden state (post_layernorm'd) its ``projector``
+    reads; ``projector_relation`` proves image_features from tower_output, ``features`` replaces the shared
+    image_features value (a wrapper whose scatter reads another shape)."""
+    values = [
+        image_token_mask_value(),
+        Value("patch_embeddings", Patches,
+              "The embeddings module's output: each patch's embedding, positions added (no class token)",
+              child("embeddings")),
+        Value("tower_output", TowerFeatures,
+              "The tower's output the projector reads: the last block's output through post_layernorm",
+              AtRoot(io="input", module=projector, shown="model.projector", element=0,
+                     words="the projector's input, at the root")),
+        features or image_features_value(),
+    ]
+    return type(name, (_TowerSizes, host(name, values=values, HOST="model.vision")),
+                {"HOST": "model.vision", "RELATIONS": (*SIGLIP_RELATIONS, projector_relation), "class_tokens": 0})
 
 
 # -- a block, its attention and MLP ----------------------------------------------------------------------
@@ -311,11 +374,11 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     images, _, height, width = encoding["pixel_values"].shape
     vision = model.vision
     vision._images_of_call = images
-    patches = 1 + (height // vision.patch_size) * (width // vision.patch_size)
+    patches = vision.class_tokens + (height // vision.patch_size) * (width // vision.patch_size)
     tokens = int((encoding["input_ids"] == model._module.config.image_token_id).sum())
     return {"images": images, "patches": patches, "image_tokens": tokens, "features": tokens // images,
             "vision_hidden_size": vision.vision_hidden_size}
 
 
-__all__ = ["TOWER_RENAME", "TOWER_RELATIONS", "TowerFeatures", "clip_tower", "TowerBlock", "TowerAttention", "TowerMLP",
+__all__ = ["TOWER_RENAME", "TOWER_RELATIONS", "TowerFeatures", "clip_tower", "SIGLIP_RELATIONS", "siglip_tower", "TowerBlock", "TowerAttention", "TowerMLP",
            "feature_layer", "tower_build", "example_images", "trace_inputs", "image_sizes"]

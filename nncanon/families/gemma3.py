@@ -1,0 +1,252 @@
+"""Gemma 3 with images (Gemma3ForConditionalGeneration, model_type gemma3): Gemma 3's text model reading a
+SigLIP tower through an average-pooling projector, the image tokens attending to each other both ways.
+
+The wrapper (``model.model`` a Gemma3Model) holds a SigLIP vision tower (``model.vision_tower`` ->
+``vision``, a SiglipVisionModel), a pooling projector (``model.multi_modal_projector`` -> ``projector``)
+and the text model (``model.language_model``, gemma3_text's decoder, whose blocks, MLP and attention
+math are gemma3_text's hosts). It is the shared vision line (`nncanon.parts.vision_line`) with a SigLIP
+tower (`nncanon.parts.vision_towers.siglip_tower`):
+
+- the tower runs each image on its own row, ``[images, patches, width]``: a stride-patch convolution
+  and a learned position per patch, no class token (``vision.patch_embeddings``), pre-norm LayerNorm
+  blocks over the whole image, then ``post_layernorm`` on the last block's output
+  (``vision.tower_output``: what the projector is called with);
+- the projector lays each image's rows back on its patch grid, averages kernel x kernel squares
+  (``image_size / patch_size`` patches a side pooled to ``sqrt(mm_tokens_per_image)`` tokens a side),
+  RMS-norms them with gain ``1 + weight`` (``mm_soft_emb_norm``) and multiplies by
+  ``mm_input_projection_weight`` ``[vision_hidden_size, hidden_size]`` (``vision.image_features``,
+  ``mm_tokens_per_image`` per image), scattered at the prompt's image tokens (``vision.image_token_mask``);
+- in the text model the image tokens of one image attend to each other both ways: the processor marks them
+  (``token_type_ids``), and the wrapper's masks let a query see every key of its own image span besides the
+  causal ones (a sliding block still keeps only the last ``sliding_window`` keys before the query).
+
+task="text-generation" (the default) loads the wrapper without its tower and projector; "image-text-to-text"
+with its processor.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from transformers.models.gemma3 import modeling_gemma3 as hf
+from transformers.models.siglip import modeling_siglip as siglip
+
+from ..hosts import host
+from ..layouts import ImageFeatures, Pattern
+from ..locators import call, op
+from ..model import StandardModel
+from ..parts.attention import ATTENTION_RELATIONS, EAGER, attending, mix, real_queries
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
+from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.mlp import MLP
+from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision_line import AtRoot, image_tokens, install_sources, replace
+from ..parts.vision_towers import (
+    TOWER_RENAME,
+    TowerAttention,
+    TowerBlock,
+    TowerMLP,
+    example_images,  # noqa: F401 (the family API)
+    siglip_tower,
+    tower_build,
+    trace_inputs,  # noqa: F401 (the family API)
+)
+from ..parts.vision_towers import image_sizes as _tower_image_sizes
+from ..precision import SUBBLOCK
+from ..relations import pick, relation
+from ..values import Condition, Value, View
+from .gemma2 import SandwichBlock, _final_norm, gemma_rms
+from .gemma3_text import ROOT_RELATIONS_GEMMA3, QKNormLocalGlobalAttention, _logits, past_the_head  # noqa: F401
+
+FAMILY = "gemma3"
+MODEL_TYPES = ("gemma3",)
+RENAME = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.vision_tower": "vision",
+    "model.multi_modal_projector": "projector",
+    **TOWER_RENAME,
+}
+
+# -- the projector: average-pool each image's patch grid, RMS-norm, project -------------------------------------
+
+
+@relation("image_features == rms(avg_pool(tower_output on each image's patch grid, kernel x kernel squares)) · "
+          "(1 + mm_soft_emb_norm.weight) · mm_input_projection_weight, mm_tokens_per_image per image, the images' "
+          "tokens one after another", proves="image_features", reads="tower_output image_features", tolerance=SUBBLOCK)
+def _pooling_projector(host, r):
+    """Recomputed in float64 from the projector's own weights; the model's float32 side rounds in a mean of kernel²
+    rows, an RMS over the tower's width and a product of vision_hidden_size terms: a chain of
+    kernel² + 2 · vision_hidden_size roundings (4 + 96 = 100 on the tiny model), within SUBBLOCK's 800."""
+    import torch.nn.functional as F
+
+    model = host._std_model
+    projector = model.projector._module
+    rows = r["tower_output"].double()
+    images, patches, width = rows.shape
+    side = model._module.config.vision_config.image_size // model._module.config.vision_config.patch_size
+    kernel = side // round(model._module.config.mm_tokens_per_image ** 0.5)
+    grid = rows.transpose(1, 2).reshape(images, width, side, side)
+    pooled = F.avg_pool2d(grid, kernel, kernel).flatten(2).transpose(1, 2)
+    out = gemma_rms(projector.mm_soft_emb_norm, pooled) @ projector.mm_input_projection_weight.double()
+    return [(out.reshape(-1, out.shape[-1]), r["image_features"])]
+
+
+#: the scatter's features come [images, mm_tokens_per_image, hidden]: served flat, one row per image token
+FLAT = View("flattened over images and their tokens", lambda host, x: x.flatten(0, -2),
+            lambda host, new, current: new.reshape(current.shape))
+FEATURES = Value("image_features", ImageFeatures,
+                 "The image features the text model receives at the image tokens, flat over them",
+                 AtRoot(io="input", module="model", shown="model.model", ops=("inputs_embeds_masked_scatter_0",),
+                        element=1), view=FLAT)
+Gemma3Vision = siglip_tower("Gemma3Vision", _pooling_projector, FEATURES)
+
+# -- the text attention: causal, and both ways within an image's span -----------------------------------------
+
+
+def image_spans(model: Any, ids: Any) -> Any:
+    """[batch, seq]: the index of the image span a token is in (a run of image tokens), -1 off the image tokens."""
+    import torch
+
+    image = image_tokens(model, ids)
+    starts = image & ~torch.nn.functional.pad(image, (1, 0))[:, :-1]
+    return torch.where(image, starts.long().cumsum(1) - 1, -1)
+
+
+def image_span_mask(host: Any, ids: Any, padding: Any, queries: int, keys: int) -> Any:
+    """[batch, 1, queries, keys] additive mask: a key is seen if it is not after the query or in the query's own
+    image span; a sliding block keeps only the keys after query - sliding_window; no padded key."""
+    import torch
+
+    module = attending(host)
+    q = torch.arange(keys - queries, keys)[:, None]
+    k = torch.arange(keys)[None, :]
+    spans = image_spans(host._std_model, ids)[:, -keys:]
+    same = (spans[:, -queries:, None] == spans[:, None, :]) & (spans[:, -queries:, None] >= 0)
+    allowed = (k <= q)[None] | same
+    window = getattr(module, "sliding_window", None)
+    if window:
+        allowed = allowed & (k > q - window)[None]
+    allowed = allowed[:, None] & padding[:, None, None, -keys:].bool()
+    return torch.where(allowed, 0.0, float("-inf"))
+
+
+def _pattern_of(host, r):
+    module = attending(host)
+    queries, keys = r["attention_queries"].double(), r["attention_keys"].double()
+    keys = keys.repeat_interleave(queries.shape[1] // keys.shape[1], 1)
+    scores = queries @ keys.transpose(-1, -2) * module.scaling
+    scores = scores + image_span_mask(host, r["model.input_ids"], r["model.attention_mask"],
+                                      queries.shape[2], keys.shape[2]).double()
+    return scores, scores.softmax(-1)
+
+
+@relation("attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + mask) · attention_values, "
+          "the mask causal except that the image tokens of one image see each other both ways (within the block's "
+          "sliding window)", proves="attention_queries attention_keys attention_values attention_head_outputs",
+          reads="model.input_ids model.attention_mask attention_queries attention_keys attention_values "
+                "attention_head_outputs", tolerance=SUBBLOCK)
+def _attention(host, r):
+    padding = r["model.attention_mask"]
+    _, probabilities = _pattern_of(host, r)
+    heads = mix(probabilities, r["attention_values"])
+    return [(real_queries(padding, heads, 1), real_queries(padding, r["attention_head_outputs"], 1))]
+
+
+@relation("attention_scores == attention_queries · attention_keysᵀ · scaling + mask (causal; both ways within an "
+          "image's span); attention_probabilities == softmax(attention_scores)",
+          proves="attention_scores attention_probabilities",
+          reads="model.input_ids model.attention_mask attention_queries attention_keys attention_scores "
+                "attention_probabilities", tolerance=SUBBLOCK)
+def _pattern(host, r):
+    padding = r["model.attention_mask"]
+    scores, probabilities = _pattern_of(host, r)
+    allowed = scores.isfinite()
+    return [(scores[allowed], r["attention_scores"].double()[allowed]),
+            (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
+
+
+@relation("attention_allowed == the block's mask: key k is allowed to query q iff k <= q or both are tokens of one "
+          "image's span, and k > q - sliding_window on a sliding block, and k is not padding",
+          proves="attention_allowed", reads="model.input_ids model.attention_mask attention_allowed")
+def _allowed(host, r):
+    padding, allowed = r["model.attention_mask"], r["attention_allowed"]
+    mask = image_span_mask(host, r["model.input_ids"], padding, allowed.shape[2], allowed.shape[3])
+    expected = mask.isfinite().expand_as(allowed)
+    return [(real_queries(padding, expected.double(), 2), real_queries(padding, allowed.double(), 2))]
+
+
+def _allowed_of(host: Any, mask: Any) -> Any:
+    """eager's additive mask [batch, 1, query, key] (0 where allowed, the dtype's minimum elsewhere) as booleans per
+    head."""
+    return (mask == 0).expand(-1, host._module.config.num_attention_heads, -1, -1)
+
+
+#: eager always hands the attention call the additive mask; sdpa gets none where the mask is purely causal
+EAGER_MASK = Condition(needs=EAGER.needs, holds=EAGER.holds,
+                       why="only eager always hands the attention call the mask (sdpa gets none where it is causal)")
+
+#: the mask the block's attention call receives, as a value: where the image spans show
+ALLOWED = Value("attention_allowed", Pattern,
+                "Which keys each query may attend to under the block's mask (causal, both ways within an image's "
+                "span, within a sliding block's window); derived, read-only",
+                op(call("attention_interface_1"), io="input", element=4),
+                view=View("mask == 0, per head", _allowed_of, None, derived=True), conditions=(EAGER_MASK,))
+
+ImageSpanAttention = host("ImageSpanAttention", QKNormLocalGlobalAttention, values=[ALLOWED], RELATIONS=(
+    *replace(ATTENTION_RELATIONS, attention_queries_attention_keys_attention_values_attention_head_outputs=_attention,
+             attention_scores_attention_probabilities=_pattern),
+    QKNormLocalGlobalAttention.RELATIONS[-1], _allowed))
+
+# -- the root: Gemma 3's, the embeddings stated off the image tokens --------------------------------------------
+
+
+@relation("token_embeddings == embed_tokens.weight[input_ids] · sqrt(hidden_size); layers[0].layer_input == "
+          "token_embeddings off the image tokens (vision.image_features on them)", proves="token_embeddings",
+          reads="input_ids token_embeddings layers[0].layer_input")
+def _scaled_embeddings(host, r):
+    ids, embedded, entering = r["input_ids"], r["token_embeddings"], r["layers[0].layer_input"]
+    text = ~image_tokens(host, ids)
+    table = host.embed_tokens._module.weight.double()
+    return [(table[ids] * host.text_config.hidden_size ** 0.5, embedded), (embedded[text], entering[text])]
+
+
+ROOT_RELATIONS_IMAGES = tuple(_scaled_embeddings if r.proves == ("token_embeddings",) else r
+                              for r in ROOT_RELATIONS_GEMMA3)
+assert _final_norm in ROOT_RELATIONS_IMAGES and _logits in ROOT_RELATIONS_IMAGES
+assert pick(ROOT_RELATIONS, "lm_head_output") in ROOT_RELATIONS_IMAGES
+
+ENVOYS = {hf.Gemma3DecoderLayer: SandwichBlock, hf.Gemma3Attention: ImageSpanAttention, hf.Gemma3MLP: MLP,
+          siglip.SiglipVisionModel: Gemma3Vision, siglip.SiglipEncoderLayer: TowerBlock,
+          siglip.SiglipAttention: TowerAttention, siglip.SiglipMLP: TowerMLP}
+ROOT = host("Gemma3StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_IMAGES,
+            family_module=sys.modules[__name__])
+
+build = tower_build(hf.Gemma3ForConditionalGeneration)
+
+#: the standard paths of the tower and projector (image-text-to-text only)
+VISION_PATHS = ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
+                "vision.layers.0.self_attn.o_proj", "vision.layers.0.mlp.linear_fc1", "vision.layers.0.mlp.act_fn",
+                "vision.layers.0.mlp.down_proj", "vision.post_layernorm", "projector.mm_soft_emb_norm",
+                "projector.avg_pool"]
+GEMMA3_PATHS = ["layers.0.pre_feedforward_layernorm", "layers.0.post_feedforward_layernorm",
+                "layers.0.self_attn.q_norm", "layers.0.self_attn.k_norm"]
+
+
+def required_paths(model: Any) -> list[str]:
+    text = [*TEXT_PATHS, *GEMMA3_PATHS]
+    return [*text, *VISION_PATHS] if model.task == "image-text-to-text" else text
+
+
+def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
+    """The tower's sizes (`vision_towers.image_sizes`), with ``features`` the rows the projector pools per image:
+    every patch (no class token), not the mm_tokens_per_image image tokens it makes of them."""
+    sizes = _tower_image_sizes(model, args, kwargs)
+    return {**sizes, "features": sizes["patches"]}
+
+
+def prepare(model: Any) -> None:
+    """The ``.source`` op image_features reads (the wrapper's masked_scatter)."""
+    install_sources(model)
