@@ -1,0 +1,80 @@
+"""Falcon (issue 24): Falcon-7B's layout against what transformers itself computes, and the in-place add that
+overwrites a saved mlp_output.
+
+The multi-query split is checked against an independent reading of query_key_value's weight (num_heads query
+rows, then one key's, then one value's); the block's in-place ``mlp_output += attention_output`` is what a saved
+mlp_output shows, while ``model.cache`` keeps each value as it was at its read, on both of its paths (plain hooks
+when run on its own, nnsight inside a trace).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
+
+
+@pytest.fixture(scope="module")
+def model():
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    return nncanon.load(checkpoint_dir("falcon"))
+
+
+def test_one_key_head_from_query_key_values_own_rows(model):
+    """The values' single head is x · W_v, W_v the last head_dim rows of query_key_value (no bias: bias false):
+    exact, the same matmul of the same rows."""
+    assert model.num_kv_heads == 1 and model.text_config.num_kv_heads == model.num_heads  # the config's is not it
+    attn = model.layers[1].self_attn
+    d = model.head_dim
+    with torch.no_grad(), model.trace(PROMPTS):
+        x = model.layers[1].attention_norm_output.save()
+        values = attn.attention_values.save()  # put in heads before the rotary turns the keys
+        keys = attn.attention_keys.save()
+    w = attn._module.query_key_value.weight
+    assert keys.shape[1] == values.shape[1] == 1
+    torch.testing.assert_close(values[:, 0], x @ w[-d:].T, rtol=0, atol=0)
+    # the rotary turns the key head: its pairs keep their lengths (head_dim 16: 16 products, 1e-6 relative)
+    raw = x @ w[-2 * d:-d].T
+    pairs = lambda t: t[..., : d // 2].pow(2) + t[..., d // 2:].pow(2)  # noqa: E731
+    torch.testing.assert_close(pairs(keys[:, 0]), pairs(raw), rtol=1e-5, atol=1e-6)
+
+
+def test_saved_mlp_output_holds_both_branches_but_the_cache_does_not(model):
+    block = model.layers[2]
+    with torch.no_grad(), model.trace(PROMPTS):
+        attn = block.self_attn.attention_output.save()
+        saved = block.mlp.mlp_output.save()
+        own = block.mlp.mlp_output.clone().save()
+    assert torch.equal(saved, own + attn)  # the block's mlp_output += attention_output, in the saved tensor
+    assert not torch.equal(saved, own)
+    alone = model.cache(["mlp.mlp_output", "self_attn.attention_output"], PROMPTS)  # plain hooks
+    assert torch.equal(alone["layers.2.mlp.mlp_output"], own)
+    assert torch.equal(alone["layers.2.self_attn.attention_output"], attn)
+    with torch.no_grad(), model.trace(PROMPTS):
+        traced = model.cache(["mlp.mlp_output"])  # through nnsight, copied at the read
+    assert torch.equal(traced["layers.2.mlp.mlp_output"], own)
+
+
+def test_other_layouts_are_refused_in_one_line():
+    """ALiBi keeps every weight's shape, so the tiny checkpoint loads with it set and the family refuses it; the
+    other switches are refused by prepare before any value is served."""
+    from types import SimpleNamespace
+
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from nncanon.families import falcon
+    from transformers import AutoConfig
+
+    source = checkpoint_dir("falcon")
+    config = AutoConfig.from_pretrained(source)
+    config.alibi = True
+    with pytest.raises(nncanon.FamilyMismatch) as info:
+        nncanon.load(source, config=config)
+    assert "\n" not in str(info.value) and "Falcon-7B's layout" in str(info.value)
+    base = dict(new_decoder_architecture=False, alibi=False, parallel_attn=True, multi_query=True)
+    for change in ({"new_decoder_architecture": True}, {"parallel_attn": False}, {"multi_query": False}):
+        with pytest.raises(nncanon.FamilyMismatch, match="Falcon-7B's layout"):
+            falcon.prepare(SimpleNamespace(text_config=SimpleNamespace(**{**base, **change})))
