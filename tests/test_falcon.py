@@ -63,10 +63,11 @@ def test_other_layouts_are_refused_in_one_line():
     other switches are refused by prepare before any value is served."""
     from types import SimpleNamespace
 
+    from transformers import AutoConfig
+
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
     from nncanon.families import falcon
-    from transformers import AutoConfig
 
     source = checkpoint_dir("falcon")
     config = AutoConfig.from_pretrained(source)
