@@ -1,5 +1,5 @@
-"""Falcon (issue 24): Falcon-7B's layout against what transformers itself computes, and the in-place add that
-overwrites a saved mlp_output.
+"""Falcon (issue 24): Falcon-7B's and Falcon-40B's layouts against what transformers itself computes, and the
+in-place add that overwrites a saved mlp_output.
 
 The multi-query split is checked against an independent reading of query_key_value's weight (num_heads query
 rows, then one key's, then one value's); the block's in-place ``mlp_output += attention_output`` is what a saved
@@ -9,9 +9,12 @@ when run on its own, nnsight inside a trace).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
@@ -58,6 +61,37 @@ def test_saved_mlp_output_holds_both_branches_but_the_cache_does_not(model):
     assert torch.equal(traced["layers.2.mlp.mlp_output"], own)
 
 
+def test_the_40b_layout_broadcasts_each_groups_key_to_its_query_heads():
+    """Falcon-40B's tiny (2 groups of 2 query heads): the keys and values entering the attention have a head per
+    query head, equal within a group and not across; the value head is x · the group's value rows of
+    query_key_value (exact: the same matmul of the same rows); the MLP reads its own LayerNorm (ln_mlp)."""
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import load_family
+
+    family = load_family(ROOT / "families" / "falcon.yaml")
+    model = nncanon.load(checkpoint_dir(family.variant("40b")))
+    config = model.text_config
+    assert config.new_decoder_architecture and config.num_kv_heads == 2 and model.num_kv_heads == model.num_heads == 4
+    block = model.layers[1]
+    d = model.head_dim
+    with torch.no_grad(), model.trace(PROMPTS):
+        layer_input = block.layer_input.save()
+        x = block.attention_norm_output.save()
+        mlp_norm = block.mlp_norm_output.save()
+        values = block.self_attn.attention_values.save()
+        keys = block.self_attn.attention_keys.save()
+        mlp_in = block.mlp_input.save()
+    ln_mlp = block._module.ln_mlp
+    assert torch.equal(mlp_in, mlp_norm) and torch.equal(mlp_norm, ln_mlp(layer_input)) and not torch.equal(mlp_in, x)
+    for a, b in ((0, 1), (2, 3)):
+        assert torch.equal(keys[:, a], keys[:, b]) and torch.equal(values[:, a], values[:, b])
+    assert not torch.equal(keys[:, 1], keys[:, 2])
+    w = block.self_attn._module.query_key_value.weight.unflatten(0, (2, 4, d))  # [group, 2 queries + k + v, d, hidden]
+    for g in range(2):
+        torch.testing.assert_close(values[:, 2 * g], x @ w[g, 3].T, rtol=0, atol=0)
+
+
 def test_other_layouts_are_refused_in_one_line():
     """ALiBi keeps every weight's shape, so the tiny checkpoint loads with it set and the family refuses it; the
     other switches are refused by prepare before any value is served."""
@@ -76,6 +110,10 @@ def test_other_layouts_are_refused_in_one_line():
         nncanon.load(source, config=config)
     assert "\n" not in str(info.value) and "Falcon-7B's layout" in str(info.value)
     base = dict(new_decoder_architecture=False, alibi=False, parallel_attn=True, multi_query=True)
-    for change in ({"new_decoder_architecture": True}, {"parallel_attn": False}, {"multi_query": False}):
+    for change in ({"parallel_attn": False}, {"multi_query": False}):
         with pytest.raises(nncanon.FamilyMismatch, match="Falcon-7B's layout"):
             falcon.prepare(SimpleNamespace(text_config=SimpleNamespace(**{**base, **change})))
+    for change in ({"alibi": True}, {"num_ln_in_parallel_attn": 1}):
+        with pytest.raises(nncanon.FamilyMismatch, match="Falcon-40B's layout"):
+            falcon.prepare(SimpleNamespace(text_config=SimpleNamespace(
+                **{**base, "new_decoder_architecture": True, **change})))

@@ -1,25 +1,32 @@
-"""Falcon (FalconForCausalLM, model_type falcon): Falcon-7B's parallel block with one LayerNorm and multi-query
-attention from one fused query_key_value.
+"""Falcon (FalconForCausalLM, model_type falcon): two layouts of the parallel block, told apart by
+``new_decoder_architecture``, each with one fused query_key_value and the rotary embedding.
 
-The block is parallel with one LayerNorm (``parallel_attn``, ``new_decoder_architecture`` false): the attention
-and the MLP both read ``input_layernorm``'s output, and the block returns ``layer_input + (mlp_output +
-attention_output)``, so no tensor is the stream after the attention add (``parts/parallel.py``). The norms are
-LayerNorms with a weight and a bias; every Linear is bias-free (``bias`` false), the MLP is ``dense_4h_to_h(gelu(
-dense_h_to_4h(x)))``, ``ffn_hidden_size`` wide, and the head is tied to the token embedding.
+Falcon-7B (``parallel_attn``, ``multi_query``): the attention and the MLP both read ``input_layernorm``'s output,
+and the block returns ``layer_input + (mlp_output + attention_output)``, so no tensor is the stream after the
+attention add (``parts/parallel.py``). The attention is multi-query: one key head and one value head serve every
+query head. ``query_key_value`` is ``hidden_size + 2 · head_dim`` wide, viewed as ``num_heads + 2`` heads: the
+query heads, then the key head, then the value head (the module's own ``_split_heads``). FalconConfig keeps
+``num_kv_heads`` equal to the heads when ``multi_query`` is set; the attention uses one, and so does the family's
+``num_kv_heads``.
 
-The attention is multi-query (``multi_query``): one key head and one value head serve every query head. One
-Linear, ``query_key_value``, computes them all, ``hidden_size + 2 · head_dim`` wide, viewed as ``num_heads + 2``
-heads: the query heads, then the key head, then the value head (the module's own ``_split_heads``). The rotary
-embedding turns the whole of every query and key head, in halves (``rotate_half``). FalconConfig keeps
-``num_kv_heads`` equal to the heads when ``multi_query`` is set; the attention uses one, and so does the
-family's ``num_kv_heads``. Falcon's attention is written out in its own forward, once for sdpa and once for
-eager: the queries and keys are read where the rotary returns them, the values where they are put in heads, the
-head outputs where they are permuted to ``[batch, seq, heads, head_dim]``, all common to both; the scores and
-the pattern exist on eager only.
+Falcon-40B (``new_decoder_architecture``): the same one sum, but each branch reads its own LayerNorm, ``ln_attn``
+and ``ln_mlp`` (mounted as ``input_layernorm`` and ``post_attention_layernorm``). ``query_key_value`` holds, for
+each of ``num_kv_heads`` groups, the group's query heads, then its key head, then its value head; the forward
+broadcasts each group's key and value to every query head of the group before the rotary, so the keys and values
+entering the attention have as many heads as the queries (``num_kv_heads`` is the heads), a group's copies equal.
+W_Q, W_K and W_V are not mapped on this layout (a group's query rows are not one view of the weight).
 
-The family refuses Falcon-40B's layout (``new_decoder_architecture``: grouped key/value heads interleaved with
-their query groups and two LayerNorms, ``ln_attn`` and ``ln_mlp``) and Falcon-RW's (``alibi``, the sequential
-block, biases): their values sit elsewhere and no tiny recipe proves them yet.
+Both: LayerNorms with a weight and a bias; every Linear bias-free (``bias`` false); the rotary turns the whole of
+every query and key head, in halves (``rotate_half``); the MLP is ``dense_4h_to_h(gelu(dense_h_to_4h(x)))``,
+``ffn_hidden_size`` wide; the head is tied to the token embedding. The block adds the attention's output into the
+MLP's output tensor in place (``mlp_output += attention_output``): a saved ``mlp_output`` later holds both
+branches (the notes). Falcon's attention is written out in its own forward, once for sdpa and once for eager: the
+queries and keys are read where the rotary returns them, the values where they are put in heads, the head outputs
+where they are permuted to ``[batch, seq, heads, head_dim]``, all common to both; the scores and the pattern exist
+on eager only.
+
+The family refuses Falcon-RW's layout (``alibi``, the sequential block, multi-head attention, biases): its values
+sit elsewhere (no rotary call, ALiBi's bias scaled with the scores) and no tiny recipe proves them yet.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from ..parts.parallel import parallel_block
 from ..parts.ungated import ungated_mlp
 from ..relations import first, relation
 from ..values import Value
+from ..weights import Layout as WeightLayout
 from ..weights import stacked_qkv
 
 FAMILY = "falcon"
@@ -51,6 +59,9 @@ RENAME = {
     "self_attention.dense": "self_attention.o_proj",
     "act": "act_fn",
     "dense_4h_to_h": "down_proj",
+    # Falcon-40B's block (new_decoder_architecture): a LayerNorm per branch; no 7B block has either name
+    "ln_attn": "input_layernorm",
+    "ln_mlp": "post_attention_layernorm",
 }
 
 # -- the block: parallel, one LayerNorm ----------------------------------------------------------------------------
@@ -97,6 +108,49 @@ MultiQueryAttention = host("MultiQueryAttention", Attention, values=[
 ], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=stacked_qkv("query_key_value"),
     RELATIONS=(*ATTENTION_RELATIONS, _fused_multi_query))
 
+# -- Falcon-40B's layout (new_decoder_architecture): the parallel block with two LayerNorms, key/value groups ------
+
+
+@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
+          "num_kv_heads, num_heads / num_kv_heads + 2, head_dim]: each group's query heads, then its key head, then "
+          "its value head (new_decoder_architecture); the group's key and value broadcast to each of its query "
+          "heads; attention_values == v; attention_queries and attention_keys are q and k in heads, "
+          + rotary.describe("head_dim", rotary.HALVES),
+          proves="attention_values", reads="input attention_queries attention_keys attention_values")
+def _grouped_split(host, r):
+    module = host._module
+    x = first(r["input"])
+    fused = module.query_key_value(x)
+    q, k, v = module._split_heads(fused)
+    kv = module.config.num_kv_heads
+    groups = fused.unflatten(-1, (kv, -1, module.head_dim))  # [batch, seq, kv, group + 2, head_dim]
+    group = groups.shape[-2] - 2
+
+    def shared(slot):  # the group's one head, repeated for each of its query heads
+        return groups[..., slot, :].repeat_interleave(group, dim=2)
+
+    d = module.head_dim
+    return [(groups[..., :group, :].flatten(2, 3), q), (shared(group), k), (shared(group + 1), v),
+            (v.transpose(1, 2).double(), r["attention_values"].double()),
+            *rotary.rotated(q.transpose(1, 2), r["attention_queries"], d, rotary.HALVES),
+            *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
+
+
+_GROUPED = WeightLayout(unmapped="Falcon-40B's query_key_value holds, for each key/value group, its query heads, "
+                        "then its key head, then its value head, and the forward broadcasts each group's key and value "
+                        "to its query heads before the attention: read self_attn.query_key_value.weight")
+GroupedAttention = host("GroupedAttention", MultiQueryAttention, WEIGHTS=_GROUPED,
+                        RELATIONS=(*ATTENTION_RELATIONS, _grouped_split))
+TwoNormBlock = parallel_block("Falcon-40B's block", flag="new_decoder_architecture")
+
+
+def layout_envoys(config) -> dict:
+    """The hosts of the layout ``config`` selects, over ``ENVOYS`` (Falcon-7B's)."""
+    if config.new_decoder_architecture:
+        return {hf.FalconDecoderLayer: TwoNormBlock, hf.FalconAttention: GroupedAttention}
+    return {}
+
+
 ENVOYS = {hf.FalconDecoderLayer: ParallelBlock, hf.FalconAttention: MultiQueryAttention,
           hf.FalconMLP: ungated_mlp("dense_h_to_4h")}
 
@@ -105,10 +159,12 @@ class FalconStandardModel(host("FalconStandardModel", StandardModel, values=ROOT
                                family_module=sys.modules[__name__])):
     @property
     def num_kv_heads(self) -> int:
-        """One key and one value head under multi_query: FalconConfig sets num_kv_heads to the heads unless
-        new_decoder_architecture, and the attention uses it only then."""
+        """The key and value heads entering the attention: one under multi_query (FalconConfig sets num_kv_heads
+        to the heads, which the 7B attention does not use); as many as the query heads under
+        new_decoder_architecture, whose forward broadcasts each group's key and value to its query heads."""
         config = self.text_config
-        return config.num_kv_heads if config.new_decoder_architecture else 1 if config.multi_query else self.num_heads
+        # new_decoder_architecture: every query head gets its group's key and value, broadcast before the attention
+        return 1 if config.multi_query and not config.new_decoder_architecture else self.num_heads
 
 
 ROOT = FalconStandardModel
@@ -121,14 +177,20 @@ def prepare(model: StandardModel) -> None:
     """Refuse every layout but Falcon-7B's: the values and relations here are its block's. The user's config is
     left as it was given."""
     config = model.text_config
-    if config.new_decoder_architecture or config.alibi or not config.parallel_attn or not config.multi_query:
-        raise FamilyMismatch(f"{FAMILY}: new_decoder_architecture, alibi, parallel_attn false or multi_query false; "
-                             "nncanon serves Falcon with Falcon-7B's layout (the parallel block with one LayerNorm, "
-                             "multi-query attention, the rotary embedding)")
+    if config.new_decoder_architecture:
+        if config.alibi or getattr(config, "num_ln_in_parallel_attn", None) not in (None, 2):
+            raise FamilyMismatch(f"{FAMILY}: new_decoder_architecture with alibi or one LayerNorm; nncanon serves "
+                                 "Falcon-40B's layout with the rotary embedding and two LayerNorms, as it is released")
+        return
+    if config.alibi or not config.parallel_attn or not config.multi_query:
+        raise FamilyMismatch(f"{FAMILY}: alibi, parallel_attn false or multi_query false; nncanon serves Falcon with "
+                             "Falcon-7B's layout (the parallel block with one LayerNorm, multi-query attention, the "
+                             "rotary embedding) or Falcon-40B's (new_decoder_architecture)")
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    return ["embed_tokens", "layers", "norm", "lm_head", "layers.0.input_layernorm", "layers.0.self_attn",
+    norms = ["layers.0.post_attention_layernorm"] if model.text_config.new_decoder_architecture else []
+    return ["embed_tokens", "layers", "norm", "lm_head", "layers.0.input_layernorm", *norms, "layers.0.self_attn",
             "layers.0.self_attn.query_key_value", "layers.0.self_attn.o_proj", "layers.0.mlp",
             "layers.0.mlp.dense_h_to_4h", "layers.0.mlp.act_fn", "layers.0.mlp.down_proj"]
 
