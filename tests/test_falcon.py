@@ -92,9 +92,48 @@ def test_the_40b_layout_broadcasts_each_groups_key_to_its_query_heads():
         torch.testing.assert_close(values[:, 2 * g], x @ w[g, 3].T, rtol=0, atol=0)
 
 
+def test_the_rw_layout_adds_alibi_twice_under_eager():
+    """Falcon-RW's tiny: the queries, keys and values are query_key_value's per-head [q | k | v] (biases included:
+    exact, the same matmul); under eager the scores carry 2 · slope · p_k · scaling over q · kᵀ · scaling (the
+    attention's own bias and the one FalconModel puts in the mask), so eager's logits differ from sdpa's, which
+    adds it once. The bias is at most 2 · 2^-2 · 12 · 0.25 here; the difference 1e-4 relative is float32 rounding
+    of 16-term dot products (gamma_16 ~ 1e-6) far below the bias's size."""
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import load_family
+    from nncanon.parts.alibi import bias
+
+    family = load_family(ROOT / "families" / "falcon.yaml")
+    directory = checkpoint_dir(family.variant("rw"))
+    eager = nncanon.load(directory, attn_implementation="eager")
+    sdpa = nncanon.load(directory, attn_implementation="sdpa")
+    attn = eager.layers[1].self_attn
+    with torch.no_grad(), eager.trace(PROMPTS):
+        mask = eager.attention_mask.save()
+        x = eager.layers[1].attention_norm_output.save()
+        q = attn.attention_queries.save()
+        k = attn.attention_keys.save()
+        v = attn.attention_values.save()
+        scores = attn.attention_scores.save()
+        eager_logits = eager.logits.save()
+    with torch.no_grad(), sdpa.trace(PROMPTS):
+        sdpa_logits = sdpa.logits.save()
+    qkv = attn._module.query_key_value(x).unflatten(-1, (eager.num_heads, 3, eager.head_dim)).transpose(1, 2)
+    for i, got in enumerate((q, k, v)):
+        torch.testing.assert_close(got, qkv[..., i, :], rtol=0, atol=0)
+    scale = attn._module.inv_norm_factor
+    added = (scores - q @ k.transpose(-1, -2) * scale).double()
+    expected = (2 * bias(eager.num_heads, mask, k.shape[2]) * scale).expand_as(added)
+    allowed = torch.ones_like(added, dtype=torch.bool).tril() & mask.bool()[:, None, None, :]
+    torch.testing.assert_close(added[allowed], expected[allowed], rtol=1e-4, atol=1e-5)
+    real = mask.bool()
+    assert float((eager_logits - sdpa_logits)[real].abs().max()) > 1e-3
+
+
 def test_other_layouts_are_refused_in_one_line():
-    """ALiBi keeps every weight's shape, so the tiny checkpoint loads with it set and the family refuses it; the
-    other switches are refused by prepare before any value is served."""
+    """ALiBi keeps every weight's shape, so the tiny checkpoint loads with it set and the family refuses it (no
+    released checkpoint has ALiBi in 7B's block); the other switches are refused by prepare before any value is
+    served."""
     from types import SimpleNamespace
 
     from transformers import AutoConfig
@@ -105,12 +144,12 @@ def test_other_layouts_are_refused_in_one_line():
 
     source = checkpoint_dir("falcon")
     config = AutoConfig.from_pretrained(source)
-    config.alibi = True
+    config.alibi = True  # ALiBi in Falcon-7B's parallel multi-query block: no released checkpoint
     with pytest.raises(nncanon.FamilyMismatch) as info:
         nncanon.load(source, config=config)
-    assert "\n" not in str(info.value) and "Falcon-7B's layout" in str(info.value)
+    assert "\n" not in str(info.value) and "Falcon-RW's layout" in str(info.value)
     base = dict(new_decoder_architecture=False, alibi=False, parallel_attn=True, multi_query=True)
-    for change in ({"parallel_attn": False}, {"multi_query": False}):
+    for change in ({"parallel_attn": False}, {"multi_query": False}):  # rotary in a sequential or multi-head block
         with pytest.raises(nncanon.FamilyMismatch, match="Falcon-7B's layout"):
             falcon.prepare(SimpleNamespace(text_config=SimpleNamespace(**{**base, **change})))
     for change in ({"alibi": True}, {"num_ln_in_parallel_attn": 1}):

@@ -1,5 +1,6 @@
-"""Falcon (FalconForCausalLM, model_type falcon): two layouts of the parallel block, told apart by
-``new_decoder_architecture``, each with one fused query_key_value and the rotary embedding.
+"""Falcon (FalconForCausalLM, model_type falcon): three layouts behind config switches, each with one fused
+query_key_value: Falcon-7B's and Falcon-40B's parallel blocks with the rotary, Falcon-RW's sequential block with
+ALiBi (``layout_envoys`` picks the hosts; the YAML's ``variants:`` prove each on a tiny checkpoint).
 
 Falcon-7B (``parallel_attn``, ``multi_query``): the attention and the MLP both read ``input_layernorm``'s output,
 and the block returns ``layer_input + (mlp_output + attention_output)``, so no tensor is the stream after the
@@ -25,8 +26,17 @@ queries and keys are read where the rotary returns them, the values where they a
 where they are permuted to ``[batch, seq, heads, head_dim]``, all common to both; the scores and the pattern exist
 on eager only.
 
-The family refuses Falcon-RW's layout (``alibi``, the sequential block, multi-head attention, biases): its values
-sit elsewhere (no rotary call, ALiBi's bias scaled with the scores) and no tiny recipe proves them yet.
+Falcon-RW (``alibi``, ``parallel_attn`` and ``multi_query`` false, ``bias``): Llama's sequential block order with
+LayerNorms (``parts/decoder.py``'s block), biases on every Linear, and a key and a value head per query head,
+``query_key_value`` viewed per head as ``[q | k | v]`` (BLOOM's and GPT-NeoX's interleaving). There is no rotary:
+the queries, keys and values are read where they are put in heads. ALiBi (``parts/alibi.py``) is added before the
+scores are scaled, ``(q · kᵀ + alibi) · scaling``, so each slope is scaled with them (BLOOM adds it after). Under
+eager the bias is added twice: FalconModel also builds the mask as ``alibi / √head_dim`` with the causal and
+padding minimum filled in, which the eager attention adds to its own biased scores, while sdpa takes that mask
+alone; the relations say so, and eager and sdpa give different logits on this layout (``tests/test_falcon.py``).
+The head outputs are read at the output projection's input, the same under both loads; the scores and the pattern
+on eager only. Other combinations of the switches (ALiBi in a parallel block, a sequential 7B) are refused: no
+released checkpoint has them.
 """
 
 from __future__ import annotations
@@ -37,17 +47,19 @@ from transformers.models.falcon import modeling_falcon as hf
 
 from ..hosts import host
 from ..layouts import HeadOutputs, Keys, Pattern, Queries, Values
-from ..locators import op
+from ..locators import child, op
 from ..model import FamilyMismatch, StandardModel
 from ..parts import rotary
-from ..parts.attention import ATTENTION_RELATIONS, EAGER, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, text_only
+from ..parts.alibi import alibi_relations
+from ..parts.attention import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
 from ..parts.parallel import parallel_block
 from ..parts.ungated import ungated_mlp
 from ..relations import first, relation
 from ..values import Value
+from ..views import heads
 from ..weights import Layout as WeightLayout
-from ..weights import stacked_qkv
+from ..weights import interleaved_qkv, stacked_qkv
 
 FAMILY = "falcon"
 MODEL_TYPES = ("falcon",)
@@ -144,10 +156,47 @@ GroupedAttention = host("GroupedAttention", MultiQueryAttention, WEIGHTS=_GROUPE
 TwoNormBlock = parallel_block("Falcon-40B's block", flag="new_decoder_architecture")
 
 
+# -- Falcon-RW's layout (alibi): the sequential block, multi-head attention with ALiBi, biases ----------------------
+
+
+@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
+          "num_heads, 3, head_dim]: each head's query, key and value side by side (multi_query false); "
+          "attention_queries, attention_keys and attention_values are q, k and v in heads (no rotary: ALiBi)",
+          proves="attention_queries attention_keys attention_values",
+          reads="input attention_queries attention_keys attention_values")
+def _per_head_split(host, r):
+    module = host._module
+    x = first(r["input"])
+    fused = module.query_key_value(x)
+    q, k, v = module._split_heads(fused)
+    heads = fused.unflatten(-1, (module.num_heads, 3, module.head_dim))
+    return [(heads[..., 0, :], q), (heads[..., 1, :], k), (heads[..., 2, :], v),
+            (q.transpose(1, 2), r["attention_queries"]), (k.transpose(1, 2), r["attention_keys"]),
+            (v.transpose(1, 2), r["attention_values"])]
+
+
+AlibiAttention = host("AlibiAttention", Attention, values=[
+    Value("attention_queries", Queries, "The queries entering attention, in heads", op("reshape_0")),
+    Value("attention_keys", Keys, "The keys entering attention, in heads", op("reshape_1")),
+    Value("attention_values", Values, "The values entering attention, in heads", op("reshape_2")),
+    Value("attention_scores", Pattern, "The attention scores entering the softmax: (q · kᵀ + ALiBi's bias) scaled, "
+          "and masked", op("F_softmax_1", io="input"), conditions=(EAGER,)),
+    Value("attention_probabilities", Pattern, "The attention pattern the values are mixed with",
+          op("self_attention_dropout_0"), conditions=(EAGER,)),
+    Value("attention_head_outputs", HeadOutputs, "The per-head outputs, as the output projection takes them",
+          child("o_proj", "input"), view=heads()),
+], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=interleaved_qkv("query_key_value"),
+    RELATIONS=(*alibi_relations(scaled=True, times=lambda host: 2 if host._std_model.attn_implementation == "eager"
+                                else 1, why="twice under eager: FalconModel also puts alibi · scaling in the mask the "
+                                "eager attention adds"), HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1], _per_head_split))
+
+
 def layout_envoys(config) -> dict:
     """The hosts of the layout ``config`` selects, over ``ENVOYS`` (Falcon-7B's)."""
     if config.new_decoder_architecture:
         return {hf.FalconDecoderLayer: TwoNormBlock, hf.FalconAttention: GroupedAttention}
+    if config.alibi:
+        return {hf.FalconDecoderLayer: Block, hf.FalconAttention: AlibiAttention}
     return {}
 
 
@@ -165,6 +214,7 @@ class FalconStandardModel(host("FalconStandardModel", StandardModel, values=ROOT
         config = self.text_config
         # new_decoder_architecture: every query head gets its group's key and value, broadcast before the attention
         return 1 if config.multi_query and not config.new_decoder_architecture else self.num_heads
+    # Falcon-RW (multi_query false): a key and a value head per query head
 
 
 ROOT = FalconStandardModel
@@ -182,14 +232,22 @@ def prepare(model: StandardModel) -> None:
             raise FamilyMismatch(f"{FAMILY}: new_decoder_architecture with alibi or one LayerNorm; nncanon serves "
                                  "Falcon-40B's layout with the rotary embedding and two LayerNorms, as it is released")
         return
-    if config.alibi or not config.parallel_attn or not config.multi_query:
-        raise FamilyMismatch(f"{FAMILY}: alibi, parallel_attn false or multi_query false; nncanon serves Falcon with "
+    if config.alibi:
+        if config.parallel_attn or config.multi_query:
+            raise FamilyMismatch(f"{FAMILY}: alibi with parallel_attn or multi_query; nncanon serves ALiBi with "
+                                 "Falcon-RW's layout (the sequential block, multi-head attention), as it is released")
+        return
+    if not config.parallel_attn or not config.multi_query:
+        raise FamilyMismatch(f"{FAMILY}: parallel_attn false or multi_query false; nncanon serves Falcon with "
                              "Falcon-7B's layout (the parallel block with one LayerNorm, multi-query attention, the "
-                             "rotary embedding) or Falcon-40B's (new_decoder_architecture)")
+                             "rotary embedding), Falcon-40B's (new_decoder_architecture) or Falcon-RW's (alibi)")
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    norms = ["layers.0.post_attention_layernorm"] if model.text_config.new_decoder_architecture else []
+    config = model.text_config
+    # a second LayerNorm: 40B's ln_mlp, or the sequential block's (RW); prepare refuses the other combinations
+    second = config.new_decoder_architecture or not config.parallel_attn
+    norms = ["layers.0.post_attention_layernorm"] if second else []
     return ["embed_tokens", "layers", "norm", "lm_head", "layers.0.input_layernorm", *norms, "layers.0.self_attn",
             "layers.0.self_attn.query_key_value", "layers.0.self_attn.o_proj", "layers.0.mlp",
             "layers.0.mlp.dense_h_to_4h", "layers.0.mlp.act_fn", "layers.0.mlp.down_proj"]
