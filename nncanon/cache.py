@@ -159,7 +159,7 @@ def run(model: Any, names: list[str] | str, inputs: tuple, kwargs: dict, blocks:
             if traced:
                 with model.trace(*inputs, **kwargs):
                     for entry in traced:
-                        found[entry.key] = getattr(entry.host, entry.value.name).save()
+                        found[entry.key] = _copy(getattr(entry.host, entry.value.name)).save()
             else:
                 args, forward = processing.batch_forward(model, [(inputs, kwargs)])
                 model._module(*args, **forward)
@@ -175,12 +175,17 @@ def _hook(entry: Entry, found: dict) -> Any:
     module = host._module if locator.module is None else host.get(locator.module)._module
 
     def keep(raw: Any) -> None:
-        if entry.key not in found:
-            found[entry.key] = value.view.read(host, locator.select(raw))
+        if entry.key not in found:  # a copy: the forward may write into this tensor later (Falcon's mlp_output +=)
+            found[entry.key] = _copy(value.view.read(host, locator.select(raw)))
 
     if locator.io == "input":
         return module.register_forward_pre_hook(lambda m, args, kwargs: keep((args, kwargs)), with_kwargs=True)
     return module.register_forward_hook(lambda m, args, output: keep(output))
+
+
+def _copy(value: Any) -> Any:
+    """A tensor as it is at its read: a later in-place write of the forward does not reach it."""
+    return value.clone() if isinstance(value, torch.Tensor) else value
 
 
 def read(model: Any, names: list[str] | str, blocks: Any = None) -> Cache:
@@ -189,5 +194,5 @@ def read(model: Any, names: list[str] | str, blocks: Any = None) -> Cache:
     cache = Cache()
     for entry in resolve(model, names, blocks):
         value = getattr(entry.host, entry.value.name)
-        cache[entry.key] = value.clone() if isinstance(value, torch.Tensor) else value
+        cache[entry.key] = _copy(value)
     return save(cache)  # handed back after the trace, as a saved value is

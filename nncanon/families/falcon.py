@@ -1,0 +1,257 @@
+"""Falcon (FalconForCausalLM, model_type falcon): three layouts behind config switches, each with one fused
+query_key_value: Falcon-7B's and Falcon-40B's parallel blocks with the rotary, Falcon-RW's sequential block with
+ALiBi (``layout_envoys`` picks the hosts; the YAML's ``variants:`` prove each on a tiny checkpoint).
+
+Falcon-7B (``parallel_attn``, ``multi_query``): the attention and the MLP both read ``input_layernorm``'s output,
+and the block returns ``layer_input + (mlp_output + attention_output)``, so no tensor is the stream after the
+attention add (``parts/parallel.py``). The attention is multi-query: one key head and one value head serve every
+query head. ``query_key_value`` is ``hidden_size + 2 · head_dim`` wide, viewed as ``num_heads + 2`` heads: the
+query heads, then the key head, then the value head (the module's own ``_split_heads``). FalconConfig keeps
+``num_kv_heads`` equal to the heads when ``multi_query`` is set; the attention uses one, and so does the family's
+``num_kv_heads``.
+
+Falcon-40B (``new_decoder_architecture``): the same one sum, but each branch reads its own LayerNorm, ``ln_attn``
+and ``ln_mlp`` (mounted as ``input_layernorm`` and ``post_attention_layernorm``). ``query_key_value`` holds, for
+each of ``num_kv_heads`` groups, the group's query heads, then its key head, then its value head; the forward
+broadcasts each group's key and value to every query head of the group before the rotary, so the keys and values
+entering the attention have as many heads as the queries (``num_kv_heads`` is the heads), a group's copies equal.
+W_Q, W_K and W_V are not mapped on this layout (a group's query rows are not one view of the weight).
+
+Both: LayerNorms with a weight and a bias; every Linear bias-free (``bias`` false); the rotary turns the whole of
+every query and key head, in halves (``rotate_half``); the MLP is ``dense_4h_to_h(gelu(dense_h_to_4h(x)))``,
+``ffn_hidden_size`` wide; the head is tied to the token embedding. The block adds the attention's output into the
+MLP's output tensor in place (``mlp_output += attention_output``): a saved ``mlp_output`` later holds both
+branches (the notes). Falcon's attention is written out in its own forward, once for sdpa and once for eager: the
+queries and keys are read where the rotary returns them, the values where they are put in heads, the head outputs
+where they are permuted to ``[batch, seq, heads, head_dim]``, all common to both; the scores and the pattern exist
+on eager only.
+
+Falcon-RW (``alibi``, ``parallel_attn`` and ``multi_query`` false, ``bias``): Llama's sequential block order with
+LayerNorms (``parts/decoder.py``'s block), biases on every Linear, and a key and a value head per query head,
+``query_key_value`` viewed per head as ``[q | k | v]`` (BLOOM's and GPT-NeoX's interleaving). There is no rotary:
+the queries, keys and values are read where they are put in heads. ALiBi (``parts/alibi.py``) is added before the
+scores are scaled, ``(q · kᵀ + alibi) · scaling``, so each slope is scaled with them (BLOOM adds it after). Under
+eager the bias is added twice: FalconModel also builds the mask as ``alibi / √head_dim`` with the causal and
+padding minimum filled in, which the eager attention adds to its own biased scores, while sdpa takes that mask
+alone; the relations say so, and eager and sdpa give different logits on this layout (``tests/test_falcon.py``).
+The head outputs are read at the output projection's input, the same under both loads; the scores and the pattern
+on eager only. Other combinations of the switches (ALiBi in a parallel block, a sequential 7B) are refused: no
+released checkpoint has them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from transformers.models.falcon import modeling_falcon as hf
+
+from ..hosts import host
+from ..layouts import HeadOutputs, Keys, Pattern, Queries, Values
+from ..locators import child, op
+from ..model import FamilyMismatch, StandardModel
+from ..parts import rotary
+from ..parts.alibi import alibi_relations
+from ..parts.attention import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
+from ..parts.parallel import parallel_block
+from ..parts.ungated import ungated_mlp
+from ..relations import first, relation
+from ..values import Value
+from ..views import heads
+from ..weights import Layout as WeightLayout
+from ..weights import interleaved_qkv, stacked_qkv
+
+FAMILY = "falcon"
+MODEL_TYPES = ("falcon",)
+RENAME = {
+    "transformer.word_embeddings": "embed_tokens",
+    "transformer.h": "layers",
+    "transformer.ln_f": "norm",
+    "self_attention": "self_attn",
+    "self_attention.dense": "self_attention.o_proj",
+    "act": "act_fn",
+    "dense_4h_to_h": "down_proj",
+    # Falcon-40B's block (new_decoder_architecture): a LayerNorm per branch; no 7B block has either name
+    "ln_attn": "input_layernorm",
+    "ln_mlp": "post_attention_layernorm",
+}
+
+# -- the block: parallel, one LayerNorm ----------------------------------------------------------------------------
+
+ParallelBlock = parallel_block("Falcon-7B's block", flag="parallel_attn", one_norm=True)
+
+# -- the attention: multi-query from one fused query_key_value, the rotary on whole heads ---------------------------
+
+
+@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
+          "num_heads + 2, head_dim]: the query heads, then one key and one value head shared by every query head "
+          "(multi_query); "
+          "attention_values == v; attention_queries and attention_keys are q and k in heads, "
+          + rotary.describe("head_dim", rotary.HALVES),
+          proves="attention_values", reads="input attention_queries attention_keys attention_values")
+def _fused_multi_query(host, r):
+    module = host._module
+    x = first(r["input"])
+    fused = module.query_key_value(x)
+    q, k, v = module._split_heads(fused)
+    # the layout written independently of _split_heads: num_heads query heads, then the key's, then the value's
+    heads = fused.unflatten(-1, (module.num_heads + 2, module.head_dim))
+    d = module.head_dim
+    return [(heads[:, :, :-2], q), (heads[:, :, -2:-1], k), (heads[:, :, -1:], v),
+            (v.transpose(1, 2).double(), r["attention_values"].double()),
+            *rotary.rotated(q.transpose(1, 2), r["attention_queries"], d, rotary.HALVES),
+            *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
+
+
+_ROTARY = "apply_rotary_pos_emb_0"
+MultiQueryAttention = host("MultiQueryAttention", Attention, values=[
+    Value("attention_queries", Queries, "The queries entering attention: the rotary's output",
+          op(_ROTARY, element=0)),
+    Value("attention_keys", Keys, "The keys entering attention: the rotary's output (one head, multi_query)",
+          op(_ROTARY, element=1)),
+    Value("attention_values", Values, "The values entering attention, in heads (one head, multi_query)",
+          op("reshape_2")),
+    Value("attention_scores", Pattern, "The attention scores entering the softmax, scaled and masked",
+          op("F_softmax_0", io="input"), conditions=(EAGER,)),
+    Value("attention_probabilities", Pattern, "The attention pattern the values are mixed with",
+          op("F_softmax_0"), conditions=(EAGER,)),
+    Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
+          op("attn_output_permute_0")),
+], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=stacked_qkv("query_key_value"),
+    RELATIONS=(*ATTENTION_RELATIONS, _fused_multi_query))
+
+# -- Falcon-40B's layout (new_decoder_architecture): the parallel block with two LayerNorms, key/value groups ------
+
+
+@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
+          "num_kv_heads, num_heads / num_kv_heads + 2, head_dim]: each group's query heads, then its key head, then "
+          "its value head (new_decoder_architecture); the group's key and value broadcast to each of its query "
+          "heads; attention_values == v; attention_queries and attention_keys are q and k in heads, "
+          + rotary.describe("head_dim", rotary.HALVES),
+          proves="attention_values", reads="input attention_queries attention_keys attention_values")
+def _grouped_split(host, r):
+    module = host._module
+    x = first(r["input"])
+    fused = module.query_key_value(x)
+    q, k, v = module._split_heads(fused)
+    kv = module.config.num_kv_heads
+    groups = fused.unflatten(-1, (kv, -1, module.head_dim))  # [batch, seq, kv, group + 2, head_dim]
+    group = groups.shape[-2] - 2
+
+    def shared(slot):  # the group's one head, repeated for each of its query heads
+        return groups[..., slot, :].repeat_interleave(group, dim=2)
+
+    d = module.head_dim
+    return [(groups[..., :group, :].flatten(2, 3), q), (shared(group), k), (shared(group + 1), v),
+            (v.transpose(1, 2).double(), r["attention_values"].double()),
+            *rotary.rotated(q.transpose(1, 2), r["attention_queries"], d, rotary.HALVES),
+            *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
+
+
+_GROUPED = WeightLayout(unmapped="Falcon-40B's query_key_value holds, for each key/value group, its query heads, "
+                        "then its key head, then its value head, and the forward broadcasts each group's key and value "
+                        "to its query heads before the attention: read self_attn.query_key_value.weight")
+GroupedAttention = host("GroupedAttention", MultiQueryAttention, WEIGHTS=_GROUPED,
+                        RELATIONS=(*ATTENTION_RELATIONS, _grouped_split))
+TwoNormBlock = parallel_block("Falcon-40B's block", flag="new_decoder_architecture")
+
+
+# -- Falcon-RW's layout (alibi): the sequential block, multi-head attention with ALiBi, biases ----------------------
+
+
+@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
+          "num_heads, 3, head_dim]: each head's query, key and value side by side (multi_query false); "
+          "attention_queries, attention_keys and attention_values are q, k and v in heads (no rotary: ALiBi)",
+          proves="attention_queries attention_keys attention_values",
+          reads="input attention_queries attention_keys attention_values")
+def _per_head_split(host, r):
+    module = host._module
+    x = first(r["input"])
+    fused = module.query_key_value(x)
+    q, k, v = module._split_heads(fused)
+    heads = fused.unflatten(-1, (module.num_heads, 3, module.head_dim))
+    return [(heads[..., 0, :], q), (heads[..., 1, :], k), (heads[..., 2, :], v),
+            (q.transpose(1, 2), r["attention_queries"]), (k.transpose(1, 2), r["attention_keys"]),
+            (v.transpose(1, 2), r["attention_values"])]
+
+
+AlibiAttention = host("AlibiAttention", Attention, values=[
+    Value("attention_queries", Queries, "The queries entering attention, in heads", op("reshape_0")),
+    Value("attention_keys", Keys, "The keys entering attention, in heads", op("reshape_1")),
+    Value("attention_values", Values, "The values entering attention, in heads", op("reshape_2")),
+    Value("attention_scores", Pattern, "The attention scores entering the softmax: (q · kᵀ + ALiBi's bias) scaled, "
+          "and masked", op("F_softmax_1", io="input"), conditions=(EAGER,)),
+    Value("attention_probabilities", Pattern, "The attention pattern the values are mixed with",
+          op("self_attention_dropout_0"), conditions=(EAGER,)),
+    Value("attention_head_outputs", HeadOutputs, "The per-head outputs, as the output projection takes them",
+          child("o_proj", "input"), view=heads()),
+], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=interleaved_qkv("query_key_value"),
+    RELATIONS=(*alibi_relations(scaled=True, times=lambda host: 2 if host._std_model.attn_implementation == "eager"
+                                else 1, why="twice under eager: FalconModel also puts alibi · scaling in the mask the "
+                                "eager attention adds"), HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1], _per_head_split))
+
+
+def layout_envoys(config) -> dict:
+    """The hosts of the layout ``config`` selects, over ``ENVOYS`` (Falcon-7B's)."""
+    if config.new_decoder_architecture:
+        return {hf.FalconDecoderLayer: TwoNormBlock, hf.FalconAttention: GroupedAttention}
+    if config.alibi:
+        return {hf.FalconDecoderLayer: Block, hf.FalconAttention: AlibiAttention}
+    return {}
+
+
+ENVOYS = {hf.FalconDecoderLayer: ParallelBlock, hf.FalconAttention: MultiQueryAttention,
+          hf.FalconMLP: ungated_mlp("dense_h_to_4h")}
+
+
+class FalconStandardModel(host("FalconStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
+                               family_module=sys.modules[__name__])):
+    @property
+    def num_kv_heads(self) -> int:
+        """The key and value heads entering the attention: one under multi_query (FalconConfig sets num_kv_heads
+        to the heads, which the 7B attention does not use); as many as the query heads under
+        new_decoder_architecture, whose forward broadcasts each group's key and value to its query heads."""
+        config = self.text_config
+        # new_decoder_architecture: every query head gets its group's key and value, broadcast before the attention
+        return 1 if config.multi_query and not config.new_decoder_architecture else self.num_heads
+    # Falcon-RW (multi_query false): a key and a value head per query head
+
+
+ROOT = FalconStandardModel
+
+build = text_only(hf.FalconForCausalLM)
+layer_types = attention_layer_types  # FalconConfig has no layer_types: full attention on every block
+
+
+def prepare(model: StandardModel) -> None:
+    """Refuse every layout but Falcon-7B's: the values and relations here are its block's. The user's config is
+    left as it was given."""
+    config = model.text_config
+    if config.new_decoder_architecture:
+        if config.alibi or getattr(config, "num_ln_in_parallel_attn", None) not in (None, 2):
+            raise FamilyMismatch(f"{FAMILY}: new_decoder_architecture with alibi or one LayerNorm; nncanon serves "
+                                 "Falcon-40B's layout with the rotary embedding and two LayerNorms, as it is released")
+        return
+    if config.alibi:
+        if config.parallel_attn or config.multi_query:
+            raise FamilyMismatch(f"{FAMILY}: alibi with parallel_attn or multi_query; nncanon serves ALiBi with "
+                                 "Falcon-RW's layout (the sequential block, multi-head attention), as it is released")
+        return
+    if not config.parallel_attn or not config.multi_query:
+        raise FamilyMismatch(f"{FAMILY}: parallel_attn false or multi_query false; nncanon serves Falcon with "
+                             "Falcon-7B's layout (the parallel block with one LayerNorm, multi-query attention, the "
+                             "rotary embedding), Falcon-40B's (new_decoder_architecture) or Falcon-RW's (alibi)")
+
+
+def required_paths(model: StandardModel) -> list[str]:
+    config = model.text_config
+    # a second LayerNorm: 40B's ln_mlp, or the sequential block's (RW); prepare refuses the other combinations
+    second = config.new_decoder_architecture or not config.parallel_attn
+    norms = ["layers.0.post_attention_layernorm"] if second else []
+    return ["embed_tokens", "layers", "norm", "lm_head", "layers.0.input_layernorm", *norms, "layers.0.self_attn",
+            "layers.0.self_attn.query_key_value", "layers.0.self_attn.o_proj", "layers.0.mlp",
+            "layers.0.mlp.dense_h_to_4h", "layers.0.mlp.act_fn", "layers.0.mlp.down_proj"]
+
+
+def dim_sizes(model: StandardModel) -> dict[str, int]:
+    return {"intermediate_size": model.text_config.ffn_hidden_size}
