@@ -437,8 +437,9 @@ class Gain(Weight):
 
     def __init__(self, stem: str, part: str) -> None:
         what = "gain: normed = norm(x) · w + b" if part == "w" else "bias (None without one)"
-        super().__init__(f"{stem}_{part}", "hidden_size", f"The {stem.replace('_', ' ')}'s {what}",
-                         lambda host: _gain(host, stem, part))
+        # explicit base calls: a host class shipped to NDIF by value has no __class__ cell for super()
+        Weight.__init__(self, f"{stem}_{part}", "hidden_size", f"The {stem.replace('_', ' ')}'s {what}",
+                        lambda host: _gain(host, stem, part))
         self.stem, self.part = stem, part
 
     def __reduce__(self) -> tuple:
@@ -452,13 +453,13 @@ class Gain(Weight):
 
             raise NotOnHost(f"{host._standard_path()}.{self.name}: {host._standard_path()} has no {self.stem}_output, "
                             f"so no such norm")
-        return super().__get__(host, owner)
+        return Weight.__get__(self, host, owner)
 
     def __set__(self, host: Any, new: Any) -> None:
         name, module = norm_module(host, self.stem) or (None, None)
         if self.part == "w" and module is not None and gain_form(module) == "1 + weight":
             raise WeightUnavailable(_computed(host, self.stem, name))
-        super().__set__(host, new)
+        Weight.__set__(self, host, new)
 
 
 def _computed(host: Any, stem: str, name: str) -> str:

@@ -35,32 +35,6 @@ def test_xielu_tells_its_own_coefficients_from_another_blocks():
     assert not torch.allclose(torch.nn.functional.gelu(x).double(), mine(x).double(), atol=1e-3)
 
 
-@pytest.mark.parametrize("override, says", [({"use_parallel_residual": True}, "use_parallel_residual"),
-                                            ({"qk_layernorm": True}, "qk_layernorm")])
-def test_stablelm_refuses_the_12b_layout_naming_the_switch(override, says):
-    """StableLM serves the sequential block without q/k norms (Stable LM 2 1.6B's); Stable LM 2 12B's parallel block
-    and per-head q/k LayerNorms put its values elsewhere, so either switch is refused by name, and the recipe's own
-    layout loads."""
-    import transformers
-
-    import nncanon
-    from generator.checkpoint.checkpoints import checkpoint_dir
-    from generator.recipe.family import get_family
-    from nncanon.families import family_module
-    from nncanon.model import FamilyMismatch
-    from nncanon.parts import loading
-
-    causal = transformers.StableLmForCausalLM
-    recipe = dict(get_family("stablelm").tiny["config"])
-    tokenizer = loading.tokenizer(checkpoint_dir("stablelm"))
-    module = family_module("stablelm")
-    nncanon.wrap(module, loading.meta(causal, causal.config_class(**recipe)), "text-generation",
-                 tokenizer=tokenizer, device="meta")
-    with pytest.raises(FamilyMismatch, match=says):
-        nncanon.wrap(module, loading.meta(causal, causal.config_class(**{**recipe, **override})), "text-generation",
-                     tokenizer=tokenizer, device="meta")
-
-
 def test_codegen_split_reads_four_chunks_of_query_value_key():
     """CodeGen's qkv_proj output is four chunks (mp_num = 4), each [queries | values | keys] of a quarter of the heads:
     split_qkv recovers what CodeGenAttention's forward hands its attention (checked against transformers' own

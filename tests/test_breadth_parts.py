@@ -46,8 +46,6 @@ def test_a_rotation_keeps_its_own_pairs_lengths_and_not_the_others(pairing, othe
 
 
 @pytest.mark.parametrize("family, cls, override, says", [
-    ("opt", "OPTForCausalLM", {"do_layer_norm_before": False}, "post-norm"),
-    ("opt", "OPTForCausalLM", {"word_embed_proj_dim": 24}, "project_in"),
     ("bloom", "BloomForCausalLM", {"apply_residual_connection_post_layernorm": True}, "residual before the norm"),
     ("phi", "PhiForCausalLM", {"qk_layernorm": True}, "without q/k norms"),
     ("gpt_bigcode", "GPTBigCodeForCausalLM", {"multi_query": False}, "multi-query"),

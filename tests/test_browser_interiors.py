@@ -42,6 +42,8 @@ def test_a_chip_has_a_card_pins_and_keeps_its_url(tab, base):
     assert part(again, "layers[i].linear_attn.state").get_attribute("aria-pressed") == "true"
     # its support row lights the chip back
     again.keyboard.press("Escape")
+    # (its host's fold opened first, as a reader would)
+    again.locator('details.nc-host-fold:has(tr[data-path="model.layers[i].linear_attn.betas"]) > summary').first.click()
     again.locator('tr[data-path="model.layers[i].linear_attn.betas"]').first.hover()
     assert "nc-linked" in part(again, "layers[i].linear_attn.betas").get_attribute("class")
     assert not tab.errors

@@ -83,12 +83,11 @@
       e.preventDefault();
       e.stopPropagation();
       var href = a.getAttribute("href");
+      // the row's host may be folded: open it first, so the scroll to it lands where it is shown
+      if (window.__nncanonReveal) window.__nncanonReveal(decodeURIComponent(href.slice(1)), false);
       var row = document.getElementById(decodeURIComponent(href.slice(1)));
       // the same hash again is no navigation: scroll to the row by hand
-      if (location.hash === href && row) {
-        if (window.__nncanonReveal) window.__nncanonReveal(row.id);
-        row.scrollIntoView();
-      }
+      if (location.hash === href && row) row.scrollIntoView();
       else location.hash = href;
     },
     true

@@ -97,7 +97,7 @@
   // A link to a row inside a folded host opens the host (Chromium does so for a fragment navigation by
   // itself, not every browser does, and Material's instant navigation scrolls before it would), then
   // scrolls to the row, now that it has a place on the page.
-  function reveal(id) {
+  function reveal(id, scroll) {
     var target = id && document.getElementById(id);
     if (!target) return null;
     var opened = false;
@@ -105,10 +105,21 @@
       d.open = true;
       opened = true;
     }
-    if (opened) target.scrollIntoView();
+    if (opened && scroll !== false) target.scrollIntoView();
     return target;
   }
   window.__nncanonReveal = reveal;
+
+  // A link on the page to a row in a folded host opens the fold before the navigation scrolls, so the
+  // browser's (or Material's, later) scroll lands on the row where it will be, not where it was hidden.
+  document.addEventListener(
+    "click",
+    function (e) {
+      var a = e.target.closest && e.target.closest('a[href^="#"]');
+      if (a) reveal(decodeURIComponent(a.getAttribute("href").slice(1)), false);
+    },
+    true
+  );
 
   function fromHash() {
     if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
