@@ -45,6 +45,14 @@ def write(tmp_path, data, name="x.yaml"):
     return path
 
 
+def test_every_line_name_is_whole():
+    """A YAML flow list splits an unquoted name at its commas ("[Gemma 3 (4B, 12B)]" is two lines, "Gemma 3 (4B"
+    and "12B)"): every line of every family closes what it opens."""
+    for family in all_families():
+        for line in family.lines:
+            assert line.count("(") == line.count(")") and line.count("[") == line.count("]"), (family.family, line)
+
+
 def test_valid_file_loads(tmp_path):
     fam = load_family(write(tmp_path, valid()))
     assert isinstance(fam, Family)
