@@ -89,6 +89,9 @@
       // the same hash again is no navigation: scroll to the row by hand
       if (location.hash === href && row) row.scrollIntoView();
       else location.hash = href;
+      // a fold just opened lays its rows out late on a busy machine, and a scroll made before that lands short:
+      // bring the row into view again once the layout has settled, if it is not there yet
+      if (row && window.__nncanonKeepInView) window.__nncanonKeepInView(row);
     },
     true
   );

@@ -110,6 +110,28 @@
   }
   window.__nncanonReveal = reveal;
 
+  // A row just shown in an opened fold: scrolled into view again on the next frames while it is not in view
+  // (a scroll made before a busy machine laid the fold out lands short), for at most a second, and never after
+  // the reader has scrolled on their own (a wheel, a touch or a key).
+  function keepInView(target) {
+    var until = Date.now() + 1000;
+    var stopped = false;
+    function stop() {
+      stopped = true;
+    }
+    ["wheel", "touchstart", "keydown"].forEach(function (type) {
+      window.addEventListener(type, stop, { once: true, passive: true });
+    });
+    function check() {
+      if (stopped || Date.now() > until) return;
+      var r = target.getBoundingClientRect();
+      if (r.height && (r.top < 0 || r.bottom > window.innerHeight)) target.scrollIntoView();
+      requestAnimationFrame(check);
+    }
+    requestAnimationFrame(check);
+  }
+  window.__nncanonKeepInView = keepInView;
+
   // A link on the page to a row in a folded host opens the fold before the navigation scrolls, so the
   // browser's (or Material's, later) scroll lands on the row where it will be, not where it was hidden.
   document.addEventListener(
@@ -122,7 +144,8 @@
   );
 
   function fromHash() {
-    if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
+    var target = location.hash ? reveal(decodeURIComponent(location.hash.slice(1))) : null;
+    if (target && target.closest("details.nc-fold")) keepInView(target);
   }
   window.addEventListener("hashchange", fromHash);
 
