@@ -122,10 +122,15 @@
     ["wheel", "touchstart", "keydown"].forEach(function (type) {
       window.addEventListener(type, stop, { once: true, passive: true });
     });
+    ["pointerdown", "click"].forEach(function (type) {
+      window.addEventListener(type, stop, { once: true, capture: true, passive: true });
+    });
     function check() {
       if (stopped || Date.now() > until) return;
       var r = target.getBoundingClientRect();
-      if (r.height && (r.top < 0 || r.bottom > window.innerHeight)) target.scrollIntoView();
+      // once it has been in view, the job is done: a later scroll (the reader's or a script's) is not fought
+      if (r.height && r.top >= 0 && r.bottom <= window.innerHeight) return;
+      if (r.height) target.scrollIntoView();
       requestAnimationFrame(check);
     }
     requestAnimationFrame(check);
