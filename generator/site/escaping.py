@@ -113,3 +113,14 @@ def ident_breaks(name: str) -> Markup:
     a narrow screen may wrap it there and nowhere else (the CSS forbids breaks mid-identifier)."""
     parts = [p for p in _IDENT_BREAK.split(str(name)) if p]
     return Markup("<wbr>").join(escape(p) for p in parts)
+
+
+def ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 4, 5, 6, 8] -> "0–2, 4–6, 8"."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)

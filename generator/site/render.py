@@ -35,6 +35,7 @@ from generator.site.escaping import (
     escape_markdown,
     escape_markdown_inline,
     ident_breaks,
+    ranges,
     slug,
 )
 from generator.site.families_index import NUMBERS, facet_terms, index_entry, matches
@@ -105,17 +106,6 @@ def fmt_error(err) -> str:
         return "0 (exact)" if err == "0" else err
     err = float(err)
     return "0 (exact)" if err == 0 else f"{err:.1e}"
-
-
-def ranges(indices: list[int]) -> str:
-    """[0, 1, 2, 4, 5, 6, 8] -> "0–2, 4–6, 8"."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
 
 
 # ---------------------------------------------------------------- the page

@@ -10,7 +10,7 @@ import re
 
 from markupsafe import Markup, escape
 
-from generator.site.escaping import ident_breaks
+from generator.site.escaping import ident_breaks, ranges
 
 #: what each measured status says in the table
 STATUS = {"view": "view", "computed": "computed, read-only", "none": "none", "refused": "refused"}
@@ -45,16 +45,8 @@ def rows(facts: dict) -> list[dict]:
 
 
 def _blocks(blocks: list[int], before: str = "<br>") -> str:
-    """``[0, 1, 2, 5]`` -> ``blocks 0–2, 5``, as the relations table writes them (render.ranges; render imports
-    this module, so it cannot be imported here)."""
-    runs: list[list[int]] = []
-    for block in sorted(blocks):
-        if runs and block == runs[-1][-1] + 1:
-            runs[-1].append(block)
-        else:
-            runs.append([block])
-    text = ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
-    return f"{before}<span class=\"nc-also\">blocks {escape(text)}</span>" if blocks else ""
+    """``[0, 1, 2, 5]`` -> ``blocks 0–2, 5``, as the relations table writes them."""
+    return f"{before}<span class=\"nc-also\">blocks {escape(ranges(sorted(blocks)))}</span>" if blocks else ""
 
 
 def _hosts(table: list[dict]) -> list[tuple[dict, list[dict]]]:
