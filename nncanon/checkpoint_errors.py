@@ -13,9 +13,10 @@ from pathlib import Path
 
 from .families import CheckpointError
 
-#: config.json fields that size the weights; a missing one is filled with transformers' default
-SIZE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "head_dim", "n_embd", "n_layer", "n_head", "n_inner")
+#: config.json fields that size the weights; a missing one is filled with transformers' default. Which of them a
+#: config has is its model type's own config class's (Falcon's MLP is ffn_hidden_size, GPT-2's width n_embd)
+SIZE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "ffn_hidden_size", "ffn_dim", "num_hidden_layers",
+               "num_attention_heads", "n_embd", "n_layer", "n_head")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 
 
@@ -31,17 +32,28 @@ def _broken_weights(directory: Path) -> tuple[Path, str] | None:
     return None
 
 
+def _size_fields(model_type: str) -> tuple[str, ...]:
+    """The size fields the config class of ``model_type`` declares in its own __init__ (read, not instantiated:
+    some classes need sub-configs), else the Llama-style ones."""
+    import inspect
+
+    from transformers import CONFIG_MAPPING
+
+    try:
+        declared = set(inspect.signature(CONFIG_MAPPING[model_type].__init__).parameters)
+    except (KeyError, TypeError, ValueError):
+        declared = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}
+    return tuple(f for f in SIZE_FIELDS if f in declared)
+
+
 def _missing_sizes(directory: Path) -> list[str]:
     try:
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    family_fields = [f for f in SIZE_FIELDS if f in text or f in config]
-    style = "gpt2" if any(f.startswith("n_") for f in family_fields) else "llama"
-    expected = [f for f in SIZE_FIELDS if f.startswith("n_") == (style == "gpt2") and f not in ("head_dim", "n_inner",
-                                                                                                 "num_key_value_heads")]
-    return [f for f in expected if f not in text and f not in config]
+    model_type = text.get("model_type", config.get("model_type", ""))
+    return [f for f in _size_fields(str(model_type)) if f not in text and f not in config]
 
 
 def explain(directory: Path, error: BaseException) -> CheckpointError | None:
