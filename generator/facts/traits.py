@@ -134,7 +134,9 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     if rope.get("rope_type") not in (None, "default"):
         quirks.append(f"{rope['rope_type']} rope scaling")
     heads = getattr(config, "num_attention_heads", None)  # None on a state-space config (Mamba-2)
-    if heads is not None and getattr(config, "num_key_value_heads", heads) < heads:
+    # Falcon's config says num_kv_heads, which multi_query (7B) overrides to one in the attention: read its module
+    falcon_style = any(getattr(attn, "num_kv_heads", 0) < getattr(attn, "num_heads", 0) for attn in attentions)
+    if heads is not None and getattr(config, "num_key_value_heads", heads) < heads or falcon_style:
         quirks.append("grouped-query")
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         quirks.append("sliding window")
