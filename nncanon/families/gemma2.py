@@ -23,8 +23,8 @@ import sys
 from transformers.models.gemma2 import modeling_gemma2 as hf
 
 from ..hosts import host
-from ..layouts import Pattern, Residual
-from ..locators import call, child, op
+from ..layouts import Pattern
+from ..locators import call, op
 from ..model import StandardModel
 from ..parts.attention import (
     ATTENTION_RELATIONS,
@@ -46,6 +46,7 @@ from ..parts.decoder import (
     text_only,
 )
 from ..parts.mlp import MLP
+from ..parts.sandwich import SANDWICH_VALUES, sandwich
 from ..precision import SUBBLOCK
 from ..relations import pick, relation
 from ..values import Value
@@ -68,65 +69,10 @@ def softcap(x, cap):
     return x if cap is None else cap * (x / cap).tanh()
 
 
-# -- the block: sandwich norms ----------------------------------------------------------------------
+# -- the block: sandwich norms, gain 1 + weight --------------------------------------------------------
 
-# The add's second term names the module whose output is added (the post-norm), so the block
-# diagram draws each sublayer's branch up to that norm and the add after it.
-
-
-@relation("layer_input + attention_post_norm_output == layer_mid", proves="layer_mid",
-          reads="layer_input attention_post_norm_output layer_mid",
-          adds=("layer_input", "post_attention_layernorm.output", "layer_mid"))
-def _attention_add(host, r):
-    return [(r["layer_input"] + r["attention_post_norm_output"], r["layer_mid"])]
-
-
-@relation("attention_norm_output == rms(layer_input) · (1 + input_layernorm.weight) == what self_attn is called with",
-          proves="attention_norm_output", reads="layer_input attention_norm_output self_attn.input")
-def _attention_norm(host, r):
-    return [(gemma_rms(host.input_layernorm._module, r["layer_input"]), r["attention_norm_output"]),
-            (r["self_attn.input"], r["attention_norm_output"])]
-
-
-@relation("attention_post_norm_output == rms(self_attn.attention_output) · (1 + post_attention_layernorm.weight)",
-          proves="attention_post_norm_output self_attn.attention_output",
-          reads="self_attn.attention_output attention_post_norm_output")
-def _attention_post_norm(host, r):
-    return [(gemma_rms(host.post_attention_layernorm._module, r["self_attn.attention_output"]),
-             r["attention_post_norm_output"])]
-
-
-@relation("mlp_input == mlp_norm_output == rms(layer_mid) · (1 + pre_feedforward_layernorm.weight)",
-          proves="mlp_norm_output mlp_input", reads="layer_mid mlp_norm_output mlp_input")
-def _mlp_norm(host, r):
-    return [(gemma_rms(host.pre_feedforward_layernorm._module, r["layer_mid"]), r["mlp_norm_output"]),
-            (r["mlp_norm_output"], r["mlp_input"])]
-
-
-@relation("mlp_post_norm_output == rms(mlp.mlp_output) · (1 + post_feedforward_layernorm.weight)",
-          proves="mlp_post_norm_output mlp.mlp_output", reads="mlp.mlp_output mlp_post_norm_output")
-def _mlp_post_norm(host, r):
-    return [(gemma_rms(host.post_feedforward_layernorm._module, r["mlp.mlp_output"]), r["mlp_post_norm_output"])]
-
-
-@relation("layer_mid + mlp_post_norm_output == layer_output", proves="layer_output",
-          reads="layer_mid mlp_post_norm_output layer_output",
-          adds=("layer_mid", "post_feedforward_layernorm.output", "layer_output"))
-def _mlp_add(host, r):
-    return [(r["layer_mid"] + r["mlp_post_norm_output"], r["layer_output"])]
-
-
-SANDWICH_RELATIONS = (_attention_add, _mlp_add, _attention_norm, _attention_post_norm, _mlp_norm, _mlp_post_norm)
-
-SandwichBlock = host("SandwichBlock", Block, values=[
-    Value("layer_mid", Residual, "The residual stream after the attention add", child("pre_feedforward_layernorm", "input"),
-          assign_in_place=True),
-    Value("attention_post_norm_output", Residual,
-          "What the attention adds to the stream: post_attention_layernorm's output", child("post_attention_layernorm")),
-    Value("mlp_norm_output", Residual, "The normed stream entering the MLP", child("pre_feedforward_layernorm")),
-    Value("mlp_post_norm_output", Residual,
-          "What the MLP adds to the stream: post_feedforward_layernorm's output", child("post_feedforward_layernorm")),
-], RELATIONS=SANDWICH_RELATIONS)
+SANDWICH_RELATIONS = sandwich(gemma_rms, "(1 + {}.weight)").relations
+SandwichBlock = host("SandwichBlock", Block, values=SANDWICH_VALUES, RELATIONS=SANDWICH_RELATIONS)
 
 # -- attention: scores softcapped before the mask ------------------------------------------------------
 

@@ -28,8 +28,6 @@ import sys
 from transformers.models.gemma4 import modeling_gemma4 as hf
 
 from ..hosts import host
-from ..layouts import Residual
-from ..locators import child
 from ..model import StandardModel
 from ..parts import kv_sharing
 from ..parts import per_layer_inputs as ple
@@ -44,8 +42,8 @@ from ..parts.decoder import (
     text_only,
 )
 from ..parts.mlp import MLP
+from ..parts.sandwich import SANDWICH_VALUES, sandwich
 from ..relations import pick, relation
-from ..values import Value
 from ..weights import Layout
 from .gemma2 import _capped_logits, _scaled_embeddings, past_the_head  # noqa: F401 (past_the_head: the family API)
 from .gemma3_text import rotate
@@ -57,46 +55,7 @@ rms = ple.rms
 
 # -- the block: sandwich norms (gain weight), then the per-layer input branch and the layer scalar ----------
 
-
-@relation("attention_norm_output == rms(layer_input) · input_layernorm.weight == what self_attn is called with",
-          proves="attention_norm_output", reads="layer_input attention_norm_output self_attn.input")
-def _attention_norm(host, r):
-    return [(rms(host.input_layernorm._module, r["layer_input"]), r["attention_norm_output"]),
-            (r["self_attn.input"], r["attention_norm_output"])]
-
-
-@relation("attention_post_norm_output == rms(self_attn.attention_output) · post_attention_layernorm.weight",
-          proves="attention_post_norm_output self_attn.attention_output",
-          reads="self_attn.attention_output attention_post_norm_output")
-def _attention_post_norm(host, r):
-    return [(rms(host.post_attention_layernorm._module, r["self_attn.attention_output"]), r["attention_post_norm_output"])]
-
-
-@relation("layer_input + attention_post_norm_output == layer_mid", proves="layer_mid",
-          reads="layer_input attention_post_norm_output layer_mid",
-          adds=("layer_input", "post_attention_layernorm.output", "layer_mid"))
-def _attention_add(host, r):
-    return [(r["layer_input"] + r["attention_post_norm_output"], r["layer_mid"])]
-
-
-@relation("mlp_input == mlp_norm_output == rms(layer_mid) · pre_feedforward_layernorm.weight",
-          proves="mlp_norm_output mlp_input", reads="layer_mid mlp_norm_output mlp_input")
-def _mlp_norm(host, r):
-    return [(rms(host.pre_feedforward_layernorm._module, r["layer_mid"]), r["mlp_norm_output"]),
-            (r["mlp_norm_output"], r["mlp_input"])]
-
-
-@relation("mlp_post_norm_output == rms(mlp.mlp_output) · post_feedforward_layernorm.weight",
-          proves="mlp_post_norm_output mlp.mlp_output", reads="mlp.mlp_output mlp_post_norm_output")
-def _mlp_post_norm(host, r):
-    return [(rms(host.post_feedforward_layernorm._module, r["mlp.mlp_output"]), r["mlp_post_norm_output"])]
-
-
-@relation("layer_mid + mlp_post_norm_output == per_layer_stream", proves="per_layer_stream",
-          reads="layer_mid mlp_post_norm_output per_layer_stream",
-          adds=("layer_mid", "post_feedforward_layernorm.output", "per_layer_stream"))
-def _mlp_add(host, r):
-    return [(r["layer_mid"] + r["mlp_post_norm_output"], r["per_layer_stream"])]
+SANDWICH = sandwich(rms, "{}.weight", mlp_sum="per_layer_stream")
 
 
 @relation("(per_layer_stream + per_layer_output) · layer_scalar == layer_output", proves="layer_output",
@@ -107,17 +66,8 @@ def _per_layer_add(host, r):
     return [((r["per_layer_stream"].double() + r["per_layer_output"].double()) * scalar, r["layer_output"])]
 
 
-Gemma4Block = host("Gemma4Block", Block, values=[
-    Value("layer_mid", Residual, "The residual stream after the attention add", child("pre_feedforward_layernorm", "input"),
-          assign_in_place=True),
-    Value("attention_post_norm_output", Residual,
-          "What the attention adds to the stream: post_attention_layernorm's output", child("post_attention_layernorm")),
-    Value("mlp_norm_output", Residual, "The normed stream entering the MLP", child("pre_feedforward_layernorm")),
-    Value("mlp_post_norm_output", Residual,
-          "What the MLP adds to the stream: post_feedforward_layernorm's output", child("post_feedforward_layernorm")),
-    *ple.PER_LAYER_VALUES,
-], RELATIONS=(_attention_add, _mlp_add, _per_layer_add, _attention_norm, _attention_post_norm, _mlp_norm,
-              _mlp_post_norm, *ple.BLOCK_RELATIONS))
+Gemma4Block = host("Gemma4Block", Block, values=[*SANDWICH_VALUES, *ple.PER_LAYER_VALUES],
+                   RELATIONS=(*SANDWICH.adds, _per_layer_add, *SANDWICH.norms, *ple.BLOCK_RELATIONS))
 
 # -- the attention: q/k/v norms, the rotary of the block's kind, keys and values maybe another block's ------
 
