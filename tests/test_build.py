@@ -164,3 +164,31 @@ def test_a_tag_the_traits_contradict_fails_naming_it(workspace, built):
     check_tags(load_family(workspace / "families" / "llama.yaml"), llama)  # the real tags hold
     with pytest.raises(ClaimError, match="tag 'Mixture of experts': needs a mixture MLP"):
         check_tags(load_family(path), llama)
+
+
+def test_a_vision_hosts_cheat_sheet_is_sized_by_the_encoder(workspace, built):
+    """Under model.vision the layouts reuse the text's dimension names (Queries [batch num_heads seq qk_head_dim]):
+    the cheat sheet sizes them by the printout checkpoint's vision_config, as its YAML gives it, not by the text's."""
+    import html
+    import json
+    import re
+
+    checked = []
+    for path in sorted((workspace / "build" / "facts").glob("*.json")):
+        data = json.loads(path.read_text())
+        if not data.get("vision"):
+            continue
+        family = yaml.safe_load((REPO / "families" / f"{data['family']}.yaml").read_text())
+        config = next(c["config"] for c in family["checkpoints"] if c["id"] == data["printout"]["checkpoint"])
+        vision = config.get("vision_config", {})
+        heads = vision.get("num_attention_heads") or vision.get("num_heads")
+        width = vision.get("hidden_size") or vision.get("embed_dim")
+        if not heads or not width:
+            continue  # a field its config.json leaves to the class's default: nothing typed to check against
+        page = html.unescape((built / "families" / data["family"] / "index.html").read_text())
+        shown = re.search(r'#v-model-vision-layers-i-self_attn-attention_queries"><code>attention_queries</code></a> '
+                          r'<span class="nc-cheat-dims">Queries \[([^\]]*)\]', page)
+        assert shown, f"{data['family']}: no cheat-sheet row for the vision attention's queries"
+        assert shown[1].split()[1] == str(heads) and shown[1].split()[3] == str(width // heads), (data["family"], shown[1])
+        checked.append(data["family"])
+    assert {"llava", "gemma3"} <= set(checked), checked

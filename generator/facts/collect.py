@@ -242,7 +242,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             # the full-size checkpoint's size of every layout dimension (the cheat sheet's numbers), read from its model
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model),
                          "dims": {name: int(size) for name, size in printout_model.dim_sizes().items()},
-                         **block_dims(family_module, printout_model)},
+                         **block_dims(family_module, printout_model), **vision_dims(printout_model, task)},
             "configs": configs, "vision_configs": vision_configs, "sizes": checkpoint_sizes,
             "identities": identities,
             "traits": family_traits,
@@ -368,6 +368,20 @@ def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
     tmp.replace(path)
     key_path.write_text(key + "\n")
     return facts, True
+
+
+#: the size dimensions a vision block's layouts share with the text's (their encoder's own sizes there)
+VISION_SIZE_DIMS = ("vision_hidden_size", "num_heads", "num_kv_heads", "head_dim", "qk_head_dim", "intermediate_size")
+
+
+def vision_dims(model: Any, task: str) -> dict:
+    """``{"vision_dims": {name: size}}``: the full-size vision encoder's sizes of the dimensions its values' layouts
+    name (``Queries [batch num_heads seq qk_head_dim]`` means the encoder's heads under ``model.vision``), so the
+    cheat sheet does not size them by the text model's; nothing for a text-only page."""
+    if task != "image-text-to-text":
+        return {}
+    sizes = model.vision.dim_sizes()
+    return {"vision_dims": {name: int(sizes[name]) for name in VISION_SIZE_DIMS if name in sizes}}
 
 
 def block_dims(family_module: Any, model: Any) -> dict:
