@@ -61,6 +61,8 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
     # SigLIP's MLP biases (init normal(0, 1e-6), learned on every checkpoint): a spread like the other biases', so a
     # relation that left them out would fail
     r"(^|\.)mlp\.fc[12]\.bias$": (-0.1, 0.1),
+    # LLaVA-NeXT's image_newline (init normal(0, hidden_size ** -0.5)): about +-2 of those deviations on the tiny text
+    r"(^|\.)image_newline$": (-0.25, 0.25),
 }
 
 
