@@ -54,8 +54,10 @@ from ..parts.vision_towers import (
     trace_inputs,  # noqa: F401 (the family API)
 )
 from ..relations import pick
-from .mistral import MistralAttention
-from .mistral import layer_types  # noqa: F401 (the family API: sliding_attention when the text config sets a window)
+from .mistral import (
+    MistralAttention,
+    layer_types,  # noqa: F401 (the family API: sliding_attention when the text config sets a window)
+)
 
 FAMILY = "llava_next"
 MODEL_TYPES = ("llava_next",)
