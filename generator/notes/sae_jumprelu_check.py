@@ -63,7 +63,7 @@ def jumprelu_release(family: Family, context: ExpressionContext, hooks: set[str]
     if outside:
         raise fail("layers", f"block {outside[0]} is not one of {checkpoint}'s blocks 0-{blocks - 1}")
     if item["folder"].endswith("_all") and sorted(layers) != list(range(blocks)):
-        raise fail("layers", f"a {item['folder']} folder covers every block, 0-{blocks - 1}; the entry says {layers}")
+        raise fail("layers", f"the {item['folder']} folder covers every block, 0-{blocks - 1}; the entry says {layers}")
     widths = item.get("widths")
     if not isinstance(widths, list) or not widths or any(w not in WIDTHS for w in widths):
         raise fail("widths", f"expected width tokens from {', '.join(WIDTHS)}, got {widths!r}")
@@ -86,10 +86,12 @@ def jumprelu_release(family: Family, context: ExpressionContext, hooks: set[str]
         raise fail("l0", f"the targets must grow small < medium < big without overlap, got {l0!r}")
     for name, standard in (("hook", site.hook), ("hook_out", site.hook_out)):
         given = item.get(name)
+        if given != standard and standard is None:
+            raise fail(name, f"the {item['folder']} folder has no output (only a transcoder's has), got {given!r}")
         if given != standard:
             raise fail(
                 name,
-                f"a {item['folder']} folder reads {site.hf_in if name == 'hook' else site.hf_out} "
+                f"the {item['folder']} folder reads {(site.hf_in if name == 'hook' else site.hf_out).format(i='<i>')} "
                 f"(Gemma Scope 2's hook point), which is {standard!r} here, not {given!r}",
             )
         if standard is not None and standard not in hooks:
