@@ -205,3 +205,47 @@ def test_an_entry_becomes_its_row():
 def test_a_wrong_entry_fails_naming_its_field(change, message):
     with pytest.raises(FamilyYamlError, match=message):
         _entry(**change)
+
+
+# -- the end-to-end check on gemma3_text's tiny checkpoint, and that it catches what it claims to -------
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    return nncanon.load(checkpoint_dir("gemma3_text"))
+
+
+ROWS = [{"site": site, "widths": ["16k"]} for site in SITES]
+
+
+def test_every_site_verifies_on_the_tiny_checkpoint(tiny, tmp_path):
+    from generator.notes.sae_jumprelu_check import verify_jumprelu
+
+    said = verify_jumprelu(tiny, "The cat sat on the mat", ROWS, tmp_path, None)
+    assert "attn_out, mlp_out, resid_post, transcoder" in said
+    for site in SITES:
+        assert (release_folder(tmp_path, site, 0, "16k", "medium") / "params.safetensors").is_file()
+
+
+def test_a_wrong_standard_hook_fails(tiny, tmp_path, monkeypatch):
+    import dataclasses
+
+    from generator.notes import sae_jumprelu_check
+    from nncanon import sae_jumprelu
+
+    # mlp_out read at the MLP's normed input instead of its post-normed output: not the release's tensor
+    wrong = dataclasses.replace(SITES["mlp_out"], hook="model.layers[i].mlp_norm_output")
+    monkeypatch.setitem(sae_jumprelu.SITES, "mlp_out", wrong)
+    with pytest.raises(AssertionError, match=r"mlp_norm_output is not the tensor at model\.layers\.0\.post_feedforward"):
+        sae_jumprelu_check.verify_jumprelu(tiny, "The cat sat", [{"site": "mlp_out", "widths": ["16k"]}], tmp_path, None)
+
+
+def test_an_encode_without_its_threshold_fails(tiny, tmp_path, monkeypatch):
+    from generator.notes import sae_jumprelu_check
+
+    monkeypatch.setattr(JumpReLUSAE, "encode", lambda self, x: torch.relu(self.pre_activations(x)))
+    with pytest.raises(AssertionError, match=r"not relu\(pre\) where pre > threshold"):
+        sae_jumprelu_check.verify_jumprelu(tiny, "The cat sat", [{"site": "resid_post", "widths": ["16k"]}], tmp_path, None)
