@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,10 +91,15 @@ _TRANSCODER = dict(
 SITES = {
     "resid_post": Site("resid_post", "model.layers.{i}.output", "model.layers[i].layer_output"),
     "attn_out": Site(
-        "attn_out", "model.layers.{i}.self_attn.o_proj.input", "model.layers[i].self_attn.attention_premix", True
+        "attn_out",
+        "model.layers.{i}.self_attn.o_proj.input",
+        "model.layers[i].self_attn.attention_premix",
+        True,
     ),
     "mlp_out": Site(
-        "mlp_out", "model.layers.{i}.post_feedforward_layernorm.output", "model.layers[i].mlp_post_norm_output"
+        "mlp_out",
+        "model.layers.{i}.post_feedforward_layernorm.output",
+        "model.layers[i].mlp_post_norm_output",
     ),
     "transcoder": Site("transcoder", **_TRANSCODER),
 }
@@ -230,7 +234,11 @@ class JumpReLUSAE(torch.nn.Module):
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike, *, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+        cls,
+        path: str | os.PathLike,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
     ) -> JumpReLUSAE:
         """Load a release folder (its ``params.safetensors`` and, when present, ``config.json``) or one
         ``params.safetensors`` file."""
@@ -258,7 +266,9 @@ class JumpReLUSAE(torch.nn.Module):
             )
         extra = sorted(set(data) - set(KEYS) - {SKIP})
         if extra:
-            raise SAEFormatError(f"{params}: unexpected tensor {extra[0]!r} (expected {', '.join(KEYS)}, {SKIP})")
+            raise SAEFormatError(
+                f"{params}: unexpected tensor {extra[0]!r} (expected {', '.join(KEYS)}, {SKIP})"
+            )
         tensors = [data[key].to(dtype) for key in KEYS]
         skip = data[SKIP].to(dtype) if SKIP in data else None
         return cls(*tensors, skip, config=config, source=str(params)).to(device)
@@ -305,15 +315,6 @@ def _read_config(path: Path) -> dict[str, Any]:
     if architecture is not None and architecture != "jump_relu":
         raise SAEFormatError(f"{path}: architecture is {architecture!r}, not 'jump_relu'")
     return config
-
-
-_LAYER = re.compile(r"model\.layers\.(\d+)\.")
-
-
-def hook_layer(hook_point: str) -> int | None:
-    """The block a release hook point names (``model.layers.17.output`` is 17), or None."""
-    found = _LAYER.match(hook_point + ".")
-    return int(found.group(1)) if found else None
 
 
 def _check_shapes(

@@ -141,7 +141,9 @@ def test_a_wrong_width_says_what_it_reads():
 
 def test_sites_and_folders():
     assert site_of("resid_post_all") is SITES["resid_post"]
-    assert site_of("attn_out").flatten_heads and site_of("transcoder").hook_out.endswith("mlp_post_norm_output")
+    assert site_of("attn_out").flatten_heads and site_of("transcoder").hook_out.endswith(
+        "mlp_post_norm_output"
+    )
     assert site_of("mlp_out").hf_hook_point_in(4) == "model.layers.4.post_feedforward_layernorm.output"
     with pytest.raises(SAEFormatError, match=r"'clt' is not a Gemma Scope 2 folder"):
         site_of("clt")
@@ -180,10 +182,17 @@ def test_an_entry_becomes_its_row():
     row = _entry()
     assert row["d_in"] == 2048  # heads x head_dim, not hidden_size: o_proj's input
     assert row["k"] == "small 17-20, medium 53-60, big 131-150" and row["layers"] == "9, 17, 22, 29"
-    assert _entry(folder="resid_post_all", layers="all", hook="model.layers[i].layer_output")["layers"] == "0-33"
-    transcoder = _entry(folder="transcoder", hook="model.layers[i].mlp_norm_output",
-                        hook_out="model.layers[i].mlp_post_norm_output")
-    assert transcoder["hook"].endswith("-> model.layers[i].mlp_post_norm_output") and transcoder["d_in"] == 2560
+    assert (
+        _entry(folder="resid_post_all", layers="all", hook="model.layers[i].layer_output")["layers"] == "0-33"
+    )
+    transcoder = _entry(
+        folder="transcoder",
+        hook="model.layers[i].mlp_norm_output",
+        hook_out="model.layers[i].mlp_post_norm_output",
+    )
+    assert (
+        transcoder["hook"].endswith("-> model.layers[i].mlp_post_norm_output") and transcoder["d_in"] == 2560
+    )
 
 
 @pytest.mark.parametrize(
@@ -199,7 +208,10 @@ def test_an_entry_becomes_its_row():
         ({"l0": {"tiny": 5}}, r"\.l0': expected a mapping"),
         ({"folder": "clt"}, r"\.folder': 'clt' is not a Gemma Scope 2 folder"),
         ({"k": 50}, r"\.k': unknown field"),
-        ({"hook_out": "model.layers[i].layer_output"}, r"\.hook_out': the attn_out folder has no output \(only a transcoder's has\)"),
+        (
+            {"hook_out": "model.layers[i].layer_output"},
+            r"\.hook_out': the attn_out folder has no output \(only a transcoder's has\)",
+        ),
     ],
 )
 def test_a_wrong_entry_fails_naming_its_field(change, message):
@@ -239,8 +251,12 @@ def test_a_wrong_standard_hook_fails(tiny, tmp_path, monkeypatch):
     # mlp_out read at the MLP's normed input instead of its post-normed output: not the release's tensor
     wrong = dataclasses.replace(SITES["mlp_out"], hook="model.layers[i].mlp_norm_output")
     monkeypatch.setitem(sae_jumprelu.SITES, "mlp_out", wrong)
-    with pytest.raises(AssertionError, match=r"mlp_norm_output is not the tensor at model\.layers\.0\.post_feedforward"):
-        sae_jumprelu_check.verify_jumprelu(tiny, "The cat sat", [{"site": "mlp_out", "widths": ["16k"]}], tmp_path, None)
+    with pytest.raises(
+        AssertionError, match=r"mlp_norm_output is not the tensor at model\.layers\.0\.post_feedforward"
+    ):
+        sae_jumprelu_check.verify_jumprelu(
+            tiny, "The cat sat", [{"site": "mlp_out", "widths": ["16k"]}], tmp_path, None
+        )
 
 
 def test_an_encode_without_its_threshold_fails(tiny, tmp_path, monkeypatch):
@@ -248,4 +264,6 @@ def test_an_encode_without_its_threshold_fails(tiny, tmp_path, monkeypatch):
 
     monkeypatch.setattr(JumpReLUSAE, "encode", lambda self, x: torch.relu(self.pre_activations(x)))
     with pytest.raises(AssertionError, match=r"not relu\(pre\) where pre > threshold"):
-        sae_jumprelu_check.verify_jumprelu(tiny, "The cat sat", [{"site": "resid_post", "widths": ["16k"]}], tmp_path, None)
+        sae_jumprelu_check.verify_jumprelu(
+            tiny, "The cat sat", [{"site": "resid_post", "widths": ["16k"]}], tmp_path, None
+        )

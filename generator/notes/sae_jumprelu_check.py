@@ -30,7 +30,9 @@ FIELDS = ("id", "kind", "repo", "folder", "checkpoint", "layers", "widths", "l0"
 L0_LABELS = ("small", "medium", "big")
 
 
-def jumprelu_release(family: Family, context: ExpressionContext, hooks: set[str], item: dict, where: str) -> dict:
+def jumprelu_release(
+    family: Family, context: ExpressionContext, hooks: set[str], item: dict, where: str
+) -> dict:
     """One ``kind: jumprelu`` entry, checked; the row the page shows (and :func:`verify_jumprelu` reads)."""
     from nncanon.sae import SAEFormatError
     from nncanon.sae_jumprelu import WIDTHS, site_of
@@ -63,13 +65,18 @@ def jumprelu_release(family: Family, context: ExpressionContext, hooks: set[str]
     if outside:
         raise fail("layers", f"block {outside[0]} is not one of {checkpoint}'s blocks 0-{blocks - 1}")
     if item["folder"].endswith("_all") and sorted(layers) != list(range(blocks)):
-        raise fail("layers", f"the {item['folder']} folder covers every block, 0-{blocks - 1}; the entry says {layers}")
+        raise fail(
+            "layers",
+            f"the {item['folder']} folder covers every block, 0-{blocks - 1}; the entry says {layers}",
+        )
     widths = item.get("widths")
     if not isinstance(widths, list) or not widths or any(w not in WIDTHS for w in widths):
         raise fail("widths", f"expected width tokens from {', '.join(WIDTHS)}, got {widths!r}")
     l0 = item.get("l0")
     if not isinstance(l0, dict) or not l0 or any(label not in L0_LABELS for label in l0):
-        raise fail("l0", f"expected a mapping from {', '.join(L0_LABELS)} to an L0 or [lowest, highest], got {l0!r}")
+        raise fail(
+            "l0", f"expected a mapping from {', '.join(L0_LABELS)} to an L0 or [lowest, highest], got {l0!r}"
+        )
     ranges = {}
     for label, value in l0.items():
         pair = [value, value] if type(value) is int else value
@@ -87,7 +94,9 @@ def jumprelu_release(family: Family, context: ExpressionContext, hooks: set[str]
     for name, standard in (("hook", site.hook), ("hook_out", site.hook_out)):
         given = item.get(name)
         if given != standard and standard is None:
-            raise fail(name, f"the {item['folder']} folder has no output (only a transcoder's has), got {given!r}")
+            raise fail(
+                name, f"the {item['folder']} folder has no output (only a transcoder's has), got {given!r}"
+            )
         if given != standard:
             raise fail(
                 name,
@@ -147,7 +156,9 @@ def _module_at(block: Any, hook_point: str, layer: int) -> tuple[Any, str]:
 
 def _capture(module: Any, end: str, into: list) -> Any:
     if end == "output":
-        return module.register_forward_hook(lambda _m, _args, out: into.append(out[0] if isinstance(out, tuple) else out))
+        return module.register_forward_hook(
+            lambda _m, _args, out: into.append(out[0] if isinstance(out, tuple) else out)
+        )
     if end == "input":
         return module.register_forward_pre_hook(lambda _m, args: into.append(args[0]))
     raise AssertionError(f"a hook point ends in .input or .output, not .{end}")
@@ -165,7 +176,9 @@ def _bound(x: Any, w: Any, b: Any) -> Any:
     return (1 + 2.0**-20) * gamma(x.shape[-1] + 1) * scale
 
 
-def verify_jumprelu(model: Any, prompt: str, releases: list[dict], directory: Path, context: ExpressionContext) -> str:
+def verify_jumprelu(
+    model: Any, prompt: str, releases: list[dict], directory: Path, context: ExpressionContext
+) -> str:
     """For each site the releases name (once each), on every block of the tiny checkpoint: the standard
     value is the very tensor the release's hook point names (read by a torch hook on the module it names,
     in the same forward); a tiny JumpReLU SAE written in the release's format (``params.safetensors`` and
@@ -184,14 +197,6 @@ def verify_jumprelu(model: Any, prompt: str, releases: list[dict], directory: Pa
     reads: dict[tuple[str, int], Any] = {}
     captured: dict[tuple[str, int, str], list] = {}
     handles = []
-    for name, release in sites.items():
-        site = site_of(name)
-        for i, block in enumerate(blocks):
-            for end, point in (("in", site.hf_hook_point_in(i)), ("out", site.hf_hook_point_out(i))):
-                if point is not None:
-                    module, which = _module_at(block._module, point, i)
-                    captured[(name, i, end)] = []
-                    handles.append(_capture(module, which, captured[(name, i, end)]))
     # every standard value the sites read, read once per block in the forward's order (a trace's reads
     # must follow it): attention first, then the MLP's norms, then the block's output
     wanted = {hook for name in sites for hook in (site_of(name).hook, site_of(name).hook_out) if hook}
@@ -199,7 +204,15 @@ def verify_jumprelu(model: Any, prompt: str, releases: list[dict], directory: Pa
     if len(ordered) != len(wanted):
         raise AssertionError(f"no forward order known for {sorted(wanted - set(ordered))}")
     values: dict[tuple[int, str], Any] = {}
-    try:
+    try:  # torch hooks on the modules the release's hook points name, removed whatever happens
+        for name in sites:
+            site = site_of(name)
+            for i, block in enumerate(blocks):
+                for end, point in (("in", site.hf_hook_point_in(i)), ("out", site.hf_hook_point_out(i))):
+                    if point is not None:
+                        module, which = _module_at(block._module, point, i)
+                        captured[(name, i, end)] = []
+                        handles.append(_capture(module, which, captured[(name, i, end)]))
         with model.trace(prompt):
             for i, block in enumerate(blocks):
                 for hook in ordered:
@@ -216,7 +229,6 @@ def verify_jumprelu(model: Any, prompt: str, releases: list[dict], directory: Pa
             for end, hook in (("in", site.hook), ("out", site.hook_out)):
                 if hook is not None:
                     reads[(name, i, end)] = values[(i, hook)]
-    checked = []
     for name, release in sites.items():
         site = site_of(name)
         width = release["widths"][0]
@@ -225,7 +237,11 @@ def verify_jumprelu(model: Any, prompt: str, releases: list[dict], directory: Pa
                 hooked = captured[(name, i, end)]
                 standard = reads[(name, i, end)]
                 flat = standard.flatten(-2) if site.flatten_heads and end == "in" else standard
-                if len(hooked) != 1 or not torch.equal(flat, hooked[0].reshape(flat.shape)) or hooked[0].shape != flat.shape:
+                if (
+                    len(hooked) != 1
+                    or not torch.equal(flat, hooked[0].reshape(flat.shape))
+                    or hooked[0].shape != flat.shape
+                ):
                     raise AssertionError(
                         f"block {i}: {site.hook if end == 'in' else site.hook_out} is not the tensor at "
                         f"{site.hf_hook_point_in(i) if end == 'in' else site.hf_hook_point_out(i)}"
@@ -243,7 +259,6 @@ def verify_jumprelu(model: Any, prompt: str, releases: list[dict], directory: Pa
             if sae.config.get("hf_hook_point_in") != site.hf_hook_point_in(i):
                 raise AssertionError(f"block {i}: config.json did not round-trip")
             _check_maps(sae, x, f"{name} block {i}")
-            checked.append(name)
     names = sorted(sites)
     return (
         f"Checked at build time on the tiny checkpoint, on each of its {len(blocks)} blocks and for each site "
