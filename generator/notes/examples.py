@@ -88,7 +88,7 @@ from generator.notes.notes_parse import (  # noqa: F401 - re-exported
     parse_notes,
     slugify,
 )
-from generator.notes.sae_check import RELEASE_FIELDS, _releases, verify_sae  # noqa: F401 - re-exported
+from generator.notes.sae_check import RELEASE_FIELDS, ROW_FIELDS, _releases, verify_releases, verify_sae  # noqa: F401 - re-exported
 from generator.recipe.family import Family, get_family
 from generator.recipe.fields import FamilyYamlError, _display
 
@@ -311,7 +311,7 @@ def _build_notes(
         with tempfile.TemporaryDirectory(prefix="nncanon-sae-") as tmp:
             directory = Path(tmp)
             try:
-                verified = verify_sae(model, text_prompt, releases[0], directory, context)
+                verified = verify_releases(model, text_prompt, releases, directory, context)
             except Exception as error:  # noqa: BLE001 - reported as the section's failure
                 raise NoteError(
                     fam.family, note.title, fam.path, first, f"the SAE check fails: {_describe(error)}"
@@ -319,7 +319,9 @@ def _build_notes(
             lines = runner.check(note, context.namespace(), {"directory": directory})
         saes = {
             "markdown": "\n".join(lines),
-            "releases": [{k: r[k] for k in ("id", "features", "k", "layers", "hook")} for r in releases],
+            "releases": [{k: r[k] for k in ROW_FIELDS} for r in releases],
             "verified": verified,
         }
+        if any(r.get("kind") == "jumprelu" for r in releases):
+            saes["sparsity"] = "L0"  # the table's sparsity column: JumpReLU releases name L0 targets, not k
     return {"notes": notes, "vision_notes": vision_notes, "saes": saes}

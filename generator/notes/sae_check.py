@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.notes.expressions import ExpressionContext
+from generator.notes.sae_jumprelu_check import jumprelu_release, verify_jumprelu
 from generator.recipe.family import Family
 from generator.recipe.fields import FamilyYamlError
 
@@ -18,7 +19,8 @@ from generator.recipe.fields import FamilyYamlError
 
 
 _RELEASE_NAME = re.compile(r"-W(?P<width>\d+)K-L0_(?P<k>\d+)$")
-RELEASE_FIELDS = ("id", "checkpoint", "features", "k", "layers", "hook")
+RELEASE_FIELDS = ("id", "checkpoint", "features", "k", "layers", "hook")  # kind: topk (the default)
+ROW_FIELDS = ("id", "features", "k", "layers", "hook")  # what the page's table shows of each release
 
 
 def _releases(family: Family, context: ExpressionContext, support: list) -> list[dict[str, Any]]:
@@ -32,6 +34,12 @@ def _releases(family: Family, context: ExpressionContext, support: list) -> list
         where = f"saes.releases[{i}]"
         if not isinstance(item, dict):
             raise FamilyYamlError(family.path, where, f"expected a mapping, got {item!r}")
+        if item.get("kind", "topk") == "jumprelu":
+            out.append(jumprelu_release(family, context, hooks, item, where))
+            continue
+        if item.get("kind", "topk") != "topk":
+            raise FamilyYamlError(family.path, f"{where}.kind", f"{item['kind']!r} is not topk or jumprelu")
+        item = {k: v for k, v in item.items() if k != "kind"}
         unknown = sorted(set(item) - set(RELEASE_FIELDS))
         if unknown:
             raise FamilyYamlError(
@@ -88,6 +96,21 @@ def _releases(family: Family, context: ExpressionContext, support: list) -> list
             }
         )
     return out
+
+
+def verify_releases(
+    model: Any, prompt: str, releases: list[dict[str, Any]], directory: Path, context: ExpressionContext
+) -> str:
+    """The section's end-to-end check: the first TopK release's (:func:`verify_sae`) and every JumpReLU
+    site's (:func:`verify_jumprelu`); says what was checked."""
+    said = []
+    topk = [r for r in releases if r.get("kind", "topk") == "topk"]
+    if topk:
+        said.append(verify_sae(model, prompt, topk[0], directory, context))
+    jumprelu = [r for r in releases if r.get("kind") == "jumprelu"]
+    if jumprelu:
+        said.append(verify_jumprelu(model, prompt, jumprelu, directory, context))
+    return " ".join(said)
 
 
 def verify_sae(

@@ -245,7 +245,7 @@ def normalize(facts: dict) -> dict:
         for key in ("also", "accessors", "raw", "inferred"):
             c.setdefault(key, [])
     if f["saes"]:
-        for key, default in (("markdown", ""), ("releases", []), ("verified", "")):
+        for key, default in (("markdown", ""), ("releases", []), ("verified", ""), ("sparsity", "k")):
             f["saes"].setdefault(key, default)
     return f
 
