@@ -12,6 +12,8 @@ Every problem raises :class:`StrictYamlError` with the 1-based line and a one-li
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Any
 
 import yaml
@@ -80,7 +82,14 @@ def _one_line(error: yaml.YAMLError) -> StrictYamlError:
 
 
 def load(text: str) -> Any:
-    """The data of a YAML text (one document), refusing anchors, aliases and repeated keys."""
+    """The data of a YAML text (one document), refusing anchors, aliases and repeated keys. A fresh copy each
+    call: the parse of a text is kept (the pure-Python strict loader is slow, and a test session or a build
+    loads every family YAML several times), the copy handed out is the caller's to change."""
+    return copy.deepcopy(_parsed(text))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str) -> Any:
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except StrictYamlError:
