@@ -166,5 +166,5 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
 
 
 def prepare(model: Any) -> None:
-    """The ``.source`` op image_features reads (the scatter in the wrapper's inputs_merger)."""
+    """The ``.source`` op image_features reads (the wrapper's masked_scatter, in inputs_merger on Idefics3)."""
     install_sources(model)

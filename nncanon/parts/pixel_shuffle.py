@@ -37,7 +37,7 @@ def shuffle(rows: Any, scale: int) -> Any:
           tolerance=SUBBLOCK)
 def PIXEL_SHUFFLE(host, r):
     """Recomputed in float64; the model's float32 side rounds in one product of scale_factor² · vision_hidden_size
-    terms (224 on idefics3's tiny model, 768 on smolvlm's), within SUBBLOCK's 800 roundings."""
+    terms (224 on idefics3's tiny model, 640 on smolvlm's), within SUBBLOCK's 800 roundings."""
     connector = host._std_model.projector._module
     weight = connector.modality_projection.proj.weight.double()
     out = shuffle(r["tower_output"].double(), connector.scale_factor) @ weight.T
