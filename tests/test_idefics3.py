@@ -143,16 +143,41 @@ def test_bucketed_positions_are_the_embeddings_own(model, rows, cols):
         assert not torch.equal(positions[0], torch.arange(side * side))  # stretched over the real patches
 
 
-def test_an_edit_of_image_features_moves_the_logits_from_the_first_image_token(model):
+def test_an_edit_of_image_features_is_the_text_model_reading_zeros_there(model):
+    """Zeroing image_features is the text model reading zero embeddings at the image tokens (transformers' own
+    forward on those embeddings, no images), and nothing before the first image token moves."""
     prompt, images, encoding = _inputs(model)
-    with torch.no_grad(), model.trace(prompt, images=images):
-        clean = model.logits.save()
+    hf = model._module
     with torch.no_grad(), model.trace(prompt, images=images):
         model.vision.image_features[:] = 0
         edited = model.logits.save()
-    first = int((encoding["input_ids"][0] == model._module.config.image_token_id).nonzero()[0])
-    assert torch.equal(clean[:, :first], edited[:, :first])  # causal: nothing before the first image token moves
-    assert not torch.allclose(clean[:, first:], edited[:, first:])
+    image = encoding["input_ids"] == hf.config.image_token_id
+    with torch.no_grad():
+        embeds = hf.get_input_embeddings()(encoding["input_ids"])
+        embeds[image] = 0
+        expected = hf(inputs_embeds=embeds, attention_mask=encoding["attention_mask"]).logits
+        unedited = hf(**encoding).logits
+    torch.testing.assert_close(edited, expected)
+    first = int(image[0].nonzero()[0])
+    assert torch.equal(edited[:, :first], unedited[:, :first])
+    assert not torch.allclose(edited[:, first:], unedited[:, first:])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_wrapper_names_its_family_and_the_text_load_has_no_tower(family):
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from nncanon.families import family_for_config
+
+    wrapper = {"model_type": family, "text_config": {"model_type": "llama"}}
+    assert family_for_config(wrapper, "config.json").FAMILY == family  # not llama, its text model's type
+    text = nncanon.load(checkpoint_dir(family))
+    assert not hasattr(text._module.model, "vision_model") and not hasattr(text._module.model, "connector")
+    with pytest.raises(AttributeError):
+        text.vision  # noqa: B018
+    with torch.no_grad(), text.trace("Which one is red?"):
+        logits = text.logits.save()
+    assert logits.shape[-1] == text._module.config.text_config.vocab_size
 
 
 def test_a_grid_the_shuffle_cannot_fold_is_one_line():
