@@ -57,6 +57,25 @@ MECHANICS = (
              r"multiplier"),
     Mechanic("Keys and values shared across blocks", "The last blocks compute no keys or values: each attends over "
              "those of an earlier block of its kind.", r"layers\[kv_source\(i\)\]"),
+    Mechanic("Image features scattered at the image tokens", "A vision encoder's output, one row per image token, "
+             "replaces the token embedding at each image placeholder before the first block (the shared vision line).",
+             r"image_features at the image tokens"),
+    Mechanic("Tower read at a feature layer", "The projector reads a chosen block's output of the vision tower "
+             "(vision_feature_layer), not its last, with or without the class token.",
+             r"hidden state vision_feature_layer"),
+    Mechanic("Average-pooling projector", "Each image's patch grid is averaged in squares, normed and projected: "
+             "fewer image tokens than patches.", r"avg_pool\(tower_output"),
+    Mechanic("Pixel-shuffle connector", "Each square of neighbouring patches is folded into one wider row, then "
+             "projected: one image token per square.", r"pixel_shuffle\(tower_output"),
+    Mechanic("Spatial patch merger", "Each merge block of neighbouring patches is folded into one row and passed "
+             "through an MLP: one image token per merge block.", r"merge block's spatial_merge_size² patches folded into one row|merge blocks put back in the processor's order"),
+    Mechanic("AnyRes tiles", "An image is read as a base tile of the whole image plus a grid of tiles at the best "
+             "resolution, the grid's features unpadded and closed by a newline per row.",
+             r"tile_features of its base tile"),
+    Mechanic("DeepStack", "Vision blocks' intermediate outputs are projected and added to the first text blocks' "
+             "stream at the image tokens.", r"deepstack_projectors\[j\]"),
+    Mechanic("Bidirectional image spans", "In a causal text model, the tokens of one image attend to each other "
+             "both ways.", r"both are tokens of one image's span"),
     Mechanic("Per-layer input embeddings", "Each block is called with a small embedding of its own, from a second "
              "table and a projection of the token embeddings, and adds a gated projection of it to the stream.",
              r"embed_tokens_per_layer\.weight\[input_ids\]"),
