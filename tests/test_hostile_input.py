@@ -467,26 +467,6 @@ def test_a_damaged_checkpoint_names_the_file(tmp_path, llama_dir, edit, names):
     assert all(n in str(caught.value) for n in names) and "\n" not in str(caught.value), str(caught.value)
 
 
-def test_a_missing_size_is_named_by_the_model_types_own_field(tmp_path):
-    """Falcon sizes its MLP by ffn_hidden_size (it has no intermediate_size): the error names the field its
-    config.json lacks, not Llama's."""
-    import json
-
-    import nncanon
-    from generator.checkpoint.checkpoints import checkpoint_dir
-    from nncanon.families import CheckpointError
-
-    def no_ffn(d: Path) -> None:
-        config = json.loads((d / "config.json").read_text())
-        del config["ffn_hidden_size"]  # the default, 4 · hidden_size, is not the tiny's 88
-        (d / "config.json").write_text(json.dumps(config))
-
-    with pytest.raises(CheckpointError) as caught:
-        nncanon.load(_damaged(tmp_path, checkpoint_dir("falcon"), no_ffn))
-    said = str(caught.value)
-    assert "ffn_hidden_size missing" in said and "intermediate_size" not in said and "\n" not in said, said
-
-
 @pytest.mark.parametrize(
     "value, says",
     [

@@ -131,3 +131,32 @@ def test_an_unknown_or_inapplicable_implementation(llama_checkpoint):
                                                           r"experts_implementation='fused'; it supports 'eager', .*"
                                                           r"'grouped_mm'"):
         nncanon.load(checkpoint_dir("qwen3_moe"), experts_implementation="fused")
+
+
+def _copy(tmp_path, directory, edit):
+    import shutil
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(directory, copy)
+    edit(copy)
+    return copy
+
+
+def test_a_missing_size_is_named_by_the_model_types_own_field(tmp_path):
+    """Falcon sizes its MLP by ffn_hidden_size (it has no intermediate_size): the error names the field its
+    config.json lacks, not Llama's."""
+    import json
+
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from nncanon.families import CheckpointError
+
+    def no_ffn(d) -> None:
+        config = json.loads((d / "config.json").read_text())
+        del config["ffn_hidden_size"]  # the default, 4 · hidden_size, is not the tiny's 88
+        (d / "config.json").write_text(json.dumps(config))
+
+    with pytest.raises(CheckpointError) as caught:
+        nncanon.load(_copy(tmp_path, checkpoint_dir("falcon"), no_ffn))
+    said = str(caught.value)
+    assert "ffn_hidden_size missing" in said and "intermediate_size" not in said and "\n" not in said, said
