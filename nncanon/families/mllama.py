@@ -175,7 +175,21 @@ TileStates = layout("TileStates", "image_tiles tile_rows hidden_size")
 
 
 CrossAttention = cross_attention_host("CrossAttention", IMAGES, extra=(_states,), states=TileStates)
-CrossBlock = gated_block("CrossBlock", IMAGES, "cross_attn_attn_gate", "cross_attn_mlp_gate", Block)
+@relation("cross_attention_mask allows state row r of tile t of image i to text token s iff the processor's "
+          "cross_attention_mask[s, i, t] is 1 (a token sees the tiles of the images from the last <|image|> before it "
+          "on), or token s sees no tile at all (then the whole row is 0)", proves="cross_attention_mask",
+          reads="model.inputs cross_attention_mask")
+def _mask_from_processor(host, r):
+    args, kwargs = r["model.inputs"]
+    tiles = kwargs["cross_attention_mask"]  # [batch, seq, images, tiles]
+    rows = host._std_model.vision._module.num_patches
+    sees = tiles.repeat_interleave(rows, dim=3).flatten(2).bool()
+    allowed = sees | ~sees.any(-1, keepdim=True)
+    return [(allowed.double(), (r["cross_attention_mask"] == 0).double())]
+
+
+CrossBlock = gated_block("CrossBlock", IMAGES, "cross_attn_attn_gate", "cross_attn_mlp_gate", Block,
+                         extra=(_mask_from_processor,))
 #: the MLP of a cross-attention block: runs only when its block does
 CrossMLP = host("CrossMLP", MLP, values=[
     Value(v.name, v.layout, v.description, v.locator, v.view, (IMAGES, *v.conditions), v.note, v.assign_in_place)

@@ -182,9 +182,10 @@ def _mask_of(host: Any, x: Any) -> Any:
     return x[:, 0]
 
 
-def gated_block(name: str, condition: Condition, attn_gate: str, mlp_gate: str, base: type) -> type:
+def gated_block(name: str, condition: Condition, attn_gate: str, mlp_gate: str, base: type, extra: tuple = ()) -> type:
     """A cross-attention block's host over ``base`` (the family's Block): its values carry ``condition``, and its
-    relations are the gated adds, with ``attn_gate`` and ``mlp_gate`` the names of its scalar gate parameters."""
+    relations are the gated adds, with ``attn_gate`` and ``mlp_gate`` the names of its scalar gate parameters;
+    ``extra``: the family's own (how its mask is made from what the model was called with)."""
 
     @relation(f"layer_mid == layer_input + tanh({attn_gate}) · cross_attn.attention_output",
               proves="layer_mid cross_attn.attention_output", reads="layer_input cross_attn.attention_output layer_mid")
@@ -225,7 +226,7 @@ def gated_block(name: str, condition: Condition, attn_gate: str, mlp_gate: str, 
               view=View("head and column axes dropped", _row_mask_of, None), conditions=when),
     ]
     return host(name, base, values=values, MIXERS=("cross_attn",),
-                RELATIONS=(gated_attention, gated_mlp, *BLOCK_RELATIONS[2:], row_mask))
+                RELATIONS=(gated_attention, gated_mlp, *BLOCK_RELATIONS[2:], row_mask, *extra))
 
 
 __all__ = ["CrossKeys", "CrossValues", "CrossPattern", "CrossStates", "CrossMask", "TextRowMask", "runs",
