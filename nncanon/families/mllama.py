@@ -44,7 +44,7 @@ from ..parts.cross_attention import cross_attention_host, gated_block, runs
 from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, Block
 from ..parts.mlp import MLP
 from ..parts.vision_line import MASK, AtRoot, image_token_mask_value
-from ..parts.vision_towers import _TowerSizes
+from ..parts.vision_towers import TowerAttention, TowerBlock, TowerMLP, _TowerSizes
 from ..precision import STEP, SUBBLOCK
 from ..relations import first, relation
 from ..values import Value
@@ -60,6 +60,10 @@ RENAME = {
     # the vision model's local and global transformers' blocks (component-wise: one does not match the other)
     "transformer.layers": "layers",
     "global_transformer.layers": "global_layers",
+    # the vision MLP's CLIP names, as on the other towers (the text MLP's gate/up/down_proj are left alone)
+    "fc1": "linear_fc1",
+    "activation_fn": "act_fn",
+    "fc2": "down_proj",
 }
 
 #: the cross-attention blocks and the vision model run only on a call with images
@@ -67,6 +71,68 @@ IMAGES = runs(needs='task="image-text-to-text" and a call with images',
               why="a call with no image skips the cross-attention blocks and the vision model (transformers' text "
                   "model leaves a cross-attention block out when it has no states to attend to)",
               holds=lambda model: model.task == "image-text-to-text")
+
+# -- the local transformer's blocks: CLIP-built, attending over an image's tiles under the padding mask ----------
+
+
+def _tile_mask(inputs: Any) -> Any:
+    args, kwargs = inputs
+    return kwargs["attention_mask"] if "attention_mask" in kwargs else args[1]
+
+
+def _tile_pattern(host: Any, queries: Any, keys: Any, mask: Any) -> tuple[Any, Any]:
+    scores = queries.double() @ keys.double().transpose(-1, -2) * host._module.scaling + mask.double()
+    return scores, scores.softmax(-1)
+
+
+@relation("attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + the tile mask) · "
+          "attention_values over all of an image's tiles' rows (the mask: the dtype's minimum where both the query "
+          "and the key are padding, a padding tile's or a tile's padding rows)", proves="attention_head_outputs",
+          reads="inputs attention_queries attention_keys attention_values attention_head_outputs", tolerance=SUBBLOCK)
+def _tile_attention(host, r):
+    """A softmax over tiles · padded rows keys (64 on the tiny model) of head_dim products, then a sum over them:
+    within SUBBLOCK's 800 roundings."""
+    _, probabilities = _tile_pattern(host, r["attention_queries"], r["attention_keys"], _tile_mask(r["inputs"]))
+    return [((probabilities @ r["attention_values"].double()).transpose(1, 2), r["attention_head_outputs"])]
+
+
+@relation("attention_scores == attention_queries · attention_keysᵀ · scaling + the tile mask; attention_probabilities "
+          "== softmax(attention_scores)", proves="attention_scores attention_probabilities",
+          reads="inputs attention_queries attention_keys attention_scores attention_probabilities", tolerance=SUBBLOCK)
+def _tile_scores(host, r):
+    mask = _tile_mask(r["inputs"])
+    scores, probabilities = _tile_pattern(host, r["attention_queries"], r["attention_keys"], mask)
+    allowed = (mask == 0).expand_as(scores)
+    return [(scores[allowed], r["attention_scores"].double()[allowed]), (probabilities, r["attention_probabilities"])]
+
+
+def _with_images(name: str, base: type, **attrs: Any) -> type:
+    """``base``'s host with every value conditioned on a call with images (its module runs only then)."""
+    import dataclasses
+
+    return host(name, base, values=[dataclasses.replace(v, conditions=(IMAGES, *v.conditions)) for v in base.values()],
+                **attrs)
+
+
+TileAttention = _with_images("TileAttention", TowerAttention, HOST="model.vision.layers[i].self_attn",
+                             RELATIONS=(TowerAttention.RELATIONS[0], _tile_attention, _tile_scores,
+                                        TowerAttention.RELATIONS[-1]))
+TileBlock = _with_images("TileBlock", TowerBlock)
+TileMLP = _with_images("TileMLP", TowerMLP)
+
+
+@relation("layers[0].layer_input == layernorm_pre(patch_embeddings), each tile's rows padded to a multiple of 8 with "
+          "zeros and an image's tiles one after another; layers[i].layer_output == layers[i+1].layer_input",
+          proves="layers[*].layer_input", reads="patch_embeddings layers[*].layer_input layers[*].layer_output")
+def _local_stack(host, r):
+    import torch.nn.functional as F
+
+    embedded = host._module.layernorm_pre(r["patch_embeddings"])
+    pad = (8 - embedded.shape[-2] % 8) % 8
+    entering = F.pad(embedded, (0, 0, 0, pad)).flatten(1, 2)
+    outs, ins = r["layers[*].layer_output"], r["layers[*].layer_input"]
+    return [(entering, ins[0]), *[(first(out), nxt) for out, nxt in zip(outs[:-1], ins[1:])]]
+
 
 # -- the vision model and the projector ------------------------------------------------------------------------
 
@@ -154,7 +220,7 @@ _MllamaVision = host("_MllamaVision", values=[
           "The projected image rows every cross-attention block attends to (its cross_attention_states)",
           AtRoot(io="output", module="model.multi_modal_projector", shown="model.projector",
                  words="the projector's output, at the root"), conditions=(IMAGES,)),
-], HOST="model.vision", RELATIONS=(MASK, _embeddings, _tower, _projector))
+], HOST="model.vision", RELATIONS=(MASK, _embeddings, _local_stack, _tower, _projector))
 #: the vision model's sizes read off its config as a CLIP tower's are (num_layers: the local transformer's blocks)
 MllamaVision = type("MllamaVision", (_TowerSizes, _MllamaVision), {"HOST": "model.vision", "class_tokens": 1})
 
@@ -191,9 +257,7 @@ def _mask_from_processor(host, r):
 CrossBlock = gated_block("CrossBlock", IMAGES, "cross_attn_attn_gate", "cross_attn_mlp_gate", Block,
                          extra=(_mask_from_processor,))
 #: the MLP of a cross-attention block: runs only when its block does
-CrossMLP = host("CrossMLP", MLP, values=[
-    Value(v.name, v.layout, v.description, v.locator, v.view, (IMAGES, *v.conditions), v.note, v.assign_in_place)
-    for v in MLP.values()], HOST="model.layers[i].mlp")
+CrossMLP = _with_images("CrossMLP", MLP, HOST="model.layers[i].mlp")
 
 ENVOYS = {hf.MllamaSelfAttentionDecoderLayer: Block, hf.MllamaTextSelfAttention: Attention,
           hf.MllamaCrossAttentionDecoderLayer: CrossBlock, hf.MllamaTextCrossAttention: CrossAttention,
@@ -203,9 +267,13 @@ ROOT = host("MllamaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=
 
 
 def layout_envoys(config: Any) -> dict:
-    """Each block's MLP by its path: a cross-attention block's runs only with images (the class is the same)."""
+    """Each block's MLP by its path: a cross-attention block's runs only with images (the class is the same); the
+    local transformer's blocks by theirs (the global transformer's, the same classes gated, have no hosts)."""
     cross = set(config.cross_attention_layers)
-    return {f"language_model.layers.{i}.mlp": CrossMLP if i in cross else MLP for i in range(config.num_hidden_layers)}
+    text = {f"language_model.layers.{i}.mlp": CrossMLP if i in cross else MLP for i in range(config.num_hidden_layers)}
+    return {**text, "vision_model.transformer.layers.*": TileBlock,
+            "vision_model.transformer.layers.*.self_attn": TileAttention,
+            "vision_model.transformer.layers.*.mlp": TileMLP}
 
 
 def _build():
@@ -271,8 +339,9 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     encoding = model.processor(text=args[0] if args else kwargs["text"], images=kwargs["images"], return_tensors="pt")
     batch, images, tiles = encoding["pixel_values"].shape[:3]
     rows = dim_sizes(model)["tile_rows"]
+    model.vision._images_of_call = batch * images  # the local transformer runs each image's tiles as one row
     return {"images": images, "image_batch": batch * images, "tiles": tiles, "vision_tokens": images * tiles * rows,
-            "image_tiles": batch * images * tiles}
+            "image_tiles": batch * images * tiles, "patches": tiles * (rows + (8 - rows % 8) % 8)}
 
 
 def prepare(model: Any) -> None:
