@@ -134,6 +134,50 @@ def _local_stack(host, r):
     return [(entering, ins[0]), *[(first(out), nxt) for out, nxt in zip(outs[:-1], ins[1:])]]
 
 
+# -- the global transformer's blocks: the same blocks, each add gated by tanh ------------------------------------
+
+
+@relation("layer_mid == layer_input + tanh(gate_attn) · self_attn's output; attention_norm_output == "
+          "input_layernorm(layer_input) == what self_attn is called with", proves="layer_mid attention_norm_output",
+          reads="layer_input attention_norm_output self_attn.input self_attn.output layer_mid")
+def _global_attention_add(host, r):
+    module = host._module
+    return [(r["layer_input"] + module.gate_attn.tanh() * first(r["self_attn.output"]), r["layer_mid"]),
+            (module.input_layernorm(r["layer_input"]), r["attention_norm_output"]),
+            (first(r["self_attn.input"]), r["attention_norm_output"])]
+
+
+@relation("layer_output == layer_mid + tanh(gate_ffn) · mlp's output; mlp_norm_output == "
+          "post_attention_layernorm(layer_mid) == what mlp is called with", proves="layer_output mlp_norm_output",
+          reads="layer_mid mlp_norm_output mlp.input mlp.output layer_output")
+def _global_mlp_add(host, r):
+    module = host._module
+    return [(r["layer_mid"] + module.gate_ffn.tanh() * first(r["mlp.output"]), r["layer_output"]),
+            (module.post_attention_layernorm(r["layer_mid"]), r["mlp_norm_output"]),
+            (first(r["mlp.input"]), r["mlp_norm_output"])]
+
+
+GlobalTileBlock = _with_images("GlobalTileBlock", host("_GlobalTileBlock", values=[
+    v for v in TowerBlock.values() if v.name != "mlp_input"]), HOST="model.vision.global_layers[i]",
+    RELATIONS=(_global_attention_add, _global_mlp_add))
+
+
+@relation("global_layers[0].layer_input == layernorm_post(layers[-1].layer_output) + tanh(gate) · "
+          "post_tile_positional_embedding(aspect_ratio_id), per tile; global_layers[i].layer_output == "
+          "global_layers[i+1].layer_input", proves="global_layers[*].layer_input",
+          reads="inputs layers[*].layer_output global_layers[*].layer_input global_layers[*].layer_output")
+def _global_stack(host, r):
+    vision = host._module
+    _, ratio_ids = _pixels(r["inputs"])
+    local = vision.layernorm_post(first(r["layers[*].layer_output"][-1]))
+    images, tiles = local.shape[0], vision.max_num_tiles
+    post = vision.post_tile_positional_embedding
+    tile = post.embedding.weight[ratio_ids.reshape(images)].reshape(images, tiles, 1, -1) * post.gate.tanh()
+    entering = (local.reshape(images, tiles, -1, local.shape[-1]) + tile).flatten(1, 2)
+    outs, ins = r["global_layers[*].layer_output"], r["global_layers[*].layer_input"]
+    return [(entering, ins[0]), *[(first(out), nxt) for out, nxt in zip(outs[:-1], ins[1:])]]
+
+
 # -- the vision model and the projector ------------------------------------------------------------------------
 
 TileEmbeddings = layout("TileEmbeddings", "image_batch tiles tile_rows vision_hidden_size")
@@ -220,7 +264,7 @@ _MllamaVision = host("_MllamaVision", values=[
           "The projected image rows every cross-attention block attends to (its cross_attention_states)",
           AtRoot(io="output", module="model.multi_modal_projector", shown="model.projector",
                  words="the projector's output, at the root"), conditions=(IMAGES,)),
-], HOST="model.vision", RELATIONS=(MASK, _embeddings, _local_stack, _tower, _projector))
+], HOST="model.vision", RELATIONS=(MASK, _embeddings, _local_stack, _global_stack, _tower, _projector))
 #: the vision model's sizes read off its config as a CLIP tower's are (num_layers: the local transformer's blocks)
 MllamaVision = type("MllamaVision", (_TowerSizes, _MllamaVision), {"HOST": "model.vision", "class_tokens": 1})
 
@@ -268,12 +312,12 @@ ROOT = host("MllamaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=
 
 def layout_envoys(config: Any) -> dict:
     """Each block's MLP by its path: a cross-attention block's runs only with images (the class is the same); the
-    local transformer's blocks by theirs (the global transformer's, the same classes gated, have no hosts)."""
+    local and global transformers' blocks by theirs (the same class, the global one's adds gated)."""
     cross = set(config.cross_attention_layers)
     text = {f"language_model.layers.{i}.mlp": CrossMLP if i in cross else MLP for i in range(config.num_hidden_layers)}
     return {**text, "vision_model.transformer.layers.*": TileBlock,
             "vision_model.transformer.layers.*.self_attn": TileAttention,
-            "vision_model.transformer.layers.*.mlp": TileMLP}
+            "vision_model.transformer.layers.*.mlp": TileMLP, "vision_model.global_transformer.layers.*": GlobalTileBlock}
 
 
 def _build():
