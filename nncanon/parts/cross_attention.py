@@ -107,7 +107,7 @@ def cross_pattern(module: Any, queries: Any, keys: Any, mask: Any) -> tuple[Any,
           tolerance=SUBBLOCK)
 def _attention(host, r):
     """A row of attention is a softmax over vision_tokens keys of head_dim products, then a sum over those
-    keys: a chain well under SUBBLOCK's 800 roundings on the tiny model (40 · 4 keys, 6 wide)."""
+    keys: a chain well under SUBBLOCK's 800 roundings on the tiny model (80 keys: 2 images · 4 tiles · 10 rows, 6 wide)."""
     _, probabilities = cross_pattern(host._module, r["attention_queries"], r["attention_keys"], _mask(r["inputs"]))
     values = r["attention_values"].double()
     values = values.repeat_interleave(probabilities.shape[1] // values.shape[1], 1)
