@@ -66,6 +66,9 @@ RENAME = {
     "fc2": "down_proj",
 }
 
+#: the build proves the family under an eager image load too: the cross-attention pattern exists only there
+IMAGE_EAGER = True
+
 #: the cross-attention blocks and the vision model run only on a call with images
 IMAGES = runs(needs='task="image-text-to-text" and a call with images',
               why="a call with no image skips the cross-attention blocks and the vision model (transformers' text "
