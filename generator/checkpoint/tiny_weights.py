@@ -58,6 +58,8 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)(mixer|mamba)\.dt_proj\.bias$": (-3.0, 0.0),  # Mamba-1's dt bias (Jamba's mixer: mamba): as Mamba-2's
     # CLIP's class token (init normal(0, hidden_size ** -0.5)): about +-1.5 of those deviations on the tiny tower
     r"(^|\.)embeddings\.class_embedding$": (-0.2, 0.2),
+    # Llama 3.2 Vision's class token (init as CLIP's; its tanh gates, zeros at init, get the constant's noise)
+    r"(^|\.)vision_model\.class_embedding$": (-0.2, 0.2),
     # SigLIP's MLP biases (init normal(0, 1e-6), learned on every checkpoint): a spread like the other biases', so a
     # relation that left them out would fail
     r"(^|\.)mlp\.fc[12]\.bias$": (-0.1, 0.1),

@@ -58,6 +58,8 @@ def resolve_loads(family: Family, family_module: Any, checkpoint: Path) -> Model
                        context=lambda model: kernels.assume_fla(model.family))]
     if (family.get("page") or {}).get("vision"):
         loads.append(Load("image", task="image-text-to-text"))
+        if getattr(family_module, "IMAGE_EAGER", False) and label != "eager":  # values only an image call has
+            loads.append(Load("image eager", task="image-text-to-text", kwargs=(("attn_implementation", "eager"),)))
     models = Models(checkpoint, loads, lambda **kwargs: load(family, family_module, checkpoint, **kwargs))
     models._cache[label] = default
     return models

@@ -100,7 +100,8 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
                 entry["class"] = kind.native
             if kind.blocks is not None:
                 entry["blocks"] = sorted(set(entry["blocks"] or []) | set(kind.blocks))
-            mine = [row for row in rows if (row.host, row.host_class) == (kind.host, kind.native)]
+            # by blocks too: one module class may stand under two host classes (mllama's MLP in a cross-attention block)
+            mine = [row for row in rows if (row.host, row.host_class, row.blocks) == (kind.host, kind.native, kind.blocks)]
             orders.setdefault(key, []).append((sum(row.available for row in mine), [row.name for row in mine]))
             for row in mine:
                 value = entry["values"].setdefault(row.name, _value_entry(row, kind.cls))
