@@ -76,6 +76,9 @@ MECHANICS = (
              "stream at the image tokens.", r"deepstack_projectors\[j\]"),
     Mechanic("Bidirectional image spans", "In a causal text model, the tokens of one image attend to each other "
              "both ways.", r"both are tokens of one image's span"),
+    Mechanic("Gated cross-attention to the image", "Some blocks attend from the text stream to the vision states "
+             "instead of to the text, each add scaled by tanh of a learned gate.",
+             r"layer_input \+ tanh\(\w+\) · cross_attn\.attention_output"),
     Mechanic("Per-layer input embeddings", "Each block is called with a small embedding of its own, from a second "
              "table and a projection of the token embeddings, and adds a gated projection of it to the stream.",
              r"embed_tokens_per_layer\.weight\[input_ids\]"),
