@@ -46,7 +46,9 @@ def meta_module(family: ModuleType, config: Any, task: str, **hf_kwargs: Any) ->
                          "task='text-generation' (the default)")
     module = _meta(wrapper, config, arch)
     if task == "text-generation":
-        del module.model.visual  # what wrapper_build loads for text: the wrapper without its vision encoder
+        # what the build loads for text: the wrapper without the modules a text prompt never reaches
+        for name in getattr(build, "text_drops", ()):
+            delattr(module.model, name)
     return module
 
 

@@ -182,3 +182,19 @@ def test_meta_first_vision_wrapper_with_images():
             logits = model.logits.save()
         got[name] = (patches, deepstack, logits)
     assert all(torch.equal(a, b) for a, b in zip(got["lazy"], got["loaded"]))
+
+
+@pytest.mark.parametrize("family", ["llava", "gemma3", "idefics3", "qwen2_vl"])
+def test_a_vision_wrappers_config_alone_loads_for_text_without_its_encoder(family):
+    """from_config for text builds what a text load of a checkpoint holds: the wrapper without the modules a text
+    prompt never reaches (each line names its own: vision_tower and multi_modal_projector, vision_model and
+    connector, visual), and its text stack by the standard names."""
+    import nncanon
+    from generator.recipe.family import get_family
+
+    found = get_family(family)
+    config = found.checkpoint_config(found.checkpoint_ids[0])
+    model = nncanon.from_config(config)
+    inner = dict(model._module.model.named_children())
+    assert not {"vision_tower", "vision_model", "visual", "multi_modal_projector", "connector"} & set(inner), inner
+    assert len(model.layers) == model.num_layers > 0

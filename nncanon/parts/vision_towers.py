@@ -347,6 +347,7 @@ def tower_build(wrapper: type, tower: str = "vision_tower", projector: str = "mu
         return module, {"tokenizer": processor.tokenizer, "processor": processor}
 
     build.wrapper = wrapper  # what nncanon.loading.meta_module builds on meta
+    build.text_drops = (tower, projector)
     return build
 
 

@@ -33,6 +33,7 @@ def wrapper_build(wrapper: type):
         return module, {"tokenizer": processor.tokenizer, "processor": processor}
 
     build.wrapper = wrapper  # what nncanon.loading.meta_module builds on meta
+    build.text_drops = ("visual",)
     return build
 
 
