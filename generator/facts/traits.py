@@ -135,7 +135,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
         quirks.append(f"{rope['rope_type']} rope scaling")
     heads = getattr(config, "num_attention_heads", None)  # None on a state-space config (Mamba-2)
     # Falcon's config says num_kv_heads, which multi_query (7B) overrides to one in the attention: read its module
-    falcon_style = any(getattr(attn, "num_kv_heads", 0) < getattr(attn, "num_heads", 0) for attn in attentions)
+    falcon_style = any(hasattr(attn, "num_kv_heads") and hasattr(attn, "num_heads") and attn.num_kv_heads < attn.num_heads
+                       for attn in attentions)
     if heads is not None and getattr(config, "num_key_value_heads", heads) < heads or falcon_style:
         quirks.append("grouped-query")
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
