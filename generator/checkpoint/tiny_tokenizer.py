@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+from generator.checkpoint.processors_paligemma import paligemma_processor
 from generator.recipe.family import Family, get_family
 from generator.recipe.fields import FamilyYamlError
 from generator.recipe.tokenizer_presets import (
@@ -190,6 +191,8 @@ def build_processor(family: str | Path | Family, tokenizer=None):
         return _llava_processor(fam, tokenizer)
     if fam.tiny["processor"].get("kind") == "gemma3":
         return _gemma3_processor(fam, tokenizer)
+    if fam.tiny["processor"].get("kind") == "paligemma":
+        return paligemma_processor(fam, tokenizer)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
