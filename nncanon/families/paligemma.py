@@ -196,6 +196,13 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
             "vision_hidden_size": vision.vision_hidden_size}
 
 
+def marked_blocks(full: Any) -> list[dict]:
+    """The blocks the page's slider marks (`generator.facts.collect`): every block's mask lets the prefix attend both
+    ways (``attention_allowed``), so all of them."""
+    return [{"label": "Prefix both ways", "verb": "let the prefix attend both ways under",
+             "value": "model.layers[i].self_attn.attention_allowed", "blocks": list(range(full.num_layers))}]
+
+
 def prepare(model: Any) -> None:
     """The ``.source`` op image_features reads (the wrapper's masked_scatter)."""
     install_sources(model)
