@@ -167,3 +167,29 @@ def test_a_text_prompt_on_the_image_load_is_the_text_load_s():
         b = image.logits.save()
     assert ids[0, 0] == text.tokenizer.bos_token_id
     torch.testing.assert_close(a, b)
+
+
+def test_paligemma2_sliding_blocks_see_the_whole_prefix_beyond_the_window():
+    """PaliGemma 2 (the pg2 variant: Gemma 2's text model): on a sliding block a prefix token attends to every prefix
+    token, beyond the window too (the prefix is ORed over the sliding causal mask); a suffix token sees only the keys
+    within the window; the tower's pattern is not served while the tower runs sdpa (the text model runs eager)."""
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
+    from generator.recipe.variants import variant_family
+
+    model = nncanon.load(checkpoint_dir(variant_family(get_family("paligemma"), "pg2")), task=IMAGE)
+    assert model.text_config.model_type == "gemma2" and model.attn_implementation == "eager"
+    assert model._module.config.vision_config._attn_implementation != "eager"
+    encoding = _encoding(model)
+    types = encoding["token_type_ids"][0]
+    prefix, seq = int((types == 0).sum()), types.numel()
+    sliding = model.text_config.layer_types.index("sliding_attention")
+    window = model.text_config.sliding_window
+    assert prefix > window
+    with torch.no_grad(), model.trace(encoding):
+        allowed = model.layers[sliding].self_attn.attention_allowed.save()
+    q, k = torch.arange(seq)[:, None], torch.arange(seq)[None, :]
+    expected = ((k <= q) & (k > q - window)) | ((q < prefix) & (k < prefix))
+    assert torch.equal(allowed[0], expected.expand_as(allowed[0]))
+    assert "attention_scores" not in {r.name for r in model.support() if r.host.startswith("model.vision") and r.available}

@@ -40,7 +40,7 @@ from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
 from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.mlp import MLP
 from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.span_mask import allowed_value, span_mask, span_relations
+from ..parts.span_mask import allowed_value, span_relations
 from ..parts.vision_line import AtRoot, image_tokens, install_sources, replace
 from ..parts.vision_towers import (
     TOWER_RENAME,

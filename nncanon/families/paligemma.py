@@ -4,7 +4,7 @@ through one linear projector, a prefix-LM: the images and the prompt attend both
 The wrapper (``model.model`` a PaliGemmaModel) holds a SigLIP vision tower (``model.vision_tower`` -> ``vision``, a
 SiglipVisionModel), a projector of one Linear (``model.multi_modal_projector`` -> ``projector``:
 ``linear``, vision_hidden_size -> projection_dim, with a bias) and the text model (``model.language_model``,
-Gemma's decoder, whose blocks and MLP are the gemma family's hosts). It is the shared vision line
+Gemma's decoder, whose blocks and MLP are the gemma family's hosts; PaliGemma 2's, Gemma 2's). It is the shared vision line
 (`nncanon.parts.vision_line`) with a SigLIP tower (`nncanon.parts.vision_towers.siglip_tower`):
 
 - the tower runs each image on its own row, ``[images, patches, width]``: a stride-patch convolution and a learned
@@ -17,26 +17,36 @@ Gemma's decoder, whose blocks and MLP are the gemma family's hosts). It is the s
 - the processor writes the image tokens first, then ``<bos>``, the prompt and ``\\n`` (the prefix, token_type_ids
   0) and the suffix after it (token_type_ids 1); the wrapper's mask lets every prefix token see every other prefix
   token, the later ones too, and keeps the suffix causal (``self_attn.attention_allowed`` under eager). Without
-  token_type_ids (a text prompt) the mask is causal.
+  token_type_ids (a text prompt) the wrapper's mask is causal, but PaliGemmaConfig sets the text model's
+  use_bidirectional_attention, so where sdpa is handed no mask (a text prompt with no padding) it attends both ways
+  and eager does not: the two loads differ there (the build's text batches are padded, where both are causal).
 
-transformers counts PaliGemma's positions from 1 (``position_ids`` = 1 + the token's index), not 0.
+PaliGemma 2 is the same wrapper over Gemma 2 (text_config.model_type gemma2: the gemma2 family's sandwich block,
+its scores softcapped before the mask, its logits softcapped, ``layout_root``); its sliding blocks OR the prefix over
+the sliding causal mask, so a prefix token sees the whole prefix even beyond the window. transformers runs its text
+model eager (the softcap) and its tower sdpa: the tower's pattern values ask the tower's own implementation.
+
+transformers counts PaliGemma's positions from 1 (``position_ids`` = 1 + the token's index), not 0; a left-padded
+text batch is numbered from 0 by nnsight, which hands the model its own position_ids there.
 task="text-generation" (the default) loads the wrapper without its tower and projector; "image-text-to-text" with
 its processor, ``trace_inputs`` a prompt with both example images and a suffix.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
 from transformers import PaliGemmaProcessor
 from transformers.models.gemma import modeling_gemma as gemma
+from transformers.models.gemma2 import modeling_gemma2 as gemma2
 from transformers.models.paligemma import modeling_paligemma as hf
 from transformers.models.siglip import modeling_siglip as siglip
 
 from ..hosts import host
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention
+from ..parts.attention import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
 from ..parts.decoder import ROOT_VALUES, TEXT_PATHS
 from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.mlp import MLP
@@ -53,7 +63,9 @@ from ..parts.vision_towers import (
     tower_build,
 )
 from ..relations import relation
+from ..values import Condition
 from .gemma import ROOT_RELATIONS_GEMMA, GemmaNormBlock
+from .gemma2 import ROOT_RELATIONS_GEMMA2, SandwichBlock, SoftcappedAttention, softcap
 from .gemma2 import _scaled_embeddings as _text_embeddings
 from .gemma3 import FEATURES
 from .gemma3 import _scaled_embeddings as _image_embeddings
@@ -84,6 +96,14 @@ def _linear_projector(host, r):
 
 
 PaliGemmaVision = siglip_tower("PaliGemmaVision", _linear_projector, FEATURES)
+
+#: the tower's own implementation: transformers runs PaliGemma 2's Gemma 2 eager (its softcap) and the tower sdpa, so
+#: a tower value only eager serves asks the tower's config, not the text model's (StandardModel.attn_implementation)
+TOWER_EAGER = Condition(needs=EAGER.needs, why=EAGER.why,
+                        holds=lambda model: model._module.config.vision_config._attn_implementation == "eager")
+PaliGemmaTowerAttention = host("PaliGemmaTowerAttention", TowerAttention, values=[
+    dataclasses.replace(v, conditions=tuple(TOWER_EAGER if c is EAGER else c for c in v.conditions))
+    for v in TowerAttention.values() if EAGER in v.conditions])
 
 # -- the text attention: the prefix both ways, the suffix causal ------------------------------------------------
 
@@ -120,16 +140,50 @@ PrefixAttention = host("PrefixAttention", Attention, values=[PREFIX_ALLOWED], RE
     *replace(ATTENTION_RELATIONS, attention_queries_attention_keys_attention_values_attention_head_outputs=_attention,
              attention_scores_attention_probabilities=_pattern), _allowed), FIRST_POSITION=FIRST_POSITION)
 
-# -- the root: Gemma's, the embeddings stated off the image tokens ----------------------------------------------
+# PaliGemma 2 (text_config gemma2): Gemma 2's softcapped scores under the same prefix mask; its sliding blocks OR the
+# prefix over the sliding causal mask, so a prefix token sees the whole prefix even beyond the window
+_capped_attention, _capped_pattern, _capped_allowed = span_relations(
+    prefix_spans, "model.inputs", capped=True, window_bounds_spans=False,
+    attention="attention_head_outputs == softmax(softcap(attention_queries · attention_keysᵀ · scaling) + mask) · "
+              "attention_values, the mask causal (within a sliding block's window) except that the prefix "
+              "(token_type_ids 0) sees all of itself both ways",
+    pattern="attention_scores_uncapped == attention_queries · attention_keysᵀ · scaling; attention_scores == "
+            "softcap(attention_scores_uncapped) + mask (causal within the window; the whole prefix both ways); "
+            "attention_probabilities == softmax(attention_scores)",
+    allowed="attention_allowed == the block's mask: key k is allowed to query q iff k <= q and k > q - "
+            "sliding_window on a sliding block, or both are in the prefix (token_type_ids 0); k is not padding")
+
+PrefixSoftcappedAttention = host(
+    "PrefixSoftcappedAttention", SoftcappedAttention, values=[PREFIX_ALLOWED],
+    RELATIONS=(_capped_attention, _capped_pattern, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1], _capped_allowed),
+    FIRST_POSITION=FIRST_POSITION)
+
+# -- the root: Gemma's (Gemma 2's), the embeddings stated off the image tokens ------------------------------------
 
 ROOT_RELATIONS = tuple(_image_embeddings if r is _text_embeddings else r for r in ROOT_RELATIONS_GEMMA)
-assert _image_embeddings in ROOT_RELATIONS
+ROOT_RELATIONS_2 = tuple(_image_embeddings if r is _text_embeddings else r for r in ROOT_RELATIONS_GEMMA2)
+assert _image_embeddings in ROOT_RELATIONS and _image_embeddings in ROOT_RELATIONS_2
 
+#: both text models' hosts (their module classes differ, so one map serves both layouts)
 ENVOYS = {gemma.GemmaDecoderLayer: GemmaNormBlock, gemma.GemmaAttention: PrefixAttention, gemma.GemmaMLP: MLP,
+          gemma2.Gemma2DecoderLayer: SandwichBlock, gemma2.Gemma2Attention: PrefixSoftcappedAttention,
+          gemma2.Gemma2MLP: MLP,
           siglip.SiglipVisionModel: PaliGemmaVision, siglip.SiglipEncoderLayer: TowerBlock,
-          siglip.SiglipAttention: TowerAttention, siglip.SiglipMLP: TowerMLP}
+          siglip.SiglipAttention: PaliGemmaTowerAttention, siglip.SiglipMLP: TowerMLP}
 ROOT = host("PaliGemmaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
             family_module=sys.modules[__name__])
+ROOT_2 = host("PaliGemma2StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS_2,
+              family_module=sys.modules[__name__])
+
+
+def layout_root(text_config: Any) -> type:
+    """PaliGemma 2's root (Gemma 2's: the final logits softcapped) when its text model is gemma2, else Gemma's."""
+    return ROOT_2 if text_config.model_type == "gemma2" else ROOT
+
+
+def past_the_head(model: Any, logits: Any) -> Any:
+    """The lens's step past the head (`nncanon.lens`): PaliGemma 2's final logit softcap; nothing on PaliGemma 1."""
+    return softcap(logits, getattr(model.text_config, "final_logit_softcapping", None))
 
 _build = tower_build(hf.PaliGemmaForConditionalGeneration)
 
@@ -167,7 +221,12 @@ VISION_PATHS = ["vision", "projector", "vision.layers.0.input_layernorm", "visio
 
 
 def required_paths(model: Any) -> list[str]:
-    return [*TEXT_PATHS, *VISION_PATHS] if model.task == "image-text-to-text" else list(TEXT_PATHS)
+    text = [*TEXT_PATHS, *(GEMMA2_PATHS if model.text_config.model_type == "gemma2" else [])]
+    return [*text, *VISION_PATHS] if model.task == "image-text-to-text" else text
+
+
+#: PaliGemma 2's sandwich norms
+GEMMA2_PATHS = ["layers.0.pre_feedforward_layernorm", "layers.0.post_feedforward_layernorm"]
 
 
 #: the suffix the example trace carries, so the mask has a causal part after the prefix

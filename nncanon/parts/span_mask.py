@@ -29,10 +29,11 @@ from .attention import EAGER, attending, mix, real_queries
 Spans = Callable[[Any, dict], Any]
 
 
-def span_mask(host: Any, spans: Any, padding: Any, queries: int, keys: int) -> Any:
+def span_mask(host: Any, spans: Any, padding: Any, queries: int, keys: int, window_bounds_spans: bool = True) -> Any:
     """[batch, 1, queries, keys] additive mask: a key is seen if it is not after the query or in the query's own
     span (``spans`` [batch, seq], -1 off every span); a sliding block keeps only the keys after query -
-    sliding_window; no padded key."""
+    sliding_window (of the span's keys too, unless ``window_bounds_spans`` is False: PaliGemma 2's mask ORs the
+    span over the sliding causal mask); no padded key."""
     import torch
 
     module = attending(host)
@@ -40,52 +41,69 @@ def span_mask(host: Any, spans: Any, padding: Any, queries: int, keys: int) -> A
     k = torch.arange(keys)[None, :]
     spans = spans[:, -keys:]
     same = (spans[:, -queries:, None] == spans[:, None, :]) & (spans[:, -queries:, None] >= 0)
-    allowed = (k <= q)[None] | same
+    causal = k <= q
     window = getattr(module, "sliding_window", None)
-    if window:
-        allowed = allowed & (k > q - window)[None]
+    if window and not window_bounds_spans:
+        allowed = (causal & (k > q - window))[None] | same
+    else:
+        allowed = causal[None] | same
+        if window:
+            allowed = allowed & (k > q - window)[None]
     allowed = allowed[:, None] & padding[:, None, None, -keys:].bool()
     return torch.where(allowed, 0.0, float("-inf"))
 
 
-def span_pattern(host: Any, spans: Any, r: dict) -> tuple[Any, Any]:
-    """(scores, probabilities) [batch, heads, query, key] in float64: queries · keysᵀ · scaling + `span_mask`."""
+def span_pattern(host: Any, spans: Any, r: dict, cap: float | None = None,
+                 window_bounds_spans: bool = True) -> tuple[Any, Any, Any]:
+    """(uncapped, scores, probabilities) [batch, heads, query, key] in float64: uncapped = queries · keysᵀ ·
+    scaling; scores = cap · tanh(uncapped / cap) (Gemma 2's softcap; no cap: uncapped) + `span_mask`."""
     module = attending(host)
     queries, keys = r["attention_queries"].double(), r["attention_keys"].double()
     keys = keys.repeat_interleave(queries.shape[1] // keys.shape[1], 1)
-    scores = queries @ keys.transpose(-1, -2) * module.scaling
-    scores = scores + span_mask(host, spans, r["model.attention_mask"], queries.shape[2], keys.shape[2]).double()
-    return scores, scores.softmax(-1)
+    uncapped = queries @ keys.transpose(-1, -2) * module.scaling
+    scores = uncapped if cap is None else cap * (uncapped / cap).tanh()
+    mask = span_mask(host, spans, r["model.attention_mask"], queries.shape[2], keys.shape[2], window_bounds_spans)
+    scores = scores + mask.double()
+    return uncapped, scores, scores.softmax(-1)
 
 
-def span_relations(spans: Spans, reads: str, attention: str, pattern: str, allowed: str) -> tuple[Relation, ...]:
+def span_relations(spans: Spans, reads: str, attention: str, pattern: str, allowed: str, capped: bool = False,
+                   window_bounds_spans: bool = True) -> tuple[Relation, ...]:
     """The attention's output, its scores and probabilities, and ``attention_allowed``, each stated with the span
     mask of ``spans``; ``reads`` names what ``spans`` reads (besides model.attention_mask), the texts say the mask
-    in the family's words."""
+    in the family's words. ``capped``: the scores are softcapped by the module's attn_logit_softcapping before the
+    mask (Gemma 2), and the pattern's relation proves ``attention_scores_uncapped`` too."""
+    cap_of = (lambda host: host._module.attn_logit_softcapping) if capped else (lambda host: None)  # noqa: E731
+
+    def pattern_of(host, r):
+        return span_pattern(host, spans(host, r), r, cap_of(host), window_bounds_spans)
 
     @relation(attention, proves="attention_queries attention_keys attention_values attention_head_outputs",
               reads=f"{reads} model.attention_mask attention_queries attention_keys attention_values "
                     "attention_head_outputs", tolerance=SUBBLOCK)
     def _attention(host, r):
         padding = r["model.attention_mask"]
-        _, probabilities = span_pattern(host, spans(host, r), r)
+        _, _, probabilities = pattern_of(host, r)
         heads = mix(probabilities, r["attention_values"])
         return [(real_queries(padding, heads, 1), real_queries(padding, r["attention_head_outputs"], 1))]
 
-    @relation(pattern, proves="attention_scores attention_probabilities",
-              reads=f"{reads} model.attention_mask attention_queries attention_keys attention_scores "
+    uncapped_term = " attention_scores_uncapped" if capped else ""
+
+    @relation(pattern, proves=f"attention_scores attention_probabilities{uncapped_term}",
+              reads=f"{reads} model.attention_mask attention_queries attention_keys{uncapped_term} attention_scores "
                     "attention_probabilities", tolerance=SUBBLOCK)
     def _pattern(host, r):
         padding = r["model.attention_mask"]
-        scores, probabilities = span_pattern(host, spans(host, r), r)
+        uncapped, scores, probabilities = pattern_of(host, r)
         seen = scores.isfinite()
-        return [(scores[seen], r["attention_scores"].double()[seen]),
-                (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
+        pairs = [(scores[seen], r["attention_scores"].double()[seen]),
+                 (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
+        return pairs + ([(uncapped, r["attention_scores_uncapped"].double())] if capped else [])
 
     @relation(allowed, proves="attention_allowed", reads=f"{reads} model.attention_mask attention_allowed")
     def _allowed(host, r):
         padding, got = r["model.attention_mask"], r["attention_allowed"]
-        mask = span_mask(host, spans(host, r), padding, got.shape[2], got.shape[3])
+        mask = span_mask(host, spans(host, r), padding, got.shape[2], got.shape[3], window_bounds_spans)
         expected = mask.isfinite().expand_as(got)
         return [(real_queries(padding, expected.double(), 2), real_queries(padding, got.double(), 2))]
 
