@@ -5,11 +5,13 @@ square, each ``<image>`` expanded to ``image_seq_length`` image tokens, ``<bos>`
 token (the tokenizer itself adds none: the processor turns ``add_bos_token`` off), ``\\n`` after the prompt, and
 ``suffix=`` encoded as the second sequence, which ``token_type_ids`` marks 1 (the prompt and the images 0: the
 prefix the text model attends to both ways). The processor also adds Gemma's 1,152 ``<locNNNN>`` / ``<segNNN>``
-tokens when the tokenizer lacks them (the real vocabulary holds them at 256000-257151); the tiny tokenizer takes
-them after its vocabulary, where no prompt of the build writes them.
+tokens when the tokenizer lacks them (the real vocabulary holds them at 256000-257151); a loaded tiny processor adds
+them in memory after the vocabulary, where no prompt of the build writes them, and the saved tokenizer has none.
 """
 
 from __future__ import annotations
+
+import copy
 
 from generator.recipe.family import Family
 
@@ -27,8 +29,9 @@ def paligemma_processor(fam: Family, tokenizer):
     tokenizer._set_model_specific_special_tokens(dict(_IMAGE_TOKENS))  # saved in tokenizer_config.json
     image_processor = SiglipImageProcessorPil(size={"height": side, "width": side})
     image_processor.image_seq_length = recipe.pop("image_seq_length")  # PaliGemmaProcessor requires the attribute
-    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer, **recipe)
-    # The processor turned the tokenizer's BOS off (it writes <bos> itself); the checkpoint's tokenizer keeps it on,
-    # as PaliGemma's does: a text prompt starts with <bos>, and a loaded processor turns it off again.
-    tokenizer.add_bos_token = True
+    # The processor adds the <loc>/<seg> tokens to the tokenizer it is given and turns its BOS off (it writes <bos>
+    # itself): it is given a copy, and saves the recipe's tokenizer (BOS on, as PaliGemma's checkpoint tokenizer is;
+    # no tokens past the vocabulary), which a loaded processor changes again in memory, as it does PaliGemma's.
+    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=copy.deepcopy(tokenizer), **recipe)
+    processor.tokenizer = tokenizer
     return processor
