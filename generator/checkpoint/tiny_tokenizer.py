@@ -15,6 +15,7 @@ from pathlib import Path
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
 from generator.checkpoint.processors_idefics import idefics3_processor
 from generator.checkpoint.processors_mllama import mllama_processor
+from generator.checkpoint.processors_paligemma import paligemma_processor
 from generator.recipe.family import Family, get_family
 from generator.recipe.fields import FamilyYamlError
 from generator.recipe.tokenizer_presets import (
@@ -199,6 +200,8 @@ def build_processor(family: str | Path | Family, tokenizer=None):
         return idefics3_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "mllama":
         return mllama_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "paligemma":
+        return paligemma_processor(fam, tokenizer)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template

@@ -106,8 +106,12 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
 
 def marked_blocks(family_module: Any, full: Any) -> list[dict]:
     """Full-size blocks a family serves more on: qwen3_vl's first blocks, which add the DeepStack features
-    (``deepstack_output``): the slider marks them."""
+    (``deepstack_output``): the slider marks them. A family module's own ``marked_blocks(full)`` says which blocks
+    it marks instead (paligemma's: the blocks whose mask lets the prefix attend both ways)."""
     from nncanon.parts.qwen_vit import DeepStackBlock, deepstack_blocks
+
+    if hasattr(family_module, "marked_blocks"):
+        return family_module.marked_blocks(full)
 
     if DeepStackBlock not in getattr(family_module, "ENVOYS", {}).values():
         return []

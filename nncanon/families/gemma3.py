@@ -33,14 +33,14 @@ from transformers.models.gemma3 import modeling_gemma3 as hf
 from transformers.models.siglip import modeling_siglip as siglip
 
 from ..hosts import host
-from ..layouts import ImageFeatures, Pattern
-from ..locators import call, op
+from ..layouts import ImageFeatures
 from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, EAGER, attending, mix, real_queries
+from ..parts.attention import ATTENTION_RELATIONS
 from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
 from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.mlp import MLP
 from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.span_mask import allowed_value, span_relations
 from ..parts.vision_line import AtRoot, image_tokens, install_sources, replace
 from ..parts.vision_towers import (
     TOWER_RENAME,
@@ -55,7 +55,7 @@ from ..parts.vision_towers import (
 from ..parts.vision_towers import image_sizes as _tower_image_sizes
 from ..precision import SUBBLOCK
 from ..relations import pick, relation
-from ..values import Condition, Value, View
+from ..values import Value, View
 from .gemma2 import SandwichBlock, _final_norm, gemma_rms
 from .gemma3_text import ROOT_RELATIONS_GEMMA3, QKNormLocalGlobalAttention, _logits, past_the_head  # noqa: F401
 
@@ -115,85 +115,23 @@ def image_spans(model: Any, ids: Any) -> Any:
     return torch.where(image, starts.long().cumsum(1) - 1, -1)
 
 
-def image_span_mask(host: Any, ids: Any, padding: Any, queries: int, keys: int) -> Any:
-    """[batch, 1, queries, keys] additive mask: a key is seen if it is not after the query or in the query's own
-    image span; a sliding block keeps only the keys after query - sliding_window; no padded key."""
-    import torch
-
-    module = attending(host)
-    q = torch.arange(keys - queries, keys)[:, None]
-    k = torch.arange(keys)[None, :]
-    spans = image_spans(host._std_model, ids)[:, -keys:]
-    same = (spans[:, -queries:, None] == spans[:, None, :]) & (spans[:, -queries:, None] >= 0)
-    allowed = (k <= q)[None] | same
-    window = getattr(module, "sliding_window", None)
-    if window:
-        allowed = allowed & (k > q - window)[None]
-    allowed = allowed[:, None] & padding[:, None, None, -keys:].bool()
-    return torch.where(allowed, 0.0, float("-inf"))
+def _spans(host: Any, r: dict) -> Any:
+    return image_spans(host._std_model, r["model.input_ids"])
 
 
-def _pattern_of(host, r):
-    module = attending(host)
-    queries, keys = r["attention_queries"].double(), r["attention_keys"].double()
-    keys = keys.repeat_interleave(queries.shape[1] // keys.shape[1], 1)
-    scores = queries @ keys.transpose(-1, -2) * module.scaling
-    scores = scores + image_span_mask(host, r["model.input_ids"], r["model.attention_mask"],
-                                      queries.shape[2], keys.shape[2]).double()
-    return scores, scores.softmax(-1)
-
-
-@relation("attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + mask) · attention_values, "
-          "the mask causal except that the image tokens of one image see each other both ways (within the block's "
-          "sliding window)", proves="attention_queries attention_keys attention_values attention_head_outputs",
-          reads="model.input_ids model.attention_mask attention_queries attention_keys attention_values "
-                "attention_head_outputs", tolerance=SUBBLOCK)
-def _attention(host, r):
-    padding = r["model.attention_mask"]
-    _, probabilities = _pattern_of(host, r)
-    heads = mix(probabilities, r["attention_values"])
-    return [(real_queries(padding, heads, 1), real_queries(padding, r["attention_head_outputs"], 1))]
-
-
-@relation("attention_scores == attention_queries · attention_keysᵀ · scaling + mask (causal; both ways within an "
-          "image's span); attention_probabilities == softmax(attention_scores)",
-          proves="attention_scores attention_probabilities",
-          reads="model.input_ids model.attention_mask attention_queries attention_keys attention_scores "
-                "attention_probabilities", tolerance=SUBBLOCK)
-def _pattern(host, r):
-    padding = r["model.attention_mask"]
-    scores, probabilities = _pattern_of(host, r)
-    allowed = scores.isfinite()
-    return [(scores[allowed], r["attention_scores"].double()[allowed]),
-            (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
-
-
-@relation("attention_allowed == the block's mask: key k is allowed to query q iff k <= q or both are tokens of one "
-          "image's span, and k > q - sliding_window on a sliding block, and k is not padding",
-          proves="attention_allowed", reads="model.input_ids model.attention_mask attention_allowed")
-def _allowed(host, r):
-    padding, allowed = r["model.attention_mask"], r["attention_allowed"]
-    mask = image_span_mask(host, r["model.input_ids"], padding, allowed.shape[2], allowed.shape[3])
-    expected = mask.isfinite().expand_as(allowed)
-    return [(real_queries(padding, expected.double(), 2), real_queries(padding, allowed.double(), 2))]
-
-
-def _allowed_of(host: Any, mask: Any) -> Any:
-    """eager's additive mask [batch, 1, query, key] (0 where allowed, the dtype's minimum elsewhere) as booleans per
-    head."""
-    return (mask == 0).expand(-1, host._module.config.num_attention_heads, -1, -1)
-
-
-#: eager always hands the attention call the additive mask; sdpa gets none where the mask is purely causal
-EAGER_MASK = Condition(needs=EAGER.needs, holds=EAGER.holds,
-                       why="only eager always hands the attention call the mask (sdpa gets none where it is causal)")
+_attention, _pattern, _allowed = span_relations(
+    _spans, "model.input_ids",
+    attention="attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + mask) · "
+              "attention_values, the mask causal except that the image tokens of one image see each other both ways "
+              "(within the block's sliding window)",
+    pattern="attention_scores == attention_queries · attention_keysᵀ · scaling + mask (causal; both ways within an "
+            "image's span); attention_probabilities == softmax(attention_scores)",
+    allowed="attention_allowed == the block's mask: key k is allowed to query q iff k <= q or both are tokens of one "
+            "image's span, and k > q - sliding_window on a sliding block, and k is not padding")
 
 #: the mask the block's attention call receives, as a value: where the image spans show
-ALLOWED = Value("attention_allowed", Pattern,
-                "Which keys each query may attend to under the block's mask (causal, both ways within an image's "
-                "span, within a sliding block's window); derived, read-only",
-                op(call("attention_interface_1"), io="input", element=4),
-                view=View("mask == 0, per head", _allowed_of, None, derived=True), conditions=(EAGER_MASK,))
+ALLOWED = allowed_value("Which keys each query may attend to under the block's mask (causal, both ways within an "
+                        "image's span, within a sliding block's window); derived, read-only")
 
 ImageSpanAttention = host("ImageSpanAttention", QKNormLocalGlobalAttention, values=[ALLOWED], RELATIONS=(
     *replace(ATTENTION_RELATIONS, attention_queries_attention_keys_attention_values_attention_head_outputs=_attention,

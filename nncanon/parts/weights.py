@@ -94,6 +94,16 @@ def _rotary_at_zero(host: Any, inputs: Any, keep: torch.Tensor) -> torch.Tensor 
     return cos[keep][:, 0, :1].double()[:, None, :]  # every rotated column turns by cos(0·θ) = the same factor
 
 
+def _rotated_first(inputs: Any, keep: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``x`` ``[rows, heads, head_dim]`` turned by the cos and sin the attention is called with at column 0, halves
+    paired (rotate_half): for a family whose first token is not at position 0 (a host's ``FIRST_POSITION``)."""
+    cos, sin = (t.expand(keep.shape[0], *t.shape[1:]) if t.shape[0] == 1 else t
+                for t in inputs[1]["position_embeddings"])
+    cos, sin = cos[keep][:, 0].double()[:, None, :], sin[keep][:, 0].double()[:, None, :]
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
 def _attention(host: Any) -> list[Relation]:
     if not isinstance(getattr(type(host), "W_O", None), type(ATTENTION["W_O"])):
         return []
@@ -120,6 +130,7 @@ def _attention(host: Any) -> list[Relation]:
     scale = _key_scale(host)
     query_scale = _layout(host).query_scale
     l2 = getattr(host._module, "qk_norm", None)
+    first_position = getattr(type(host), "FIRST_POSITION", None)  # a family whose first token is not at position 0
 
     def at_zero(h, r):
         """Rows whose first column is a real token: there the position is 0 however the family numbers positions."""
@@ -133,7 +144,9 @@ def _attention(host: Any) -> list[Relation]:
         if query_scale is not None:
             queries = queries * getattr(h._module, query_scale)
         turn = _rotary_at_zero(h, r["inputs"], keep)
-        if turn is not None:
+        if first_position is not None:
+            queries, keys = _rotated_first(r["inputs"], keep, queries), _rotated_first(r["inputs"], keep, keys)
+        elif turn is not None:
             queries, keys = queries * turn, keys * turn
         if l2 is not None:  # Llama 4's weightless L2 norm, after rotary
             queries, keys = l2(queries.float()).double(), l2(keys.float()).double()
@@ -149,8 +162,10 @@ def _attention(host: Any) -> list[Relation]:
         k = f"key_multiplier · ({k})"
     if l2 is not None:
         q, k = f"qk_norm({q})", f"qk_norm({k})"
-    out.append(Relation(f"attention_queries == {q} and attention_keys == {k}, at position 0 (where rotary, if any, "
-                        f"turns nothing: it scales by cos(0), its attention_scaling)",
+    where = ("at position 0 (where rotary, if any, turns nothing: it scales by cos(0), its attention_scaling)"
+             if first_position is None else f"at each row's first token, turned by the cos and sin the attention is "
+                                            f"called with there ({first_position})")
+    out.append(Relation(f"attention_queries == {q} and attention_keys == {k}, {where}",
                         (), ("model.attention_mask", "input", "inputs", "attention_queries", "attention_keys"),
                         at_zero, SUBBLOCK))
     return out
