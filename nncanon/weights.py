@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .gathered import grouped
 from .values import Unavailable
 
 
@@ -84,6 +85,9 @@ class Projection:
     pick: Pick | None = None
     #: the picked columns are heads (``[..., count, head_dim]``) rather than one MLP's neurons
     heads: bool = True
+    #: the pick gives the heads as two axes ``[..., groups, per_group, head_dim]`` that no one stride walks in order
+    #: (CodeGen's mp_num chunks, Falcon-40B's key/value groups): served gathered (nncanon.gathered), edits written back
+    grouped: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class Layout:
     unmapped: str | None = None
     #: the module attribute the forward multiplies the projected queries by before the attention call (OPT's scaling)
     query_scale: str | None = None
+    #: the forward repeats each key/value head for its group's query heads before the attention (Falcon-40B): the
+    #: keys and values read there have num_heads heads, W_K and W_V the parameter's num_kv_heads
+    broadcast_kv: bool = False
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -183,6 +190,8 @@ def _input_weight(host: Any, kind: str, name: str) -> torch.Tensor:
     if source.pick is None:
         return weight  # an MLP's [d_model, d_mlp]
     picked = source.pick(host, weight)
+    if source.grouped:  # [in, groups, per_group, head_dim] -> [groups · per_group, in, head_dim]
+        return grouped(picked.movedim(0, -2))
     return picked.movedim(-2, 0) if source.heads else picked  # [count, in, head_dim] or [in, d_mlp]
 
 
@@ -192,7 +201,9 @@ def _input_bias(host: Any, kind: str, name: str) -> torch.Tensor | None:
     bias = module(host, source.module).bias
     if bias is None:
         return None
-    return bias if source.pick is None else source.pick(host, bias)
+    if source.pick is None:
+        return bias
+    return grouped(source.pick(host, bias)) if source.grouped else source.pick(host, bias)
 
 
 def _output_weight(host: Any, kind: str, name: str) -> torch.Tensor:

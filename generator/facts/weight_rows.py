@@ -2,7 +2,8 @@
 Weights section (generator/site/weights_section.py).
 
 Each row says what a read gives, measured, not declared: ``view`` (it shares its storage with a parameter the model
-holds, so an edit lands), ``computed`` (the forward makes it from a parameter: Gemma's ``1 + weight``; served to
+holds, so an edit lands), ``gathered`` (heads no stride walks in order: a copy whose every edit is written back
+into the parameter, nncanon.gathered), ``computed`` (the forward makes it from a parameter: Gemma's ``1 + weight``; served to
 read, edits refused), ``none`` (the projection has no such bias), or ``refused`` with the one-line reason the read
 raises. The full-size shape is the layout's dimensions at the printout checkpoint, filled in by the page.
 """
@@ -16,6 +17,7 @@ def _status(model: Any, host: Any, name: str, storages: set[int]) -> tuple[str, 
     """(status, why) of reading ``name`` on ``host``; None where the host turns out not to have it."""
     import torch
 
+    from nncanon.gathered import Gathered
     from nncanon.values import NotOnHost, Unavailable
 
     try:
@@ -26,6 +28,9 @@ def _status(model: Any, host: Any, name: str, storages: set[int]) -> tuple[str, 
         return "refused", str(error).split(": ", 1)[-1] if " is unavailable on " in str(error) else str(error)
     if value is None:
         return "none", "the module has no such parameter"
+    if isinstance(value, Gathered):
+        return "gathered", ("no stride walks these heads in order in the parameter: a copy gathered from it, every "
+                            "edit written back into it (the edit lands)")
     if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
         return "computed", "computed by the forward from a parameter: served to read, an edit is refused"
     if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() in storages:

@@ -109,12 +109,19 @@ def _attention(host: Any) -> list[Relation]:
         return out
     clip = _clip_text(host)
 
+    broadcast = _layout(host).broadcast_kv
+
+    def spread(kv, heads):  # [..., kv_heads, head_dim] -> [..., heads, head_dim], each group's head repeated
+        return kv.repeat_interleave(heads // kv.shape[-2], dim=-2) if broadcast else kv
+
     def values(h, r):
         x = first(r["input"])
-        predicted = _clip(h, _project(x, h.W_V, h.b_V)).transpose(1, 2)  # [batch, kv_heads, seq, head_dim]
-        return [(predicted, r["attention_values"])]
+        read = r["attention_values"]
+        predicted = spread(_clip(h, _project(x, h.W_V, h.b_V)), read.shape[1]).transpose(1, 2)
+        return [(predicted, read)]  # [batch, kv_heads, seq, head_dim]
 
-    out.append(Relation(f"attention_values == attention input · W_V + b_V{clip}, per key/value head (every position)",
+    each = ", each repeated for its group's query heads as the forward broadcasts it" if broadcast else ""
+    out.append(Relation(f"attention_values == attention input · W_V + b_V{clip}, per key/value head{each} (every position)",
                         (), ("input", "attention_values"), values, SUBBLOCK))
     normed = _has_qk_norm(host)
     scale = _key_scale(host)
@@ -125,7 +132,7 @@ def _attention(host: Any) -> list[Relation]:
         """Rows whose first column is a real token: there the position is 0 however the family numbers positions."""
         x, keep = first(r["input"]), r["model.attention_mask"][:, 0].bool()
         queries = _clip(h, _project(x[keep, 0], h.W_Q, h.b_Q))
-        keys = _clip(h, _project(x[keep, 0], h.W_K, h.b_K))
+        keys = spread(_clip(h, _project(x[keep, 0], h.W_K, h.b_K)), r["attention_keys"].shape[1])
         if normed:
             queries, keys = _normed(h, "q", queries).double(), _normed(h, "k", keys).double()
         if scale is not None:
@@ -140,7 +147,7 @@ def _attention(host: Any) -> list[Relation]:
         return [(queries, r["attention_queries"][keep][:, :, 0]), (keys, r["attention_keys"][keep][:, :, 0])]
 
     q = "attention input · W_Q + b_Q" + clip
-    k = "attention input · W_K + b_K" + clip
+    k = "attention input · W_K + b_K" + clip + each
     if normed:
         q, k = f"q_norm({q})", f"k_norm({k})"
     if query_scale:

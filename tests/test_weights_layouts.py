@@ -1,0 +1,157 @@
+"""The weights in standard names (nncanon.weights) where the layout is unusual (issue 27), against plain PyTorch:
+the projection's own output as a plain forward hook sees it, split by the module's own code (CodeGen's mp_num
+split, Falcon's ``_split_heads``), is the input times the weight; an edit of the weight lands in the parameter,
+exactly where that head's rows are, and nowhere else; a weight with no such matrix refuses in one line saying what
+to read instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import nncanon
+from nncanon.gathered import Gathered
+from nncanon.precision import SUBBLOCK
+from nncanon.weights import WeightUnavailable
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "The cat sat on the mat because it was warm."
+
+
+def _load(family, variant=None):
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import load_family
+
+    if variant is None:
+        return nncanon.load(checkpoint_dir(family))
+    return nncanon.load(checkpoint_dir(load_family(ROOT / "families" / f"{family}.yaml").variant(variant)))
+
+
+def _plain_io(model, module):
+    """A plain forward's input and output of ``module`` (plain hooks; nothing replaced)."""
+    seen = {}
+
+    def keep(mod, args, kwargs, out):
+        seen.setdefault("in", (args[0] if args else next(iter(kwargs.values()))).detach().clone())
+        seen.setdefault("out", (out[0] if isinstance(out, tuple) else out).detach().clone())
+
+    handle = module.register_forward_hook(keep, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model._module(**model.tokenizer(PROMPT, return_tensors="pt"))
+    finally:
+        handle.remove()
+    return seen["in"], seen["out"]
+
+
+def _heads(x, W):
+    return torch.einsum("bsd,cdh->bsch", x, W)
+
+
+def _edit_lands(param, weight, head, rows_of):
+    """Zero ``weight[head]`` (a view's in-place write) and check that exactly ``rows_of(head)`` of ``param`` (a
+    Linear's [out, in]) became zero, then restore."""
+    before = param.detach().clone()
+    try:
+        with torch.no_grad():
+            weight[head].zero_()
+        changed = (param != before).any(1).nonzero().flatten().tolist()
+        assert set(changed) <= set(rows_of(head)) and changed, (changed, list(rows_of(head)))
+        assert torch.all(param[list(rows_of(head))] == 0)
+    finally:
+        with torch.no_grad():
+            param.copy_(before)
+
+
+# -- CodeGen: qkv_proj in mp_num = 4 chunks of [q | v | k] ---------------------------------------------------------
+
+
+def test_codegen_weights_are_the_mp_num_split_of_qkv_proj():
+    """The module's own split (reshape to mp_num chunks, split in q, v, k, its _split_heads) of qkv_proj's plain
+    output is input @ W_Q, W_V, W_K per head (no bias: b_Q is None)."""
+    model = _load("codegen")
+    attention = model.layers[1].self_attn
+    module = attention._module
+    x, qkv = _plain_io(model, module.qkv_proj)
+    chunks = qkv.reshape(qkv.shape[:-1] + (4, -1))  # the forward's mp_num = 4
+    local = module.head_dim * module.num_attention_heads // 4
+    query, value, key = torch.split(chunks, local, dim=-1)
+    for part, W in ((query, attention.W_Q), (value, attention.W_V), (key, attention.W_K)):
+        plain = module._split_heads(part, module.num_attention_heads, module.head_dim, mp_num=4)
+        assert isinstance(W, Gathered) and W.shape == (model.num_heads, model.hidden_size, model.head_dim)
+        # hidden_size-long dot products in another order than the module's matmul: SUBBLOCK
+        torch.testing.assert_close(_heads(x, W), plain, rtol=SUBBLOCK, atol=SUBBLOCK)
+    assert attention.b_Q is None and attention.b_K is None and attention.b_V is None
+
+
+def test_codegen_edits_land_in_the_rows_of_that_head():
+    """W_Q[h], W_K[h], W_V[h] zeroed through a view of the weight: qkv_proj's rows of head h (chunk h // 2 of the
+    tiny's 8 heads, place h % 2; q, v, k in that order within the chunk) and none other; an assignment is copied in
+    and reads back."""
+    model = _load("codegen")
+    attention = model.layers[1].self_attn
+    param = attention._module.qkv_proj.weight  # [3 · hidden, hidden]
+    d, per = model.head_dim, model.num_heads // 4
+    local = per * d
+
+    def rows(slot):
+        return lambda h: range((h // per) * 3 * local + slot * local + (h % per) * d,
+                               (h // per) * 3 * local + slot * local + (h % per + 1) * d)
+
+    for name, slot in (("W_Q", 0), ("W_V", 1), ("W_K", 2)):
+        for head in (0, 3, 6):  # three chunks, both places
+            _edit_lands(param, getattr(attention, name), head, rows(slot))
+    before = param.detach().clone()
+    try:
+        queries = attention.W_Q.clone()
+        new = torch.randn_like(attention.W_K)
+        attention.W_K = new
+        assert torch.equal(attention.W_K, new) and torch.equal(attention.W_Q, queries)
+        with torch.no_grad():
+            attention.W_V[5] = 0  # __setitem__ on the read
+            attention.W_Q.mul_(2)
+        assert torch.all(param[list(rows(1)(5))] == 0)
+        torch.testing.assert_close(param[list(rows(0)(1))], 2 * before[list(rows(0)(1))], rtol=0, atol=0)
+    finally:
+        with torch.no_grad():
+            param.copy_(before)
+
+
+# -- Falcon-40B: each key/value group's query heads, then its key, then its value ----------------------------------
+
+
+def test_falcon_40b_weights_are_the_modules_own_split():
+    """_split_heads of query_key_value's plain output: the queries are input @ W_Q per head; the keys and values,
+    broadcast to a head per query head, are input @ W_K / W_V of the head's group (2 groups of 2 on the tiny)."""
+    model = _load("falcon", "40b")
+    attention = model.layers[1].self_attn
+    module = attention._module
+    x, fused = _plain_io(model, module.query_key_value)
+    q, k, v = module._split_heads(fused)  # [batch, seq, heads, head_dim] each
+    assert isinstance(attention.W_Q, Gathered) and attention.W_K.shape[0] == module.num_kv_heads == 2
+    group = model.num_heads // module.num_kv_heads
+    torch.testing.assert_close(_heads(x, attention.W_Q), q, rtol=SUBBLOCK, atol=SUBBLOCK)
+    for W, plain in ((attention.W_K, k), (attention.W_V, v)):
+        torch.testing.assert_close(_heads(x, W).repeat_interleave(group, dim=2), plain, rtol=SUBBLOCK, atol=SUBBLOCK)
+    params = {p.untyped_storage().data_ptr() for p in model._module.parameters()}
+    assert attention.W_K.untyped_storage().data_ptr() in params  # the key and value heads are plain views
+
+
+def test_falcon_40b_edits_land_in_the_rows_of_that_head():
+    """Query head h is group h // 2's place h % 2: rows (g · 4 + h % 2) · head_dim of query_key_value; key head g
+    is row block g · 4 + 2, value head g · 4 + 3."""
+    model = _load("falcon", "40b")
+    attention = model.layers[1].self_attn
+    param = attention._module.query_key_value.weight
+    d, group = model.head_dim, model.num_heads // attention._module.num_kv_heads
+
+    def block(index):
+        return range(index * d, (index + 1) * d)
+
+    for head in range(model.num_heads):
+        _edit_lands(param, attention.W_Q, head, lambda h: block((h // group) * (group + 2) + h % group))
+    for g in range(attention._module.num_kv_heads):
+        _edit_lands(param, attention.W_K, g, lambda g: block(g * (group + 2) + group))
+        _edit_lands(param, attention.W_V, g, lambda g: block(g * (group + 2) + group + 1))
