@@ -108,6 +108,9 @@ class Layout:
     #: the forward repeats each key/value head for its group's query heads before the attention (Falcon-40B): the
     #: keys and values read there have num_heads heads, W_K and W_V the parameter's num_kv_heads
     broadcast_kv: bool = False
+    #: (host, kind "q"/"k"/"v", weight name) -> this host's own source (a Projection), the one-line reason it has
+    #: none (a str), or None for the layout's: where blocks of one host class differ (Gemma 4's KV-shared blocks)
+    choose: Callable[[Any, str, str], Projection | str | None] | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -183,9 +186,18 @@ def module(host: Any, name: str) -> torch.nn.Module:
 # -- the weights -----------------------------------------------------------------------------------------------
 
 
-def _input_weight(host: Any, kind: str, name: str) -> torch.Tensor:
+def _source(host: Any, kind: str, name: str) -> Projection:
+    """``projection``, after the layout's refusals: ``unmapped`` for the class, ``choose`` for this host."""
     _unmapped(host, name)
-    source = projection(host, kind)
+    choose = _layout(host).choose
+    chosen = choose(host, kind, name) if choose is not None else None
+    if isinstance(chosen, str):
+        raise WeightUnavailable(f"{host._standard_path()}.{name} is unavailable on {host._std_model.family}: {chosen}")
+    return chosen or projection(host, kind)
+
+
+def _input_weight(host: Any, kind: str, name: str) -> torch.Tensor:
+    source = _source(host, kind, name)
     weight = in_out(module(host, source.module))  # [in, out]
     if source.pick is None:
         return weight  # an MLP's [d_model, d_mlp]
@@ -196,8 +208,7 @@ def _input_weight(host: Any, kind: str, name: str) -> torch.Tensor:
 
 
 def _input_bias(host: Any, kind: str, name: str) -> torch.Tensor | None:
-    _unmapped(host, name)
-    source = projection(host, kind)
+    source = _source(host, kind, name)
     bias = module(host, source.module).bias
     if bias is None:
         return None

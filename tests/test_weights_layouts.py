@@ -155,3 +155,83 @@ def test_falcon_40b_edits_land_in_the_rows_of_that_head():
     for g in range(attention._module.num_kv_heads):
         _edit_lands(param, attention.W_K, g, lambda g: block(g * (group + 2) + group))
         _edit_lands(param, attention.W_V, g, lambda g: block(g * (group + 2) + group + 1))
+
+
+# -- Gemma 4: KV-shared blocks and attention_k_eq_v ------------------------------------------------------------------
+
+
+def test_gemma4_weights_are_the_projections_on_blocks_with_their_own_keys():
+    """Blocks 0-2 (tiny: 0, 1 sliding, 2 full with attention_k_eq_v): q_proj's and k_proj's plain outputs are input @
+    W_Q / W_K per head; what v_norm normalizes (the values before it) is input @ W_V, and on the k_eq_v block W_V
+    is k_proj's own weight (its values are its unnormed keys)."""
+    model = _load("gemma4_text")
+    for block in (0, 2):
+        attention = model.layers[block].self_attn
+        module = attention._module
+        x, q = _plain_io(model, module.q_proj)
+        torch.testing.assert_close(_heads(x, attention.W_Q).flatten(-2), q, rtol=SUBBLOCK, atol=SUBBLOCK)
+        x, k = _plain_io(model, module.k_proj)
+        torch.testing.assert_close(_heads(x, attention.W_K).flatten(-2), k, rtol=SUBBLOCK, atol=SUBBLOCK)
+        before_norm, _ = _plain_io(model, module.v_norm)  # [batch, seq, kv_heads, head_dim]
+        torch.testing.assert_close(_heads(x, attention.W_V), before_norm, rtol=SUBBLOCK, atol=SUBBLOCK)
+        assert (module.v_proj is None) == (block == 2)
+    assert model.layers[2].self_attn.W_V.data_ptr() == model.layers[2].self_attn._module.k_proj.weight.data_ptr()
+
+
+def test_gemma4_a_kv_shared_block_refuses_naming_its_source_whose_edit_reaches_it():
+    """Block 3 attends over block 1's keys: its W_K refuses in one line naming model.layers[1].self_attn.W_K; zeroing
+    that key head (through the named weight) zeroes key head 0 of the keys block 3 attends over; W_Q stays served."""
+    model = _load("gemma4_text")
+    shared = model.layers[3].self_attn
+    for name in ("W_K", "W_V", "b_K", "b_V"):
+        with pytest.raises(WeightUnavailable, match=rf"^model\.layers\[3\]\.self_attn\.{name} is unavailable on "
+                                                    rf"gemma4_text: a KV-shared block computes no keys or values: it attends over "
+                                                    rf"block 1's .*model\.layers\[1\]\.self_attn\.{name}$") as error:
+            getattr(shared, name)
+        assert "\n" not in str(error.value)
+    assert shared.W_Q.shape[0] == model.num_heads
+    source = model.layers[1].self_attn
+    saved = source.W_K.detach().clone()
+    try:
+        with torch.no_grad():
+            source.W_K[0] = 0
+            with model.trace(PROMPT):
+                keys = shared.attention_keys.save()
+        assert torch.all(keys[:, 0] == 0) and not torch.all(keys[:, 1] == 0)
+    finally:
+        source.W_K = saved
+
+
+def test_gemma4_edits_land_in_q_proj():
+    model = _load("gemma4_text")
+    attention = model.layers[0].self_attn
+    d = attention._module.head_dim
+    _edit_lands(attention._module.q_proj.weight, attention.W_Q, 5, lambda h: range(h * d, (h + 1) * d))
+    _edit_lands(attention._module.k_proj.weight, attention.W_K, 1, lambda h: range(h * d, (h + 1) * d))
+
+
+# -- DeepSeek-V3: latent attention has no W_Q ------------------------------------------------------------------------
+
+
+def test_deepseek_latent_attention_refusal_names_what_is_served():
+    """W_Q, W_K, W_V (and their biases) refuse in one line; every standard name the line points to exists on the
+    host; the page's Weights row (generator/facts/weight_rows.py) carries the same reason."""
+    from generator.facts.weight_rows import weight_rows
+
+    model = _load("deepseek_v3")
+    attention = model.layers[0].self_attn
+    with pytest.raises(WeightUnavailable) as error:
+        attention.W_K  # noqa: B018 (the read is what raises)
+    line = str(error.value)
+    assert "\n" not in line and line.startswith("model.layers[0].self_attn.W_K is unavailable on deepseek_v3: ")
+    for name in ("query_latent", "kv_latent", "attention_queries_nope", "attention_queries_rope",
+                 "attention_keys_nope", "attention_keys_rope", "W_O"):
+        assert name in line
+        assert name == "W_O" or any(v.name == name for v in type(attention).values())
+    # o_proj reads v_head_dim per head (model.head_dim is the config's head_dim, qk_rope_head_dim here)
+    assert attention.W_O.shape == (model.num_heads, model.text_config.v_head_dim, model.hidden_size)
+    kind = next(k for k in weight_rows(model) if k["host"] == "model.layers[i].self_attn")
+    row = {r["name"]: r for r in kind["weights"]}
+    for name in ("W_Q", "W_K", "W_V", "b_Q"):
+        assert row[name]["status"] == "refused" and "kv_latent" in row[name]["why"]
+    assert row["W_O"]["status"] == "view"

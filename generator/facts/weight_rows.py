@@ -44,15 +44,10 @@ def weight_rows(model: Any) -> list[dict]:
     from nncanon.weights import names
 
     storages = {p.untyped_storage().data_ptr() for p in model._module.parameters()}
-    kinds: dict[tuple[str, str], dict] = {}
+    kinds: dict[tuple, dict] = {}
     for host in {id(h): h for h in [model, *model._hosts]}.values():
         path = host._std_path or "model"
-        key = (pattern(path), type(host).__name__)
         block = index(path)
-        if key in kinds:
-            if block is not None:
-                kinds[key]["blocks"].append(block)
-            continue
         rows = []
         for name in names(type(host)):
             found = _status(model, host, name, storages)
@@ -60,5 +55,12 @@ def weight_rows(model: Any) -> list[dict]:
                 weight = getattr(type(host), name)
                 rows.append({"name": name, "dims": weight.dims, "description": weight.description,
                              "status": found[0], "why": found[1]})
+        # every host measured: blocks of one kind whose reads differ (Gemma 4's KV-shared blocks refuse W_K, naming
+        # their source block) are kinds of their own
+        key = (pattern(path), type(host).__name__, tuple((r["name"], r["status"], r["why"]) for r in rows))
+        if key in kinds:
+            if block is not None:
+                kinds[key]["blocks"].append(block)
+            continue
         kinds[key] = {"host": key[0], "class": key[1], "blocks": [] if block is None else [block], "weights": rows}
     return [kind for kind in kinds.values() if kind["weights"]]

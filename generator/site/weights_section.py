@@ -25,10 +25,12 @@ def full_shape(dims: str, sizes: dict[str, int]) -> str:
     return "[" + ", ".join(str(sizes.get(d, d)) for d in dims.split()) + "]"
 
 
-def proving(name: str, host: str, relations: list[dict]) -> list[str]:
-    """The texts of the checked relations on ``host`` that name the weight ``name`` as a word."""
+def proving(name: str, host: str, relations: list[dict], blocks: list[int] = ()) -> list[str]:
+    """The texts of the checked relations on ``host`` (on any of ``blocks``, if given) that name the weight ``name``
+    as a word."""
     word = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
-    return [r["text"] for r in relations if r.get("host") == host and word.search(r["text"])]
+    return [r["text"] for r in relations if r.get("host") == host and word.search(r["text"])
+            and (not blocks or not r.get("blocks") or set(blocks) & set(r["blocks"]))]
 
 
 def rows(facts: dict) -> list[dict]:
@@ -41,7 +43,7 @@ def rows(facts: dict) -> list[dict]:
             out.append({"host": kind["host"], "class": kind["class"], "blocks": kind.get("blocks") or [],
                         "name": w["name"], "dims": w["dims"], "shape": "" if w["status"] in ("none", "refused") else full_shape(w["dims"], sizes),
                         "status": w["status"], "why": w["why"],
-                        "relations": proving(w["name"], kind["host"], relations)})
+                        "relations": proving(w["name"], kind["host"], relations, kind.get("blocks") or [])})
     return out
 
 
