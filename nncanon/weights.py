@@ -12,8 +12,10 @@ and an assignment is copied in. A bias the projection does not have is None.
 Where a family's projections are fused (GPT-2's Conv1D ``c_attn``, BLOOM's and GPT-NeoX's per-head interleaved
 ``query_key_value``, Phi-3's ``qkv_proj``, GPTBigCode's multi-query ``c_attn``, Qwen3-Next's query-and-gate
 ``q_proj``), the family's host class states its layout in ``WEIGHTS`` (a `Layout`); the others are found by the
-projection names the shared hosts already use. A mechanism with no such matrix (DeepSeek-V3's latent attention)
-states why in ``WEIGHTS.unmapped``: the read is one error naming the weight and the family, never a wrong view.
+projection names the shared hosts already use. Heads no stride walks in order (CodeGen's mp_num chunks, Falcon-40B's
+groups) are served gathered, their edits written back (nncanon.gathered). A mechanism with no such matrix (latent
+attention) states why in ``WEIGHTS.unmapped``, a block without its own (Gemma 4's KV-shared) in ``WEIGHTS.choose``:
+the read is one error naming the weight and the family, never a wrong view.
 
 Every weight is proven by a relation on every block (`relations`): the values the forward reads at the attention
 call, or the projection's output where the forward reads its queries after a norm.

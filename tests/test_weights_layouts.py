@@ -235,3 +235,41 @@ def test_deepseek_latent_attention_refusal_names_what_is_served():
     for name in ("W_Q", "W_K", "W_V", "b_Q"):
         assert row[name]["status"] == "refused" and "kv_latent" in row[name]["why"]
     assert row["W_O"]["status"] == "view"
+
+
+# -- vision towers: per-head results over the tower's own heads ------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["llava", "gemma3"])
+def test_tower_head_results_are_each_tower_heads_columns_of_out_proj(family):
+    """A CLIP (llava) and a SigLIP (gemma3) tower: attention_head_results on model.vision.layers[1].self_attn has one
+    entry per head of the tower (its config's heads, not the text model's); head h is out_proj's input slice h
+    through out_proj's columns h, as plain hooks on out_proj see them; summed over heads, plus the bias, out_proj's
+    output."""
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from nncanon.parts.vision_towers import example_images
+    from nncanon.precision import STEP
+
+    model = nncanon.load(checkpoint_dir(family), task="image-text-to-text")
+    attention = model.vision.layers[1].self_attn
+    proj = attention.o_proj._module  # the tower's out_proj
+    heads = attention._module.config.num_attention_heads
+    seen = {}
+    handles = [proj.register_forward_pre_hook(lambda m, args: seen.setdefault("input", args[0].clone())),
+               proj.register_forward_hook(lambda m, args, out: seen.setdefault("output", out.clone()))]
+    prompt = f"Look at {model.processor.image_token}. What is it?"
+    try:
+        with torch.no_grad(), model.trace(prompt, images=example_images(model.processor)[:1]):
+            results = attention.attention_head_results.save()
+    finally:
+        for handle in handles:
+            handle.remove()
+    x, width = seen["input"], seen["input"].shape[-1] // heads
+    assert heads != model.num_heads  # each tiny tower has a head count of its own
+    assert results.shape == (*x.shape[:-1], heads, proj.weight.shape[0])
+    for h in range(heads):
+        columns = slice(h * width, (h + 1) * width)
+        # one head's dot products over its width in another order than the einsum: STEP
+        torch.testing.assert_close(results[..., h, :], x[..., columns] @ proj.weight[:, columns].T, rtol=STEP, atol=STEP)
+    # heads · width products against the projection's one matmul: SUBBLOCK
+    torch.testing.assert_close(results.sum(-2) + proj.bias, seen["output"], rtol=SUBBLOCK, atol=SUBBLOCK)
