@@ -34,7 +34,10 @@ def _status(model: Any, host: Any, name: str, storages: set[int]) -> tuple[str, 
     if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
         return "computed", "computed by the forward from a parameter: served to read, an edit is refused"
     if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() in storages:
-        return "view", "a view of the parameter: an edit lands in the model"
+        # named where the host holds it (Gemma 4's k_eq_v W_V is k_proj.weight), measured, not declared
+        own = next((n for n, p in host._module.named_parameters()
+                    if p.untyped_storage().data_ptr() == value.untyped_storage().data_ptr()), None)
+        return "view", f"a view of {own or 'the parameter'}: an edit lands in the model"
     return "computed", "not the storage of any parameter: served to read"
 
 
