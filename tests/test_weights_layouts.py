@@ -273,3 +273,33 @@ def test_tower_head_results_are_each_tower_heads_columns_of_out_proj(family):
         torch.testing.assert_close(results[..., h, :], x[..., columns] @ proj.weight[:, columns].T, rtol=STEP, atol=STEP)
     # heads · width products against the projection's one matmul: SUBBLOCK
     torch.testing.assert_close(results.sum(-2) + proj.bias, seen["output"], rtol=SUBBLOCK, atol=SUBBLOCK)
+
+
+def test_qwen_vit_head_results_are_each_tower_heads_columns_of_its_proj():
+    """qwen2_vl's packed ViT: attention_head_results on model.vision.layers[1].self_attn is [1, patches, the tower's
+    heads, width]; head h is proj's (o_proj's) input slice h through proj's columns h, as plain hooks on proj see
+    them; summed over heads, plus the bias, proj's output."""
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from nncanon.parts import qwen_vit
+    from nncanon.precision import STEP
+
+    model = nncanon.load(checkpoint_dir("qwen2_vl"), task="image-text-to-text")
+    attention = model.vision.layers[1].self_attn
+    proj = attention.o_proj._module
+    heads = attention._module.num_heads
+    seen = {}
+    handles = [proj.register_forward_pre_hook(lambda m, args: seen.setdefault("input", args[0].clone())),
+               proj.register_forward_hook(lambda m, args, out: seen.setdefault("output", out.clone()))]
+    prompt = "Look at <|vision_start|><|image_pad|><|vision_end|>. What is it?"
+    try:
+        with torch.no_grad(), model.trace(prompt, images=qwen_vit.example_images(model.processor)[:1]):
+            results = attention.attention_head_results.save()
+    finally:
+        for handle in handles:
+            handle.remove()
+    x, width = seen["input"], seen["input"].shape[-1] // heads  # [patches, heads · head_dim], packed
+    assert heads != model.num_heads and results.shape == (1, x.shape[0], heads, proj.weight.shape[0])
+    for h in range(heads):
+        columns = slice(h * width, (h + 1) * width)
+        torch.testing.assert_close(results[0, :, h], x[:, columns] @ proj.weight[:, columns].T, rtol=STEP, atol=STEP)
+    torch.testing.assert_close(results[0].sum(-2) + proj.bias, seen["output"], rtol=SUBBLOCK, atol=SUBBLOCK)
