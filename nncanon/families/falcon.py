@@ -15,7 +15,9 @@ and ``ln_mlp`` (mounted as ``input_layernorm`` and ``post_attention_layernorm``)
 each of ``num_kv_heads`` groups, the group's query heads, then its key head, then its value head; the forward
 broadcasts each group's key and value to every query head of the group before the rotary, so the keys and values
 entering the attention have as many heads as the queries (``num_kv_heads`` is the heads), a group's copies equal.
-W_Q, W_K and W_V are not mapped on this layout (a group's query rows are not one view of the weight).
+W_K and W_V are the groups' key and value rows (``[num_kv_heads of the config, hidden, head_dim]``, views); W_Q is
+each group's query rows in head order, which no stride walks (a key and a value sit between two groups), so it is
+served gathered: a copy whose every edit is written back into ``query_key_value`` (nncanon.gathered).
 
 Both: LayerNorms with a weight and a bias; every Linear bias-free (``bias`` false); the rotary turns the whole of
 every query and key head, in halves (``rotate_half``); the MLP is ``dense_4h_to_h(gelu(dense_h_to_4h(x)))``,
