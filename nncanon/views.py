@@ -6,6 +6,8 @@ edits land; every write maps a value in the layout back to the model's shape.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from nnsight.intervention.interleaver import Mediator
 
@@ -68,16 +70,17 @@ def derived(name: str, fn) -> View:
     return View(name, lambda host, x: fn(x), None, derived=True)
 
 
-def head_results(projection: str = "o_proj") -> View:
+def head_results(projection: str = "o_proj", count: Any = None) -> View:
     """[batch, seq, heads*dim] entering ``projection`` -> [batch, seq, heads, hidden]: each head's slice through its
     own columns of the projection's weight, no bias (TransformerLens's ``hook_result``). Derived: the forward
-    never holds it, it runs one matmul over every head at once."""
+    never holds it, it runs one matmul over every head at once. ``count(host)`` is the number of heads (default the
+    text model's; a vision tower's attention has its own)."""
 
     def read(host, x: torch.Tensor) -> torch.Tensor:
         proj = getattr(host, projection)._module
         weight = proj.weight if isinstance(proj, torch.nn.Linear) else proj.weight.T  # a Conv1D holds [in, out]
-        count = host._std_model.num_heads
-        return torch.einsum("...hd,ohd->...ho", x.unflatten(-1, (count, -1)), weight.unflatten(1, (count, -1)))
+        count_ = host._std_model.num_heads if count is None else count(host)
+        return torch.einsum("...hd,ohd->...ho", x.unflatten(-1, (count_, -1)), weight.unflatten(1, (count_, -1)))
 
     return View(f"head results ({projection})", read, None, derived=True)
 

@@ -12,8 +12,10 @@ and an assignment is copied in. A bias the projection does not have is None.
 Where a family's projections are fused (GPT-2's Conv1D ``c_attn``, BLOOM's and GPT-NeoX's per-head interleaved
 ``query_key_value``, Phi-3's ``qkv_proj``, GPTBigCode's multi-query ``c_attn``, Qwen3-Next's query-and-gate
 ``q_proj``), the family's host class states its layout in ``WEIGHTS`` (a `Layout`); the others are found by the
-projection names the shared hosts already use. A mechanism with no such matrix (DeepSeek-V3's latent attention)
-states why in ``WEIGHTS.unmapped``: the read is one error naming the weight and the family, never a wrong view.
+projection names the shared hosts already use. Heads no stride walks in order (CodeGen's mp_num chunks, Falcon-40B's
+groups) are served gathered, their edits written back (nncanon.gathered). A mechanism with no such matrix (latent
+attention) states why in ``WEIGHTS.unmapped``, a block without its own (Gemma 4's KV-shared) in ``WEIGHTS.choose``:
+the read is one error naming the weight and the family, never a wrong view.
 
 Every weight is proven by a relation on every block (`relations`): the values the forward reads at the attention
 call, or the projection's output where the forward reads its queries after a norm.
@@ -27,6 +29,7 @@ from typing import Any
 
 import torch
 
+from .gathered import grouped
 from .values import Unavailable
 
 
@@ -84,6 +87,9 @@ class Projection:
     pick: Pick | None = None
     #: the picked columns are heads (``[..., count, head_dim]``) rather than one MLP's neurons
     heads: bool = True
+    #: the pick gives the heads as two axes ``[..., groups, per_group, head_dim]`` that no one stride walks in order
+    #: (CodeGen's mp_num chunks, Falcon-40B's key/value groups): served gathered (nncanon.gathered), edits written back
+    grouped: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,12 @@ class Layout:
     unmapped: str | None = None
     #: the module attribute the forward multiplies the projected queries by before the attention call (OPT's scaling)
     query_scale: str | None = None
+    #: the forward repeats each key/value head for its group's query heads before the attention (Falcon-40B): the
+    #: keys and values read there have num_heads heads, W_K and W_V the parameter's num_kv_heads
+    broadcast_kv: bool = False
+    #: (host, kind "q"/"k"/"v", weight name) -> this host's own source (a Projection), the one-line reason it has
+    #: none (a str), or None for the layout's: where blocks of one host class differ (Gemma 4's KV-shared blocks)
+    choose: Callable[[Any, str, str], Projection | str | None] | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -176,23 +188,35 @@ def module(host: Any, name: str) -> torch.nn.Module:
 # -- the weights -----------------------------------------------------------------------------------------------
 
 
-def _input_weight(host: Any, kind: str, name: str) -> torch.Tensor:
+def _source(host: Any, kind: str, name: str) -> Projection:
+    """``projection``, after the layout's refusals: ``unmapped`` for the class, ``choose`` for this host."""
     _unmapped(host, name)
-    source = projection(host, kind)
+    choose = _layout(host).choose
+    chosen = choose(host, kind, name) if choose is not None else None
+    if isinstance(chosen, str):
+        raise WeightUnavailable(f"{host._standard_path()}.{name} is unavailable on {host._std_model.family}: {chosen}")
+    return chosen or projection(host, kind)
+
+
+def _input_weight(host: Any, kind: str, name: str) -> torch.Tensor:
+    source = _source(host, kind, name)
     weight = in_out(module(host, source.module))  # [in, out]
     if source.pick is None:
         return weight  # an MLP's [d_model, d_mlp]
     picked = source.pick(host, weight)
+    if source.grouped:  # [in, groups, per_group, head_dim] -> [groups · per_group, in, head_dim]
+        return grouped(picked.movedim(0, -2))
     return picked.movedim(-2, 0) if source.heads else picked  # [count, in, head_dim] or [in, d_mlp]
 
 
 def _input_bias(host: Any, kind: str, name: str) -> torch.Tensor | None:
-    _unmapped(host, name)
-    source = projection(host, kind)
+    source = _source(host, kind, name)
     bias = module(host, source.module).bias
     if bias is None:
         return None
-    return bias if source.pick is None else source.pick(host, bias)
+    if source.pick is None:
+        return bias
+    return grouped(source.pick(host, bias)) if source.grouped else source.pick(host, bias)
 
 
 def _output_weight(host: Any, kind: str, name: str) -> torch.Tensor:

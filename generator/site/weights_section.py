@@ -13,7 +13,8 @@ from markupsafe import Markup, escape
 from generator.site.escaping import ident_breaks, ranges
 
 #: what each measured status says in the table
-STATUS = {"view": "view", "computed": "computed, read-only", "none": "none", "refused": "refused"}
+STATUS = {"view": "view", "gathered": "gathered, edits land", "computed": "computed, read-only", "none": "none",
+          "refused": "refused"}
 
 
 def full_shape(dims: str, sizes: dict[str, int]) -> str:
@@ -24,10 +25,12 @@ def full_shape(dims: str, sizes: dict[str, int]) -> str:
     return "[" + ", ".join(str(sizes.get(d, d)) for d in dims.split()) + "]"
 
 
-def proving(name: str, host: str, relations: list[dict]) -> list[str]:
-    """The texts of the checked relations on ``host`` that name the weight ``name`` as a word."""
+def proving(name: str, host: str, relations: list[dict], blocks: list[int] = ()) -> list[str]:
+    """The texts of the checked relations on ``host`` (on any of ``blocks``, if given) that name the weight ``name``
+    as a word."""
     word = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
-    return [r["text"] for r in relations if r.get("host") == host and word.search(r["text"])]
+    return [r["text"] for r in relations if r.get("host") == host and word.search(r["text"])
+            and (not blocks or not r.get("blocks") or set(blocks) & set(r["blocks"]))]
 
 
 def rows(facts: dict) -> list[dict]:
@@ -40,7 +43,7 @@ def rows(facts: dict) -> list[dict]:
             out.append({"host": kind["host"], "class": kind["class"], "blocks": kind.get("blocks") or [],
                         "name": w["name"], "dims": w["dims"], "shape": "" if w["status"] in ("none", "refused") else full_shape(w["dims"], sizes),
                         "status": w["status"], "why": w["why"],
-                        "relations": proving(w["name"], kind["host"], relations)})
+                        "relations": proving(w["name"], kind["host"], relations, kind.get("blocks") or [])})
     return out
 
 
@@ -67,7 +70,8 @@ def weights_section(facts: dict) -> Markup:
     lines = ['<div class="nc-section nc-weights">',
              f'<p class="nc-intro">Each standard weight is a plain attribute of its host, read outside any trace. '
              f'A view is the parameter itself or a view of it (an edit under <code>torch.no_grad()</code> lands in '
-             f'the model); a computed gain is served to read and refuses edits; a refusal is the one-line error the '
+             f'the model); a gathered weight is a copy of heads no stride walks in order, every edit of it written back into '
+             f'the parameter; a computed gain is served to read and refuses edits; a refusal is the one-line error the '
              f'read raises. The shape is the layout at <code>{checkpoint}</code>; the relations are the ones the '
              f'build checked on the tiny checkpoint that state the weight. The weights fold by host'
              f'<span class="nc-fold-all-wrap" hidden>: <button type="button" class="nc-fold-all" '
@@ -87,7 +91,7 @@ def weights_section(facts: dict) -> Markup:
                 f'<tr><td><code class="nc-wname">{escape(r["name"])}</code></td>'
                 f'<td><code>{escape(r["dims"])}</code></td><td><code>{escape(r["shape"])}</code></td>'
                 f'<td><span title="{escape(r["why"])}">{escape(STATUS.get(r["status"], r["status"]))}</span>'
-                + (f'<br><span class="nc-also">{escape(r["why"])}</span>' if r["status"] == "refused" else "")
+                + (f'<br><span class="nc-also">{escape(r["why"])}</span>' if r["status"] in ("refused", "gathered") else "")
                 + f'</td><td>{proof}</td></tr>')
         lines += ['</tbody>', '</table>', '</div>', '</details>']
     lines += ['</div>']

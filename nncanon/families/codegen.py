@@ -37,7 +37,7 @@ from ..parts.method_attention import method_attention
 from ..parts.parallel import parallel_block
 from ..parts.ungated import n_inner_sizes, ungated_mlp
 from ..relations import first, relation
-from ..weights import Layout
+from ..weights import Layout, Projection
 
 FAMILY = "codegen"
 MODEL_TYPES = ("codegen",)
@@ -84,9 +84,17 @@ def _split_projection(host, r):
             *rotary.rotated(key, r["attention_keys"][:, :, -seq:], d, rotary.ADJACENT)]
 
 
-#: W_Q, W_K, W_V are not served: qkv_proj holds them in mp_num chunks of [q | v | k] (the split the relation above
-#: proves), a layout nncanon.weights does not map; W_O is out_proj's
-_WEIGHTS = Layout(unmapped="CodeGen fuses the queries, values and keys into qkv_proj in mp_num chunks of [q | v | k]")
+def _chunk_part(slot: int):
+    """Part ``slot`` (0 the queries, 1 the values, 2 the keys) of each of qkv_proj's mp_num chunks, as ``[...,
+    mp_num, heads / mp_num, head_dim]``: head i is chunk i // (heads / mp_num), place i % (heads / mp_num)."""
+    return lambda host, t: t.unflatten(-1, (MP_NUM, 3, -1, host._module.head_dim)).select(-3, slot)
+
+
+#: W_Q, W_K, W_V from qkv_proj by the split the relation above proves; no stride walks a part's heads in order
+#: across the chunks, so each is served gathered, its edits written back into qkv_proj (nncanon.gathered)
+_WEIGHTS = Layout(q=Projection("qkv_proj", _chunk_part(0), grouped=True),
+                  k=Projection("qkv_proj", _chunk_part(2), grouped=True),
+                  v=Projection("qkv_proj", _chunk_part(1), grouped=True))
 
 if hasattr(hf.CodeGenAttention, "_attn"):
     #: CodeGen divides the (masked) scores by scale_attn (√head_dim) and softmaxes them by building nn.Softmax and

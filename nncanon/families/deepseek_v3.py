@@ -140,11 +140,16 @@ def _parts(host, r):
 
 _QUERIES, _KEYS = op(_CALL, io="input", element=1), op(_CALL, io="input", element=2)
 
-#: no W_Q/W_K/W_V: multi-head latent attention factors them through low-rank latents and norms
-_LATENT = WeightLayout(unmapped="multi-head latent attention (MLA) has no per-head query, key or value matrix: queries are "
-                                "q_b_proj(q_a_layernorm(q_a_proj(x))) and keys and values kv_b_proj(kv_a_layernorm(...)), "
-                                "a norm between the two factors; read its projections' own weights (q_a_proj, q_b_proj, "
-                                "kv_a_proj_with_mqa, kv_b_proj, o_proj)")
+#: no W_Q/W_K/W_V: multi-head latent attention factors them through low-rank latents with a norm between the
+#: factors, so no one matrix maps the input to a head; the refusal (one line, the page's row too) names what is
+#: served in standard names instead, and the factors' native weights
+_LATENT = WeightLayout(unmapped="multi-head latent attention (MLA) has no per-head query, key or value matrix: keys "
+                                "and values are kv_b_proj(kv_a_layernorm(kv_a_proj_with_mqa(x))) and queries "
+                                "q_b_proj(q_a_layernorm(q_a_proj(x))) (q_proj(x) without a q_lora_rank, not served), "
+                                "a norm between the factors; in standard names read self_attn.query_latent (with a "
+                                "q_lora_rank), kv_latent, attention_queries_nope, attention_queries_rope, "
+                                "attention_keys_nope, attention_keys_rope and W_O, the factors as the weights of "
+                                "q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj")
 
 LatentAttention = host("LatentAttention", Attention, WEIGHTS=_LATENT, values=[
     Value("query_latent", QueryLatent, "The query latent: q_a_proj's output after q_a_layernorm, what q_b_proj reads",

@@ -15,7 +15,9 @@ and ``ln_mlp`` (mounted as ``input_layernorm`` and ``post_attention_layernorm``)
 each of ``num_kv_heads`` groups, the group's query heads, then its key head, then its value head; the forward
 broadcasts each group's key and value to every query head of the group before the rotary, so the keys and values
 entering the attention have as many heads as the queries (``num_kv_heads`` is the heads), a group's copies equal.
-W_Q, W_K and W_V are not mapped on this layout (a group's query rows are not one view of the weight).
+W_K and W_V are the groups' key and value rows (``[num_kv_heads of the config, hidden, head_dim]``, views); W_Q is
+each group's query rows in head order, which no stride walks (a key and a value sit between two groups), so it is
+served gathered: a copy whose every edit is written back into ``query_key_value`` (nncanon.gathered).
 
 Both: LayerNorms with a weight and a bias; every Linear bias-free (``bias`` false); the rotary turns the whole of
 every query and key head, in halves (``rotate_half``); the MLP is ``dense_4h_to_h(gelu(dense_h_to_4h(x)))``,
@@ -59,7 +61,7 @@ from ..relations import first, relation
 from ..values import Value
 from ..views import heads
 from ..weights import Layout as WeightLayout
-from ..weights import interleaved_qkv, stacked_qkv
+from ..weights import Projection, interleaved_qkv, stacked_qkv
 
 FAMILY = "falcon"
 MODEL_TYPES = ("falcon",)
@@ -148,9 +150,24 @@ def _grouped_split(host, r):
             *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
 
 
-_GROUPED = WeightLayout(unmapped="Falcon-40B's query_key_value holds, for each key/value group, its query heads, "
-                        "then its key head, then its value head, and the forward broadcasts each group's key and value "
-                        "to its query heads before the attention: read self_attn.query_key_value.weight")
+def _group_part(part: str):
+    """query_key_value's outputs as ``[..., num_kv_heads, group + 2, head_dim]`` (the module's own _split_heads):
+    "q" each group's query heads ``[..., num_kv_heads, group, head_dim]``, "k" / "v" its key / value head."""
+    def pick(host, t):
+        module = host._module
+        groups = t.unflatten(-1, (module.num_kv_heads, -1, module.head_dim))
+        group = groups.shape[-2] - 2
+        return groups.narrow(-2, 0, group) if part == "q" else groups.select(-2, group + (part == "v"))
+    return pick
+
+
+#: W_K, W_V: the parameter's key and value heads, one per group (a view; an edit reaches every query head of the
+#: group, as the forward broadcasts it); W_Q: each group's query heads, in order, which no stride walks across the
+#: groups (a key and a value sit between two groups), so it is served gathered, its edits written back
+#: (nncanon.gathered)
+_GROUPED = WeightLayout(q=Projection("query_key_value", _group_part("q"), grouped=True),
+                        k=Projection("query_key_value", _group_part("k")),
+                        v=Projection("query_key_value", _group_part("v")), broadcast_kv=True)
 GroupedAttention = host("GroupedAttention", MultiQueryAttention, WEIGHTS=_GROUPED,
                         RELATIONS=(*ATTENTION_RELATIONS, _grouped_split))
 TwoNormBlock = parallel_block("Falcon-40B's block", flag="new_decoder_architecture")

@@ -44,7 +44,7 @@ from ..parts.decoder import (
 from ..parts.mlp import MLP
 from ..parts.sandwich import SANDWICH_VALUES, sandwich
 from ..relations import pick, relation
-from ..weights import Layout
+from ..weights import Layout, Projection, heads_of
 from .gemma2 import _capped_logits, _scaled_embeddings, past_the_head  # noqa: F401 (past_the_head: the family API)
 from .gemma3_text import rotate
 
@@ -112,11 +112,27 @@ def _normed_rotated(host, r):
     return checks
 
 
-#: W_Q, W_K, W_V are not served: the keys and values of a KV-shared block are another block's, and a
-#: full-attention block under attention_k_eq_v has no v_proj; W_O (o_proj) is served and proven
-_WEIGHTS = Layout(unmapped="Gemma 4's last num_kv_shared_layers blocks have no k_proj or v_proj (they attend over an "
-                           "earlier block's keys and values), and under attention_k_eq_v a full-attention block's "
-                           "values are its keys")
+def _own_keys_values(host, kind: str, name: str):
+    """A KV-shared block computes no keys or values (no k_proj, v_proj): its W_K, W_V refuse, naming the block whose
+    keys and values it attends over (kv_sharing.sources_of), whose weights are the ones an edit must reach; a serving
+    view of that block's would claim keys == this block's input · W_K, which the forward never computes. Under
+    attention_k_eq_v a full-attention block's values are v_norm(k_proj(input)): its W_V is k_proj's weight."""
+    module = host._module
+    if kind == "q":
+        return None
+    if module.is_kv_shared_layer:
+        source = kv_sharing.sources_of(host._std_model)[module.layer_idx]
+        # the message names no block of its own (the read's path does), so blocks sharing one source share a row
+        return (f"a KV-shared block computes no keys or values: it attends over block {source}'s "
+                f"(num_kv_shared_layers); read or edit model.layers[{source}].self_attn.{name}")
+    if kind == "v" and module.v_proj is None:
+        return Projection("k_proj", heads_of("v"))
+    return None
+
+
+#: W_Q, W_K, W_V from q_proj, k_proj, v_proj, proven by the shared relations (q_norm, k_norm, v_norm included);
+#: a KV-shared block's W_K, W_V refuse naming their source block; k_eq_v's W_V is k_proj's weight
+_WEIGHTS = Layout(choose=_own_keys_values)
 
 Gemma4Attention = host("Gemma4Attention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _normed_rotated),
                        WEIGHTS=_WEIGHTS)

@@ -131,13 +131,14 @@ def _head_results(host, r):
     return [(results.double().sum(-2) + bias.double(), r["attention_output"])]
 
 
-def head_results_value(projection: str = "o_proj") -> Value:
-    """``attention_head_results`` read where ``projection`` (the output projection) is called."""
+def head_results_value(projection: str = "o_proj", count: Any = None) -> Value:
+    """``attention_head_results`` read where ``projection`` (the output projection) is called; ``count(host)`` the
+    heads (default the text model's: `views.head_results`)."""
     return Value("attention_head_results", HeadResults,
                  f"Each head's contribution to attention_output: its slice of attention_premix through its own columns "
                  f"of {projection} (TransformerLens's hook_result); summed over heads, plus {projection}'s bias, "
                  f"attention_output; derived, read-only",
-                 child(projection, "input"), view=head_results(projection), extra={"projection": projection})
+                 child(projection, "input"), view=head_results(projection, count), extra={"projection": projection})
 
 
 #: the output projection's relation stays last: families keep it by ATTENTION_RELATIONS[-1]

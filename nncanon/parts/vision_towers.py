@@ -29,7 +29,7 @@ from ..locators import child
 from ..precision import SUBBLOCK
 from ..relations import first, relation
 from ..values import Value
-from .attention import ATTENTION_RELATIONS, AttentionBase
+from .attention import ATTENTION_RELATIONS, HEAD_RESULTS_RELATION, AttentionBase, head_results_value
 from .decoder import BLOCK_RELATIONS, Block
 from .mlp import MLP, MLP_RELATIONS
 from .vision_line import MASK, SCATTER, AtRoot, image_features_value, image_token_mask_value
@@ -304,9 +304,17 @@ def _pattern(host, r):
     return [(scores, r["attention_scores"]), (probabilities, r["attention_probabilities"])]
 
 
+#: one head's contribution in the tower's residual space: the tower's heads, its width (not the text model's)
+TowerHeadResults = layout("TowerHeadResults", "batch seq num_heads vision_hidden_size")
+
+#: attention_head_results over the tower's own heads (its module's num_heads, not the text model's), proven by the
+#: shared sum relation: summed over heads, plus o_proj's bias, attention_output
 TowerAttention = host("TowerAttention", AttentionBase, values=[
     _patches(AttentionBase, "attention_output", "What the attention adds to the tower's stream"),
-], HOST="model.vision.layers[i].self_attn", RELATIONS=(_qkv, _attention, _pattern, ATTENTION_RELATIONS[-1]))
+    dataclasses.replace(head_results_value("o_proj", count=lambda host: host._module.num_heads),
+                        layout=TowerHeadResults),
+], HOST="model.vision.layers[i].self_attn",
+    RELATIONS=(_qkv, _attention, _pattern, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1]))
 
 
 @relation("mlp_activation == act_fn(linear_fc1(input)); mlp_neurons == mlp_activation (no gate)",
@@ -381,5 +389,5 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
             "vision_hidden_size": vision.vision_hidden_size}
 
 
-__all__ = ["TOWER_RENAME", "TOWER_RELATIONS", "TowerFeatures", "clip_tower", "SIGLIP_RELATIONS", "siglip_tower", "TowerBlock", "TowerAttention", "TowerMLP",
+__all__ = ["TOWER_RENAME", "TOWER_RELATIONS", "TowerFeatures", "TowerHeadResults", "clip_tower", "SIGLIP_RELATIONS", "siglip_tower", "TowerBlock", "TowerAttention", "TowerMLP",
            "feature_layer", "tower_build", "example_images", "trace_inputs", "image_sizes"]

@@ -117,15 +117,28 @@ def _attention(host: Any) -> list[Relation]:
                     ("attention_premix", "attention_output"), output, SUBBLOCK)]
     if _layout(host).unmapped:
         return out
+    own_kv = _readable(host, "W_K")  # False on a block that attends over another's keys and values (KV sharing)
     clip = _clip_text(host)
+
+    broadcast = _layout(host).broadcast_kv
+
+    def spread(kv, heads):  # [..., kv_heads, head_dim] -> [..., heads, head_dim], each group's head repeated
+        return kv.repeat_interleave(heads // kv.shape[-2], dim=-2) if broadcast else kv
 
     def values(h, r):
         x = first(r["input"])
-        predicted = _clip(h, _project(x, h.W_V, h.b_V)).transpose(1, 2)  # [batch, kv_heads, seq, head_dim]
-        return [(predicted, r["attention_values"])]
+        read = r["attention_values"]
+        predicted = _clip(h, _project(x, h.W_V, h.b_V))
+        predicted = predicted if v_norm is None else v_norm(predicted.float()).double()
+        predicted = spread(predicted, read.shape[1]).transpose(1, 2)
+        return [(predicted, read)]  # [batch, kv_heads, seq, head_dim]
 
-    out.append(Relation(f"attention_values == attention input · W_V + b_V{clip}, per key/value head (every position)",
-                        (), ("input", "attention_values"), values, SUBBLOCK))
+    each = ", each repeated for its group's query heads as the forward broadcasts it" if broadcast else ""
+    v_norm = getattr(host._module, "v_norm", None)  # Gemma 4's weightless RMS norm of each value head
+    v = f"attention input · W_V + b_V{clip}"
+    if own_kv:
+        out.append(Relation(f"attention_values == {f'v_norm({v})' if v_norm is not None else v}, per key/value head"
+                            f"{each} (every position)", (), ("input", "attention_values"), values, SUBBLOCK))
     normed = _has_qk_norm(host)
     scale = _key_scale(host)
     query_scale = _layout(host).query_scale
@@ -136,9 +149,12 @@ def _attention(host: Any) -> list[Relation]:
         """Rows whose first column is a real token: there the position is 0 however the family numbers positions."""
         x, keep = first(r["input"]), r["model.attention_mask"][:, 0].bool()
         queries = _clip(h, _project(x[keep, 0], h.W_Q, h.b_Q))
-        keys = _clip(h, _project(x[keep, 0], h.W_K, h.b_K))
+        # a KV-shared block's keys are not its own: a stand-in carried through and not compared
+        keys = spread(_clip(h, _project(x[keep, 0], h.W_K, h.b_K)), r["attention_keys"].shape[1]) if own_kv \
+            else queries
         if normed:
-            queries, keys = _normed(h, "q", queries).double(), _normed(h, "k", keys).double()
+            queries = _normed(h, "q", queries).double()
+            keys = _normed(h, "k", keys).double() if own_kv else keys
         if scale is not None:
             keys = keys * scale
         if query_scale is not None:
@@ -150,10 +166,11 @@ def _attention(host: Any) -> list[Relation]:
             queries, keys = queries * turn, keys * turn
         if l2 is not None:  # Llama 4's weightless L2 norm, after rotary
             queries, keys = l2(queries.float()).double(), l2(keys.float()).double()
-        return [(queries, r["attention_queries"][keep][:, :, 0]), (keys, r["attention_keys"][keep][:, :, 0])]
+        pairs = [(queries, r["attention_queries"][keep][:, :, 0])]
+        return pairs + [(keys, r["attention_keys"][keep][:, :, 0])] if own_kv else pairs
 
     q = "attention input · W_Q + b_Q" + clip
-    k = "attention input · W_K + b_K" + clip
+    k = "attention input · W_K + b_K" + clip + each
     if normed:
         q, k = f"q_norm({q})", f"k_norm({k})"
     if query_scale:
@@ -162,13 +179,25 @@ def _attention(host: Any) -> list[Relation]:
         k = f"key_multiplier · ({k})"
     if l2 is not None:
         q, k = f"qk_norm({q})", f"qk_norm({k})"
+    what = f"attention_queries == {q}; attention_keys == {k}" if own_kv else \
+        f"attention_queries == {q} (the block's keys are another block's: KV sharing)"
     where = ("at position 0 (where rotary, if any, turns nothing: it scales by cos(0), its attention_scaling)"
              if first_position is None else f"at each row's first token, turned by the cos and sin the attention is "
                                             f"called with there ({first_position})")
-    out.append(Relation(f"attention_queries == {q} and attention_keys == {k}, {where}",
-                        (), ("model.attention_mask", "input", "inputs", "attention_queries", "attention_keys"),
-                        at_zero, SUBBLOCK))
+    out.append(Relation(f"{what}, {where}", (), ("model.attention_mask", "input", "inputs", "attention_queries",
+                                                 *(("attention_keys",) if own_kv else ())), at_zero, SUBBLOCK))
     return out
+
+
+def _readable(host: Any, name: str) -> bool:
+    """Whether ``host.<name>`` reads (a refusal for this one host, Gemma 4's KV-shared block, is False)."""
+    from ..weights import WeightUnavailable
+
+    try:
+        getattr(host, name)
+    except WeightUnavailable:
+        return False
+    return True
 
 
 def _experts(host: Any) -> list[Relation]:

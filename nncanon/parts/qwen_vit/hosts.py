@@ -18,8 +18,8 @@ from ...hosts import host
 from ...layouts import HeadOutputs, Keys, Neurons, Patches, Queries, Values
 from ...locators import child, op, own
 from ...values import Unavailable, Value, View, never
-from ...views import IMAGES_AXIS
-from ..attention import AttentionBase
+from ...views import IMAGES_AXIS, head_results
+from ..attention import HEAD_RESULTS_RELATION, AttentionBase
 from ..decoder import BLOCK_RELATIONS, Block
 from ..mlp import MLP
 from ..vision_line import (  # noqa: F401 (re-exported: the line's public names)
@@ -30,6 +30,7 @@ from ..vision_line import (  # noqa: F401 (re-exported: the line's public names)
     image_token_mask_value,
     install_sources,
 )
+from ..vision_towers import TowerHeadResults
 from . import relations
 
 # The locators (Worded, AtRoot, install_sources), IMAGE_TOKENS and the image_token_mask and image_features
@@ -48,6 +49,13 @@ def _heads_write(host: Any, x: Any, current: Any) -> Any:
 
 #: [patches, heads*head_dim] -> [1, patches, heads, head_dim] (what the output projection takes)
 IMAGES_HEADS = View("images-axis, heads(head_dim)", _heads_read, _heads_write)
+
+
+_TOWER_HEAD_RESULTS = head_results("o_proj", count=lambda host: host._module.num_heads)  # the tower's own heads
+
+#: [patches, heads*head_dim] -> [1, patches, heads, width]: each of the tower's heads through its columns of o_proj
+IMAGES_HEAD_RESULTS = View("images-axis, head results (o_proj)",
+                           lambda host, x: _TOWER_HEAD_RESULTS.read(host, x).unsqueeze(0), None, derived=True)
 
 
 #: the encoder's returned stream, [1, patches, width]; read-only, as nothing reads it after the
@@ -193,7 +201,12 @@ VisionAttention = host("QwenVisionAttention", AttentionBase, values=[
           child("o_proj", "input"), view=IMAGES_HEADS),
     dataclasses.replace(_declared(AttentionBase, "attention_scores"), conditions=(NO_PATTERN,)),
     dataclasses.replace(_declared(AttentionBase, "attention_probabilities"), conditions=(NO_PATTERN,)),
-], HOST="model.vision.layers[i].self_attn", RELATIONS=relations.ATTENTION_RELATIONS)
+    Value("attention_head_results", TowerHeadResults,
+          "Each of the tower's heads' contribution to attention_output: its slice of attention_premix through its own "
+          "columns of o_proj (TransformerLens's hook_result); summed over heads, plus o_proj's bias, "
+          "attention_output; derived, read-only", child("o_proj", "input"), view=IMAGES_HEAD_RESULTS,
+          extra={"projection": "o_proj"}),
+], HOST="model.vision.layers[i].self_attn", RELATIONS=(*relations.ATTENTION_RELATIONS, HEAD_RESULTS_RELATION))
 
 #: the MLP of fc1, an activation and fc2 (down_proj), no gate: Qwen2-VL, Qwen3-VL, Qwen3.5
 VisionMLP = host("QwenVisionMLP", MLP, values=[
