@@ -185,6 +185,14 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     return {**sizes, "features": sizes["patches"]}
 
 
+def marked_blocks(full: Any) -> list[dict]:
+    """The blocks the page's slider marks (`generator.facts.collect`): on every block the mask lets an image's
+    tokens attend to each other both ways (``attention_allowed``'s relation, proven on every block), so all of
+    them."""
+    return [{"label": "Image spans both ways", "verb": "let each image's tokens attend both ways under",
+             "value": "model.layers[i].self_attn.attention_allowed", "blocks": list(range(full.num_layers))}]
+
+
 def prepare(model: Any) -> None:
     """The ``.source`` op image_features reads (the wrapper's masked_scatter)."""
     install_sources(model)
