@@ -328,6 +328,10 @@ class StandardModel(Host, TransformersModel):
 
     @property
     def head_dim(self) -> int:
+        """The width of one value head, what each head's rows of W_O read (a family may say: DeepSeek's
+        v_head_dim, where the config's head_dim is the rotated part of a query/key head)."""
+        if hasattr(self.family_module, "head_dim"):
+            return self.family_module.head_dim(self)
         config = self.text_config
         return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 

@@ -233,9 +233,14 @@ def qk_head_dim(model) -> int:
     return config.qk_nope_head_dim + config.qk_rope_head_dim
 
 
+def head_dim(model) -> int:
+    """A value head's width: v_head_dim (transformers' config.head_dim is qk_rope_head_dim, the rotated part)."""
+    return model.text_config.v_head_dim
+
+
 def dim_sizes(model: StandardModel) -> dict[str, int]:
     config = model.text_config
-    return {"head_dim": config.v_head_dim, "num_kv_heads": config.num_attention_heads,
+    return {"num_kv_heads": config.num_attention_heads,
             "q_lora_rank": config.q_lora_rank or 0, "kv_lora_rank": config.kv_lora_rank,
             "qk_nope_head_dim": config.qk_nope_head_dim, "qk_rope_head_dim": config.qk_rope_head_dim,
             "intermediate_size": config.intermediate_size, "num_experts": config.n_routed_experts,
