@@ -119,7 +119,7 @@ def _with_images(name: str, base: type, **attrs: Any) -> type:
 
 TileAttention = _with_images("TileAttention", TowerAttention, HOST="model.vision.layers[i].self_attn",
                              RELATIONS=(TowerAttention.RELATIONS[0], _tile_attention, _tile_scores,
-                                        TowerAttention.RELATIONS[-1]))
+                                        *TowerAttention.RELATIONS[-2:]))  # per-head results, then o_proj
 TileBlock = _with_images("TileBlock", TowerBlock)
 TileMLP = _with_images("TileMLP", TowerMLP)
 
