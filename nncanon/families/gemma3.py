@@ -60,6 +60,9 @@ from .gemma2 import SandwichBlock, _final_norm, gemma_rms
 from .gemma3_text import ROOT_RELATIONS_GEMMA3, QKNormLocalGlobalAttention, _logits, past_the_head  # noqa: F401
 
 FAMILY = "gemma3"
+#: the build proves the family under an eager image load too: an image's tokens attending both ways exist only in
+#: a call with images, and only eager hands the attention its mask
+IMAGE_EAGER = True
 MODEL_TYPES = ("gemma3",)
 RENAME = {
     "model.language_model.embed_tokens": "embed_tokens",

@@ -71,6 +71,9 @@ from .gemma3 import FEATURES
 from .gemma3 import _scaled_embeddings as _image_embeddings
 
 FAMILY = "paligemma"
+#: the build proves the family under an eager image load too: the prefix attending both ways exists only in a call
+#: with token_type_ids (the processor's), and only eager hands the attention its mask
+IMAGE_EAGER = True
 MODEL_TYPES = ("paligemma",)
 RENAME = {
     "model.language_model.embed_tokens": "embed_tokens",
