@@ -192,3 +192,15 @@ def test_a_vision_hosts_cheat_sheet_is_sized_by_the_encoder(workspace, built):
         assert shown[1].split()[1] == str(heads) and shown[1].split()[3] == str(width // heads), (data["family"], shown[1])
         checked.append(data["family"])
     assert {"llava", "gemma3"} <= set(checked), checked
+
+
+def test_a_mask_with_both_ways_spans_is_proven_on_a_call_that_has_them(workspace):
+    """gemma3's image spans and paligemma's prefix exist only in a call with images (token_type_ids): the relation
+    proving attention_allowed ran under the eager image load, not only on text prompts where the mask is causal."""
+    import json
+
+    for family in ("gemma3", "paligemma"):
+        data = json.loads((workspace / "build" / "facts" / f"{family}.json").read_text())
+        proving = [r for r in data["relations"] if "attention_allowed" in r["proves"]]
+        assert proving and all("image eager" in r["errors"] for r in proving), (family, proving)
+        assert data["stack"]["marked"] and data["stack"]["marked"][0]["value"].endswith("attention_allowed")
