@@ -5,20 +5,9 @@ edit by its effect on the logits.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
-
-IMAGE = "image-text-to-text"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
 
 @pytest.fixture(scope="module")
@@ -29,29 +18,8 @@ def gemma3():
     return nncanon.load(checkpoint_dir("gemma3"), task=IMAGE)
 
 
-def _inputs(model):
-    from nncanon.parts.vision_towers import example_images
-
-    boi = model.processor.image_token  # <start_of_image>: the processor expands it to the image's tokens
-    prompt = f"Compare {boi} with {boi}. Which one is red?"
-    images = example_images(model.processor)
-    return prompt, images, model.processor(text=prompt, images=images, return_tensors="pt")
-
-
-@contextlib.contextmanager
-def outputs_of(modules):
-    """Each module's outputs, by plain forward hooks."""
-    seen = {i: [] for i in range(len(modules))}
-    handles = [m.register_forward_hook(lambda mod, args, out, i=i: seen[i].append(out)) for i, m in enumerate(modules)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 def test_two_images_of_different_sizes_become_one_size(gemma3):
-    _, images, encoding = _inputs(gemma3)
+    _, images, encoding = image_inputs(gemma3)
     config = gemma3._module.config
     assert images[0].size != images[1].size
     side = gemma3.vision.image_size
@@ -63,7 +31,7 @@ def test_two_images_of_different_sizes_become_one_size(gemma3):
 
 
 def test_vision_values_are_the_modules_own(gemma3):
-    prompt, images, encoding = _inputs(gemma3)
+    prompt, images, encoding = image_inputs(gemma3)
     hf = gemma3._module
     tower = hf.model.vision_tower
     blocks = []
@@ -97,7 +65,7 @@ def test_the_projector_pools_norms_and_projects(gemma3):
     identity: each image token is the mean of a kernel x kernel square of patches."""
     import torch.nn.functional as F
 
-    prompt, images, _ = _inputs(gemma3)
+    prompt, images, _ = image_inputs(gemma3)
     projector = gemma3._module.model.multi_modal_projector
     with torch.no_grad(), gemma3.trace(prompt, images=images):
         tower_output = gemma3.vision.tower_output.save()
@@ -119,7 +87,7 @@ def test_image_tokens_of_one_image_attend_to_each_other_both_ways(gemma3):
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    prompt, images, encoding = _inputs(gemma3)
+    prompt, images, encoding = image_inputs(gemma3)
     full = gemma3._module.config.text_config.layer_types.index("full_attention")
     eager = nncanon.load(checkpoint_dir("gemma3"), task=IMAGE, attn_implementation="eager")
     with torch.no_grad(), eager.trace(prompt, images=images):
@@ -141,7 +109,7 @@ def test_image_tokens_of_one_image_attend_to_each_other_both_ways(gemma3):
 
 def test_an_edit_of_image_features_moves_the_logits_as_the_embeddings_say(gemma3):
     """Zeroing image_features is the forward on embeddings whose image-token rows are zeros (same masks)."""
-    prompt, images, encoding = _inputs(gemma3)
+    prompt, images, encoding = image_inputs(gemma3)
     hf = gemma3._module
     with torch.no_grad(), gemma3.trace(prompt, images=images):
         gemma3.vision.image_features[:] = 0

@@ -5,21 +5,11 @@ transformers' own methods (no nnsight), and an edit of image_features by its eff
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
+from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
-IMAGE = "image-text-to-text"
 FAMILIES = ("idefics3", "smolvlm")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -30,31 +20,10 @@ def model(request):
     return nncanon.load(checkpoint_dir(request.param), task=IMAGE)
 
 
-def _inputs(model):
-    from nncanon.parts.vision_towers import example_images
-
-    pad = model.processor.image_token
-    prompt = f"Compare {pad} with {pad}. Which one is red?"
-    images = example_images(model.processor)
-    return prompt, images, model.processor(text=prompt, images=images, return_tensors="pt")
-
-
-@contextlib.contextmanager
-def outputs_of(modules):
-    """Each module's outputs, by plain forward hooks."""
-    seen = {i: [] for i in range(len(modules))}
-    handles = [m.register_forward_hook(lambda mod, args, out, i=i: seen[i].append(out)) for i, m in enumerate(modules)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 def test_each_image_is_split_into_tiles_and_a_global_image(model):
     """The red square (32 x 32) becomes 2 x 2 tiles and its global image, the wide noise (64 x 32) 1 x 2 tiles and
     its global image: eight tiles of the tower's image_size, each image_seq_len image tokens in the prompt."""
-    _, images, encoding = _inputs(model)
+    _, images, encoding = image_inputs(model)
     assert images[0].size != images[1].size
     side = model.vision.image_size
     assert tuple(encoding["pixel_values"].shape) == (1, 5 + 3, 3, side, side)
@@ -68,7 +37,7 @@ def test_each_image_is_split_into_tiles_and_a_global_image(model):
 
 
 def test_vision_values_are_the_modules_own(model):
-    prompt, images, encoding = _inputs(model)
+    prompt, images, encoding = image_inputs(model)
     hf = model._module
     tower = hf.model.vision_model
     blocks = []
@@ -103,7 +72,7 @@ def test_the_pixel_shuffle_is_the_modules_and_not_the_identity(model):
     image features recomputed from it; and a square's rows really are neighbouring patches."""
     from nncanon.parts.pixel_shuffle import shuffle
 
-    prompt, images, _ = _inputs(model)
+    prompt, images, _ = image_inputs(model)
     connector = model._module.model.connector
     with torch.no_grad(), model.trace(prompt, images=images):
         tower_output = model.vision.tower_output.save()
@@ -146,7 +115,7 @@ def test_bucketed_positions_are_the_embeddings_own(model, rows, cols):
 def test_an_edit_of_image_features_is_the_text_model_reading_zeros_there(model):
     """Zeroing image_features is the text model reading zero embeddings at the image tokens (transformers' own
     forward on those embeddings, no images), and nothing before the first image token moves."""
-    prompt, images, encoding = _inputs(model)
+    prompt, images, encoding = image_inputs(model)
     hf = model._module
     with torch.no_grad(), model.trace(prompt, images=images):
         model.vision.image_features[:] = 0

@@ -8,20 +8,9 @@ top and bottom feature rows are padding; 5 + 7 tiles of 28 x 28, 88 + 94 image t
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
-
-IMAGE = "image-text-to-text"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
 
 @pytest.fixture(scope="module")
@@ -30,27 +19,6 @@ def model():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
     return nncanon.load(checkpoint_dir("llava_next"), task=IMAGE)
-
-
-def _inputs(model):
-    from nncanon.parts.vision_towers import example_images
-
-    pad = model.processor.image_token
-    prompt = f"Compare {pad} with {pad}. Which one is red?"
-    images = example_images(model.processor)
-    return prompt, images, model.processor(text=prompt, images=images, return_tensors="pt")
-
-
-@contextlib.contextmanager
-def outputs_of(modules):
-    """Each module's outputs, by plain forward hooks."""
-    seen = {i: [] for i in range(len(modules))}
-    handles = [m.register_forward_hook(lambda mod, args, out, i=i: seen[i].append(out)) for i, m in enumerate(modules)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 # -- the arithmetic, against transformers' own functions -------------------------------------------------------
@@ -85,7 +53,7 @@ def test_kept_span_is_what_unpad_image_keeps():
 def test_the_two_images_get_different_grids_and_unpadding(model):
     from nncanon.parts.anyres import grid_of, image_token_counts, kept_span, tiles_per_image
 
-    _, images, encoding = _inputs(model)
+    _, images, encoding = image_inputs(model)
     assert images[0].size != images[1].size
     sizes = encoding["image_sizes"]
     assert sizes.tolist() == [[32, 32], [32, 64]]
@@ -166,7 +134,7 @@ def test_onevision_counts_are_the_processors():
 
 
 def test_vision_values_are_the_modules_own(model):
-    prompt, images, encoding = _inputs(model)
+    prompt, images, encoding = image_inputs(model)
     hf = model._module
     tower, projector = hf.model.vision_tower, hf.model.multi_modal_projector
     with torch.no_grad(), model.trace(prompt, images=images):
@@ -190,7 +158,7 @@ def test_vision_values_are_the_modules_own(model):
 def test_packing_recomputed_matches_the_wrapper(model):
     from nncanon.parts.anyres import pack
 
-    prompt, images, encoding = _inputs(model)
+    prompt, images, encoding = image_inputs(model)
     with torch.no_grad(), model.trace(prompt, images=images):
         tiles = model.vision.tile_features.save()
         features = model.vision.image_features.save()
@@ -207,7 +175,7 @@ def test_packing_recomputed_matches_the_wrapper(model):
 
 def test_an_edit_of_tile_features_is_packed(model):
     """Zeroed tile features leave only the newlines nonzero in the packed image features."""
-    prompt, images, encoding = _inputs(model)
+    prompt, images, encoding = image_inputs(model)
     with torch.no_grad(), model.trace(prompt, images=images):
         model.vision.tile_features[:] = 0
         features = model.vision.image_features.save()
@@ -218,7 +186,7 @@ def test_an_edit_of_tile_features_is_packed(model):
 
 
 def test_an_edit_of_image_features_moves_the_logits_as_the_embeddings_say(model):
-    prompt, images, encoding = _inputs(model)
+    prompt, images, encoding = image_inputs(model)
     hf = model._module
     with torch.no_grad(), model.trace(prompt, images=images):
         model.vision.image_features[:] = 0

@@ -5,20 +5,9 @@ reaches the stream at the first cross-attention block and not before.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
-
-IMAGE = "image-text-to-text"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from vision_inputs import IMAGE, calls_of, one_thread  # noqa: F401 (one_thread: an autouse fixture)
 
 
 @pytest.fixture(scope="module")
@@ -34,22 +23,6 @@ def _call(model):
 
     args, kwargs = family.trace_inputs(model)
     return args, kwargs, model.processor(text=args[0], images=kwargs["images"], return_tensors="pt")
-
-
-@contextlib.contextmanager
-def calls_of(modules):
-    """Each module's (args, kwargs, output), by plain forward hooks."""
-    seen = {i: [] for i in range(len(modules))}
-
-    def hook(i):
-        return lambda mod, args, kwargs, out: seen[i].append((args, kwargs, out))
-
-    handles = [m.register_forward_hook(hook(i), with_kwargs=True) for i, m in enumerate(modules)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _cross_layers(model):

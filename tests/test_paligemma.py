@@ -5,20 +5,9 @@ the logits.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
-
-IMAGE = "image-text-to-text"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from vision_inputs import IMAGE, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
 
 def _load(**kwargs):
@@ -44,18 +33,6 @@ def _encoding(model):
 
     (encoding,), _ = trace_inputs(model)
     return encoding
-
-
-@contextlib.contextmanager
-def outputs_of(modules):
-    """Each module's outputs, by plain forward hooks."""
-    seen = {i: [] for i in range(len(modules))}
-    handles = [m.register_forward_hook(lambda mod, args, out, i=i: seen[i].append(out)) for i, m in enumerate(modules)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def test_the_processor_writes_images_then_the_prefix_then_the_suffix(paligemma):

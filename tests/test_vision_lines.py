@@ -8,20 +8,9 @@ class token dropped, a two-layer MLP projector, the scatter at the image tokens.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
-
-IMAGE = "image-text-to-text"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
 
 @pytest.fixture(scope="module")
@@ -32,29 +21,8 @@ def llava():
     return nncanon.load(checkpoint_dir("llava"), task=IMAGE)
 
 
-def _inputs(model):
-    from nncanon.parts.vision_towers import example_images
-
-    pad = model.processor.image_token
-    prompt = f"Compare {pad} with {pad}. Which one is red?"
-    images = example_images(model.processor)
-    return prompt, images, model.processor(text=prompt, images=images, return_tensors="pt")
-
-
-@contextlib.contextmanager
-def outputs_of(modules):
-    """Each module's outputs, by plain forward hooks."""
-    seen = {i: [] for i in range(len(modules))}
-    handles = [m.register_forward_hook(lambda mod, args, out, i=i: seen[i].append(out)) for i, m in enumerate(modules)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 def test_two_images_of_different_sizes_become_one_size(llava):
-    _, images, encoding = _inputs(llava)
+    _, images, encoding = image_inputs(llava)
     assert images[0].size != images[1].size
     side = llava.vision.image_size
     assert tuple(encoding["pixel_values"].shape) == (2, 3, side, side)  # the processor resizes and crops both
@@ -63,7 +31,7 @@ def test_two_images_of_different_sizes_become_one_size(llava):
 
 
 def test_vision_values_are_the_modules_own(llava):
-    prompt, images, encoding = _inputs(llava)
+    prompt, images, encoding = image_inputs(llava)
     hf = llava._module
     tower = hf.model.vision_tower
     blocks = []  # made outside the trace, filled inside: nnsight hands back only what the body mutates or saves
@@ -94,7 +62,7 @@ def test_vision_values_are_the_modules_own(llava):
 
 def test_an_edit_of_image_features_moves_the_logits_as_the_embeddings_say(llava):
     """Zeroing image_features is the forward on embeddings whose image-token rows are zeros."""
-    prompt, images, encoding = _inputs(llava)
+    prompt, images, encoding = image_inputs(llava)
     hf = llava._module
     with torch.no_grad(), llava.trace(prompt, images=images):
         llava.vision.image_features[:] = 0
@@ -110,7 +78,7 @@ def test_an_edit_of_image_features_moves_the_logits_as_the_embeddings_say(llava)
 
 def test_an_edit_of_tower_output_reaches_the_projector(llava):
     """Zeroing tower_output leaves each image token the projector's response to zeros."""
-    prompt, images, _ = _inputs(llava)
+    prompt, images, _ = image_inputs(llava)
     projector = llava._module.model.multi_modal_projector
     with torch.no_grad(), llava.trace(prompt, images=images):
         llava.vision.tower_output[:] = 0
@@ -122,7 +90,7 @@ def test_an_edit_of_tower_output_reaches_the_projector(llava):
 
 def test_tower_attention_is_unmasked_over_each_image(llava):
     """Head outputs recomputed from the read queries, keys and values with no mask, per image."""
-    prompt, images, _ = _inputs(llava)
+    prompt, images, _ = image_inputs(llava)
     attn = llava.vision.layers[0].self_attn
     with torch.no_grad(), llava.trace(prompt, images=images):
         q, k, v = attn.attention_queries.save(), attn.attention_keys.save(), attn.attention_values.save()

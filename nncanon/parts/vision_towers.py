@@ -24,7 +24,7 @@ import dataclasses
 from typing import Any
 
 from ..hosts import host
-from ..layouts import Neurons, Patches, layout
+from ..layouts import Neurons, Patches, TowerHeadResults, layout
 from ..locators import child
 from ..precision import SUBBLOCK
 from ..relations import first, relation
@@ -303,9 +303,6 @@ def _pattern(host, r):
     scores, probabilities = _probabilities(host, r["attention_queries"], r["attention_keys"])
     return [(scores, r["attention_scores"]), (probabilities, r["attention_probabilities"])]
 
-
-#: one head's contribution in the tower's residual space: the tower's heads, its width (not the text model's)
-TowerHeadResults = layout("TowerHeadResults", "batch seq num_heads vision_hidden_size")
 
 #: attention_head_results over the tower's own heads (its module's num_heads, not the text model's), proven by the
 #: shared sum relation: summed over heads, plus o_proj's bias, attention_output

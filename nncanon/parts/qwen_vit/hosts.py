@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any
 
 from ...hosts import host
-from ...layouts import HeadOutputs, Keys, Neurons, Patches, Queries, Values
+from ...layouts import HeadOutputs, Keys, Neurons, Patches, Queries, TowerHeadResults, Values
 from ...locators import child, op, own
 from ...values import Unavailable, Value, View, never
 from ...views import IMAGES_AXIS, head_results
@@ -30,7 +30,6 @@ from ..vision_line import (  # noqa: F401 (re-exported: the line's public names)
     image_token_mask_value,
     install_sources,
 )
-from ..vision_towers import TowerHeadResults
 from . import relations
 
 # The locators (Worded, AtRoot, install_sources), IMAGE_TOKENS and the image_token_mask and image_features
