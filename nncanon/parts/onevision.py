@@ -25,7 +25,7 @@ from .anyres import TILES, image_sizes_of, pack, tile_features_value
 from .vision_line import MASK, SCATTER, AtRoot, image_features_value, image_token_mask_value
 from .vision_towers import TowerFeatures, _feature, _siglip_embeddings, _siglip_stack, _TowerSizes
 
-#: the largest feature-grid side the pooling reads on a tiny recipe (kept rows or columns, before pooling)
+#: the largest feature-grid side (the widest pinpoint over patch_size) POOLED_PACKED's tolerance is stated for
 POOL_ROWS = 100
 
 
@@ -51,6 +51,10 @@ def POOLED_PACKED(host, r):
     """`anyres.pack` recomputes the pooling in float64 from its own bilinear weights: within `pool_bound` of the
     wrapper's float32 F.interpolate (the tiny recipe's grids are far under POOL_ROWS rows)."""
     model = host._std_model
+    config = model._module.config
+    side = max(max(point) for point in config.image_grid_pinpoints) // config.vision_config.patch_size
+    if side > POOL_ROWS:
+        raise ValueError(f"a feature grid {side} wide: the pooling tolerance is stated for grids up to {POOL_ROWS}")
     inputs = r["model.inputs"]
     return [(pack(model._module.config, r["tile_features"], image_sizes_of(inputs), model._module.model.image_newline,
                   inputs[1].get("batch_num_images")), r["image_features"])]
