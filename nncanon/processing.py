@@ -74,6 +74,10 @@ def load_processor(path: str | os.PathLike) -> ProcessorMixin:
         processor_class = json.loads(config_file.read_text(encoding="utf-8")).get("processor_class")
     if processor_class == QwenImageTextProcessor.__name__:
         return QwenImageTextProcessor.from_pretrained(path, local_files_only=True)
+    if processor_class == "OnevisionImageTextProcessor":  # nncanon.processing_onevision's, torchvision-free
+        from .processing_onevision import OnevisionImageTextProcessor
+
+        return OnevisionImageTextProcessor.from_pretrained(path, local_files_only=True)
     from transformers import AutoProcessor
 
     return AutoProcessor.from_pretrained(path, local_files_only=True)

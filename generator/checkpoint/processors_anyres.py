@@ -29,5 +29,25 @@ def llava_next_processor(fam: Any, tokenizer: Any, chat_template: str | None):
                               **recipe)
 
 
+def llava_onevision_processor(fam: Any, tokenizer: Any, chat_template: str | None):
+    """``OnevisionImageTextProcessor`` (LlavaOnevisionProcessor less its video processor, which needs torchvision)
+    over ``LlavaOnevisionImageProcessorPil``: tiles of ``image_size`` (the base tile resized
+    to it, no crop), grids from ``image_grid_pinpoints``; each ``<image>`` expanded to the packed feature count,
+    pooled under ``vision_aspect_ratio`` (anyres_max_N), or ``num_image_tokens`` + 1 in a prompt of several."""
+    from transformers.models.llava_onevision.image_processing_pil_llava_onevision import (
+        LlavaOnevisionImageProcessorPil,
+    )
+
+    recipe = {k: v for k, v in fam.tiny["processor"].items() if k != "kind"}
+    side = recipe.pop("image_size")
+    pinpoints = [list(p) for p in recipe.pop("image_grid_pinpoints")]
+    image_processor = LlavaOnevisionImageProcessorPil(size={"height": side, "width": side},
+                                                      image_grid_pinpoints=pinpoints)
+    from nncanon.processing_onevision import OnevisionImageTextProcessor
+
+    return OnevisionImageTextProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                                       chat_template=chat_template, **recipe)
+
+
 #: processor kind -> its recipe
-ANYRES_PROCESSORS = {"llava_next": llava_next_processor}
+ANYRES_PROCESSORS = {"llava_next": llava_next_processor, "llava_onevision": llava_onevision_processor}

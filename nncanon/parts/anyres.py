@@ -21,8 +21,8 @@ wrapper's ``get_anyres_image_grid_shape``, ``unpad_image`` or ``pack_image_featu
 `PACKED` checks the packing on the model. A line served by it gives its tower the value `tile_features_value`
 and the relations `TILES` and `PACKED` beside the shared scatter (`vision_line.SCATTER`). OneVision's two steps
 (its own bilinear weights; the pooled size in floating point, as the wrapper takes it) are checked against
-transformers' LlavaOnevisionModel.pack_image_features and its processor's counts (tests/test_llava_next.py); no
-family here proves them on a model yet (llava_onevision is still to be added).
+transformers' LlavaOnevisionModel.pack_image_features and its processor's counts (tests/test_llava_next.py), and
+proven on llava_onevision's model by `nncanon.parts.onevision.POOLED_PACKED`.
 """
 
 from __future__ import annotations
