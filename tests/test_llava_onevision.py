@@ -9,20 +9,9 @@ a 2 x 2 grid kept whole, 8 x 8 features pooled to 6 x 6 (58 tokens); wide (64 x 
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
-
-IMAGE = "image-text-to-text"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from vision_inputs import IMAGE, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +27,6 @@ def _inputs(model):
 
     (prompts,), kwargs = onevision_trace_inputs(model)
     return prompts, kwargs["images"], model.processor(text=prompts, images=kwargs["images"], return_tensors="pt")
-
-
-@contextlib.contextmanager
-def outputs_of(modules):
-    """Each module's outputs, by plain forward hooks."""
-    seen = {i: [] for i in range(len(modules))}
-    handles = [m.register_forward_hook(lambda mod, args, out, i=i: seen[i].append(out)) for i, m in enumerate(modules)]
-    try:
-        yield seen
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 # -- the processor and the counts -----------------------------------------------------------------------------
