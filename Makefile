@@ -17,10 +17,11 @@ setup: $(PY)
 site: $(PY)
 	$(PY) -m generator build
 
-# two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit); JOBS=0: one process
+# two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit); JOBS=0: one process.
+# --durations: every run ends with its 25 slowest tests (where the suite's time goes: bench/bench_suite.py per file)
 JOBS ?= 2
 test: $(PY)
-	$(PY) -m pytest -n $(JOBS)
+	$(PY) -m pytest -n $(JOBS) --durations=25
 
 # every family verified again on the newest transformers of the range pyproject declares (the locked, oldest one is
 # make site's and make test's), in a venv of its own, into build/transformers-<release>/: facts apart from the site's
