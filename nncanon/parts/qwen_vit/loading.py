@@ -42,7 +42,7 @@ def _quiet_text_pipeline(wrapper: type) -> None:
     ...ForCausalLM classes only, but the wrapper runs text prompts as they are (nnsight's pipeline works)."""
     import logging
 
-    message = f"The model '{wrapper.__name__}' is not supported for text-generation."
+    message = f"The model '{wrapper.__name__}' is not supported for "  # the task is "" on a meta-first load
     logging.getLogger("transformers.pipelines.base").addFilter(
         lambda record: not record.getMessage().startswith(message))
 
