@@ -22,10 +22,10 @@ class OnevisionImageTextProcessor(LlavaOnevisionProcessor):
                  video_token="<video>", vision_aspect_ratio="anyres_max_9", **kwargs):
         # the parent hands (image_processor, tokenizer, None) to ProcessorMixin, which pairs them with this class's
         # two attributes: the None video processor is dropped
-        super().__init__(image_processor, tokenizer, None, num_image_tokens=num_image_tokens,
-                         vision_feature_select_strategy=vision_feature_select_strategy, chat_template=chat_template,
-                         image_token=image_token, video_token=video_token, vision_aspect_ratio=vision_aspect_ratio,
-                         **kwargs)
+        super(OnevisionImageTextProcessor, self).__init__(
+            image_processor, tokenizer, None, num_image_tokens=num_image_tokens,
+            vision_feature_select_strategy=vision_feature_select_strategy, chat_template=chat_template,
+            image_token=image_token, video_token=video_token, vision_aspect_ratio=vision_aspect_ratio, **kwargs)
 
     def __call__(self, images=None, text=None, videos=None, **kwargs):
         if videos is not None:
@@ -33,7 +33,7 @@ class OnevisionImageTextProcessor(LlavaOnevisionProcessor):
                              "LlavaOnevisionVideoProcessor (install torchvision and use LlavaOnevisionProcessor)")
         if isinstance(text, (list, tuple)) and len(text) > 1:
             kwargs.setdefault("padding", True)  # a batch of prompts of different lengths needs one tensor
-        return super().__call__(images=images, text=text, **kwargs)
+        return super(OnevisionImageTextProcessor, self).__call__(images=images, text=text, **kwargs)
 
 
 __all__ = ["OnevisionImageTextProcessor"]

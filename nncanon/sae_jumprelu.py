@@ -137,7 +137,7 @@ class JumpReLUSAE(torch.nn.Module):
         config: dict[str, Any] | None = None,
         source: str = "JumpReLUSAE",
     ) -> None:
-        super().__init__()
+        super(JumpReLUSAE, self).__init__()
         _check_shapes(source, W_enc, b_enc, W_dec, b_dec, threshold, W_skip)
         self.W_enc = _frozen(W_enc)
         self.b_enc = _frozen(b_enc)

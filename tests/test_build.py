@@ -182,7 +182,7 @@ def test_a_vision_hosts_cheat_sheet_is_sized_by_the_encoder(workspace, built):
         config = next(c["config"] for c in family["checkpoints"] if c["id"] == data["printout"]["checkpoint"])
         vision = config.get("vision_config", {})
         heads = vision.get("num_attention_heads") or vision.get("num_heads")
-        width = vision.get("hidden_size") or vision.get("embed_dim")
+        width = vision.get("embed_dim") or vision.get("hidden_size")  # Qwen2-VL: hidden_size is the merger's output
         if not heads or not width:
             continue  # a field its config.json leaves to the class's default: nothing typed to check against
         page = html.unescape((built / "families" / data["family"] / "index.html").read_text())

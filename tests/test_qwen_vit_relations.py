@@ -117,7 +117,9 @@ def test_every_vision_value_is_stated_by_a_relation(family, proofs):
 
 def test_the_vision_relations_each_host_carries():
     assert qwen_vit.VisionBlock.RELATIONS[0].adds == ("layer_input", "{mixer}.attention_output", "layer_mid")
-    assert qwen_vit.VisionAttention.RELATIONS == vit_relations.ATTENTION_RELATIONS
+    from nncanon.parts.attention import HEAD_RESULTS_RELATION
+
+    assert qwen_vit.VisionAttention.RELATIONS == (*vit_relations.ATTENTION_RELATIONS, HEAD_RESULTS_RELATION)
     assert qwen_vit.VisionMLP.RELATIONS == vit_relations.MLP_RELATIONS_FC
     assert qwen_vit.GatedVisionMLP.RELATIONS == vit_relations.GATED_MLP_RELATIONS
     assert qwen_vit.DeepStackVision.RELATIONS == vit_relations.DEEPSTACK_RELATIONS

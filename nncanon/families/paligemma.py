@@ -198,7 +198,7 @@ class PaliGemmaTextOrImages(PaliGemmaProcessor):
 
     def __call__(self, images: Any = None, text: Any = None, **kwargs: Any) -> Any:
         if images is not None:
-            return super().__call__(images=images, text=text, **kwargs)
+            return super(PaliGemmaTextOrImages, self).__call__(images=images, text=text, **kwargs)
         from transformers import BatchFeature
 
         prompts = [text] if isinstance(text, str) else list(text)
