@@ -160,6 +160,24 @@ def arrange(declared: list[str], measured: list[str] | None) -> list[str]:
     return result
 
 
+def called_block_sequence(model: Any, block: int, args: tuple, kwargs: dict) -> list[tuple[str, str]]:
+    """The values of text block ``block``'s hosts, (host pattern, name), in the order one forward on
+    ``args``/``kwargs`` produced them: for a block a text prompt never runs (mllama's cross-attention blocks run
+    only on a call with images)."""
+    from .hosts import index
+
+    targets = []
+    for kind in model.host_kinds():
+        if kind.blocks is None or kind.host.startswith(("model.vision", "model.projector")):
+            continue
+        for path in kind.paths:
+            if index(path) == block:
+                relative = path[len("model."):].replace("[", ".").replace("]", "")
+                targets += [((kind.host, kind.cls.__name__), relative, value.name, block) for value in kind.cls.values()
+                            if all(condition.holds(model) for condition in value.conditions)]
+    return [(key[0], name) for key, name, _ in _record(model, targets, args, kwargs)]
+
+
 def block_sequence(model: Any, block: int) -> list[tuple[str, str]] | None:
     """The values of ``block``'s hosts, (host pattern, name), in the one order the forward produced them
     (measured on the first block of its kind, across its hosts: the diagram draws it); None when the model

@@ -83,6 +83,12 @@ def on_post_build(config):
         family = _FAMILY_PAGE.match(doc["location"])
         if family and family.group(1) != "index.html":
             doc["tags"] = [family.group(1)]
+    # the theme makes every query term a prefix ("i*" for the i of layers[i]) and boosts tags a millionfold, so a
+    # family whose name starts with a path's letter (idefics3) outranked the row a path names; a tag weighed as a
+    # few words of text still puts the family a query names first among rows that match it equally, and no longer
+    # outweighs a term of the row's own path
+    fields = data.setdefault("config", {}).setdefault("fields", {})
+    fields["tags"] = {**fields.get("tags", {}), "boost": 10.0}
     index.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
     _rows.clear()
 

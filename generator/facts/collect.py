@@ -91,7 +91,7 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
             "parts": parts(family, tiny, block, "layers[i]", spec.get("parts", []), f"page.block_kinds.{kind}"),
-            **produced(models, index),
+            **produced(models, index, family_module),
         })
     return {
         "checkpoint": family.printout_checkpoint, "num_layers": len(blocks),
@@ -119,7 +119,7 @@ def marked_blocks(family_module: Any, full: Any) -> list[dict]:
              "blocks": list(range(deepstack_blocks(full)))}]
 
 
-def produced(models: Models, index: int) -> dict:
+def produced(models: Models, index: int, family_module: Any = None) -> dict:
     """The order one forward produces every value of block ``index``'s hosts in (``host.name``), under the
     load that produces the most of them, and which of them feed which (``generator/facts/dataflow.py``): the
     diagram draws both and the build checks its arrows against the order."""
@@ -134,6 +134,19 @@ def produced(models: Models, index: int) -> dict:
             sequence = block_sequence(model, index) or []
         if len(sequence) > len(best[0]):
             best = (sequence, load.label, model)
+    if not best[0] and family_module is not None:
+        # a block a text prompt never runs (mllama's cross-attention blocks): measured on a call with images
+        from nncanon.order import called_block_sequence
+
+        for load in models.all:
+            if load.task == "text-generation":
+                continue
+            model = models.get(load.label)
+            with load.within(model):
+                args, kwargs = run_inputs(model, family_module, PROMPTS)
+                sequence = called_block_sequence(model, index, args, kwargs)
+            if len(sequence) > len(best[0]):
+                best = (sequence, load.label, model)
     rows = [f"{host}.{name}" for host, name in best[0]]
     edges = dataflow(best[2], f"model.layers[{index}]", rows) if best[2] is not None else []
     return {"sequence": rows, "sequence_load": best[1], "dataflow": edges}

@@ -183,11 +183,15 @@ def _meanings(f: dict) -> None:
     """Each value row learns the relations that state its meaning and how its edit was proven; a host
     kind that shares its path with another (a mixed stack) is named with its module class."""
     by_path: dict[str, int] = {}
+    by_class: dict[tuple, int] = {}
     for h in f["hosts"]:
         by_path[h["path"]] = by_path.get(h["path"], 0) + 1
+        by_class[h["path"], h["class"]] = by_class.get((h["path"], h["class"]), 0) + 1
     for h in f["hosts"]:
         shared = by_path[h["path"]] > 1
-        h["anchor"] = f"{h['path']} {h['class']}" if shared else h["path"]
+        # one module class under two host kinds (mllama's MLP in self- and cross-attention blocks): the host's name
+        named = h["class"] if by_class[h["path"], h["class"]] == 1 else h.get("host_class") or h["class"]
+        h["anchor"] = f"{h['path']} {named}" if shared else h["path"]
         h["covers"] = ranges(h["blocks"]) if shared and h.get("blocks") else ""
         klass = h.get("host_class")
         for v in h["values"]:

@@ -188,13 +188,15 @@ def gated_block(name: str, condition: Condition, attn_gate: str, mlp_gate: str, 
     ``extra``: the family's own (how its mask is made from what the model was called with)."""
 
     @relation(f"layer_mid == layer_input + tanh({attn_gate}) · cross_attn.attention_output",
-              proves="layer_mid cross_attn.attention_output", reads="layer_input cross_attn.attention_output layer_mid")
+              proves="layer_mid cross_attn.attention_output", reads="layer_input cross_attn.attention_output layer_mid",
+              adds=("layer_input", "cross_attn.attention_output", "layer_mid"))
     def gated_attention(host, r):
         gate = getattr(host._module, attn_gate).tanh()
         return [(r["layer_input"] + gate * r["cross_attn.attention_output"], r["layer_mid"])]
 
     @relation(f"layer_output == layer_mid + tanh({mlp_gate}) · text_row_mask · mlp.mlp_output",
-              proves="layer_output mlp.mlp_output", reads="layer_mid mlp.mlp_output text_row_mask layer_output")
+              proves="layer_output mlp.mlp_output", reads="layer_mid mlp.mlp_output text_row_mask layer_output",
+              adds=("layer_mid", "mlp.mlp_output", "layer_output"))
     def gated_mlp(host, r):
         gate = getattr(host._module, mlp_gate).tanh()
         rows = r["text_row_mask"][..., None]
