@@ -178,8 +178,9 @@ def test_a_vision_hosts_cheat_sheet_is_sized_by_the_encoder(workspace, built):
         data = json.loads(path.read_text())
         if not data.get("vision"):
             continue
-        family = yaml.safe_load((REPO / "families" / f"{data['family']}.yaml").read_text())
-        config = next(c["config"] for c in family["checkpoints"] if c["id"] == data["printout"]["checkpoint"])
+        from generator.recipe.family import get_family
+
+        config = get_family(data["family"]).checkpoint_config(data["printout"]["checkpoint"])  # same_as resolved
         vision = config.get("vision_config", {})
         heads = vision.get("num_attention_heads") or vision.get("num_heads")
         width = vision.get("embed_dim") or vision.get("hidden_size")  # Qwen2-VL: hidden_size is the merger's output
