@@ -30,12 +30,7 @@ from typing import Any
 import torch
 
 from .gathered import grouped
-from .values import Unavailable
-
-
-class WeightUnavailable(Unavailable):
-    """This family's parameters hold no such matrix (a latent attention's W_Q): the message says why."""
-
+from .norm_forms import WeightUnavailable, gain_form, norm_epsilon, norm_kind  # noqa: F401 (re-exported)
 
 # -- where a weight lives --------------------------------------------------------------------------------------
 
@@ -404,38 +399,6 @@ def norm_module(host: Any, stem: str) -> tuple[str, torch.nn.Module] | None:
         envoy = getattr(envoy, part, None)  # a block kind declared with a norm its module lacks (a post-norm block)
     module = getattr(envoy, "_module", None)
     return (locator.module, module) if isinstance(module, torch.nn.Module) else None
-
-
-def norm_kind(module: torch.nn.Module) -> str:
-    """"layernorm" (centred: nn.LayerNorm, OLMo's, Cohere's) or "rmsnorm", by the module's class."""
-    name = type(module).__name__
-    if isinstance(module, torch.nn.LayerNorm) or "LayerNorm" in name:
-        return "layernorm"
-    if "RMSNorm" in name and "Gated" not in name:
-        return "rmsnorm"
-    raise WeightUnavailable(f"{name} is a norm nncanon does not map to a gain (neither a LayerNorm nor an RMSNorm)")
-
-
-def gain_form(module: torch.nn.Module) -> str:
-    """How the forward makes the gain from the module's parameters: "weight" (the parameter is the gain),
-    "1 + weight" (Gemma's zero-centred gain, read from the module's own forward) or "none" (weightless)."""
-    if getattr(module, "weight", None) is None:
-        return "none"
-    import inspect
-    import re
-
-    source = inspect.getsource(type(module))
-    return "1 + weight" if re.search(r"1(\.0)? \+ self\.weight|self\.weight \+ 1", source) else "weight"
-
-
-def norm_epsilon(module: torch.nn.Module) -> float:
-    """The norm's epsilon: ``eps``, ``variance_epsilon`` or ``epsilon``; OLMo's literal 1e-5 (held by no attribute)."""
-    for name in ("eps", "variance_epsilon", "epsilon"):
-        if isinstance(getattr(module, name, None), float):
-            return getattr(module, name)
-    if type(module).__name__ == "OlmoLayerNorm":
-        return 1e-5  # F.layer_norm(..., eps=1e-5) in its forward
-    raise WeightUnavailable(f"{type(module).__name__} holds its epsilon in no attribute nncanon knows")
 
 
 class ComputedGain(torch.Tensor):
