@@ -9,6 +9,7 @@ them as nnsight does, most derived class first.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -79,12 +80,7 @@ class Host(Envoy):
     @classmethod
     def values(cls) -> list[Value]:
         """Every value of this host, base classes' first, an override keeping its place."""
-        order: dict[str, Value] = {}
-        for klass in reversed(cls.__mro__):
-            for attr in vars(klass).values():
-                if isinstance(attr, ValueProperty):
-                    order[attr.name] = attr.value
-        return list(order.values())
+        return list(_values_of(cls))
 
     def _standard_path(self) -> str:
         return self._std_path or self.path
@@ -178,3 +174,14 @@ def host(name: str, *bases: type[Host], values: list[Value] | tuple[Value, ...] 
     body: dict[str, Any] = {v.name: ValueProperty(v) for v in values}
     body.update(attrs)
     return type(name, bases or (Host,), body)
+
+
+@functools.cache
+def _values_of(cls: type) -> tuple[Value, ...]:
+    # once per class (a host's values are fixed when its class is made): tables and checks ask thousands of times
+    order: dict[str, Value] = {}
+    for klass in reversed(cls.__mro__):
+        for attr in vars(klass).values():
+            if isinstance(attr, ValueProperty):
+                order[attr.name] = attr.value
+    return tuple(order.values())

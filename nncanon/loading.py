@@ -12,6 +12,8 @@ weights are read (downloaded if need be) on the first trace or on ``model.dispat
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -55,8 +57,30 @@ def meta_module(family: ModuleType, config: Any, task: str, **hf_kwargs: Any) ->
 def _meta(cls: type, config: Any, arch: dict) -> torch.nn.Module:
     import copy
 
-    with torch.device("meta"):
+    with torch.device("meta"), no_torch_inits():
         return cls._from_config(copy.deepcopy(config), **arch).eval()
+
+
+@contextmanager
+def no_torch_inits() -> Iterator[None]:
+    """torch.nn.init's functions do nothing inside: a meta tensor has no values to fill, but nn.Linear's
+    reset_parameters still runs kaiming_uniform_ through torch's decompositions (a fifth of a full-size meta
+    build's time). Unlike transformers' no_init_weights, the model's own init_weights still runs: it ties weights."""
+    import torch.nn.init as init
+
+    names = [name for name in dir(init) if name.endswith("_") and not name.startswith("_")]
+    saved = {name: getattr(init, name) for name in names}
+    for name in names:
+        setattr(init, name, _keep)
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(init, name, function)
+
+
+def _keep(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+    return tensor
 
 
 def _preprocessors(family: ModuleType, directory: Path, task: str) -> dict:

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from nnsight.intervention.envoy import Envoy
 from nnsight.modeling.transformers import TransformersModel
 
 from . import releases
@@ -442,6 +443,10 @@ def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors
     envoys = {torch.nn.ModuleList: Stack, **family.ENVOYS}
     if hasattr(family, "layout_envoys"):  # one model type, several block layouts: the config picks their hosts
         envoys.update(family.layout_envoys(module.config.get_text_config()))
+    if all(isinstance(key, type) for key in envoys):
+        # what no class key names is a plain Envoy: said as a class key, nnsight need not spell each module's path
+        # under every rename alias looking for path keys (llama4_text's) there are none of (most of a wrap's time)
+        envoys[torch.nn.Module] = Envoy
     root = family.layout_root(module.config.get_text_config()) if hasattr(family, "layout_root") else family.ROOT
     model = root(module.eval(), task=task, rename=family.RENAME, envoys=envoys, **preprocessors)
     model._standardize()

@@ -3,6 +3,8 @@ parameters, and its epsilon; and the error a weight nncanon cannot serve raises 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .values import Unavailable
@@ -27,10 +29,16 @@ def gain_form(module: torch.nn.Module) -> str:
     "1 + weight" (Gemma's zero-centred gain, read from the module's own forward) or "none" (weightless)."""
     if getattr(module, "weight", None) is None:
         return "none"
+    return _gain_form_of(type(module))
+
+
+@functools.cache
+def _gain_form_of(cls: type) -> str:
+    # once per class: inspect.getsource parses the class's whole modeling file (a tenth of a second each)
     import inspect
     import re
 
-    source = inspect.getsource(type(module))
+    source = inspect.getsource(cls)
     return "1 + weight" if re.search(r"1(\.0)? \+ self\.weight|self\.weight \+ 1", source) else "weight"
 
 

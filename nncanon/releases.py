@@ -9,6 +9,7 @@ rather than failing the load, as it does inside the range, where it means the fa
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from importlib.metadata import PackageNotFoundError, version
@@ -25,6 +26,12 @@ class UnverifiedRelease(UserWarning):
 
 
 def installed() -> str:
+    return _installed_transformers()
+
+
+@functools.cache
+def _installed_transformers() -> str:
+    # once per process: importlib.metadata parses the package's METADATA file on every call, and every load asks
     try:
         return version("transformers")
     except PackageNotFoundError:

@@ -205,3 +205,27 @@ def test_a_mask_with_both_ways_spans_is_proven_on_a_call_that_has_them(workspace
         proving = [r for r in data["relations"] if "attention_allowed" in r["proves"]]
         assert proving and all("image eager" in r["errors"] for r in proving), (family, proving)
         assert data["stack"]["marked"] and data["stack"]["marked"][0]["value"].endswith("attention_allowed")
+
+
+def test_every_read_line_is_in_a_modeling_file_of_its_own_family(facts_by_capability):
+    """A value read inside a forward names the line of transformers' source it is read at; the file must be one
+    the family's own module classes come from. (nnsight memoizes instrumented code by code object, and a copied
+    eager_attention_forward at the same line of two modeling files compares equal: collected in one process after
+    lfm2, qwen3_vl_moe's attention scores were said to be read in modeling_lfm2.py.)"""
+    import importlib
+    import inspect
+    import json
+
+    from generator.recipe.family import get_family
+
+    wrong = []
+    for path in sorted(facts_by_capability["native"].glob("*.json")):
+        facts = json.loads(path.read_text(encoding="utf-8"))
+        module = importlib.import_module(get_family(facts["family"]).module)
+        own = {Path(inspect.getfile(cls)).name for cls in module.ENVOYS if isinstance(cls, type)}
+        for host in facts["hosts"]:
+            for value in host["values"]:
+                line = value.get("read_line")
+                if line and line["file"].startswith("modeling_") and line["file"] not in own:
+                    wrong.append(f"{facts['family']}: {host['path']}.{value['name']} in {line['file']}")
+    assert not wrong, "\n".join(wrong)

@@ -457,10 +457,12 @@ def meta_model(family: str | Path | Family, checkpoint_id: str):
     """The full-size model of a ``checkpoints:`` item built on the ``meta`` device (no weights)."""
     import torch
 
+    from nncanon.loading import no_torch_inits
+
     fam = get_family(family)
     cfg, model_cls = meta_config(fam, checkpoint_id)
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), no_torch_inits():
             return model_cls(cfg)
     except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
         raise _unbuildable(fam, fam.checkpoint_ids.index(checkpoint_id), model_cls, e) from None

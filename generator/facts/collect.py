@@ -213,6 +213,10 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
     # The tiny model's ops are too small to share among threads: one is faster, and steadier on a busy machine
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    # nnsight memoizes each instrumented forward by its code object, and equal code in two modeling files (a copied
+    # eager_attention_forward at the same line) compares equal: without this, a family collected after another in
+    # one process would be shown the other's file as where its values are read
+    source_lines.forget_compiled()
     progress(f"{family.family}: checkpoint")
     checkpoint = checkpoint_dir(family)
     models = resolve_loads(family, family_module, checkpoint)

@@ -44,6 +44,13 @@ def annotate(models: Any, hosts: list[dict], family_module: Any, prompts: list[s
                     row["read_line"] = _at(compiled[key], locator.ops[-1])
 
 
+def forget_compiled() -> None:
+    """Empty nnsight's memo of instrumented code, so each line is read from the file of the model now loaded."""
+    from nnsight.intervention import source
+
+    source.FORWARD_CACHE.clear()
+
+
 def _compiled(model: Any, envoy: Any, outer: tuple[str, ...], inputs: tuple | None) -> Any:
     """nnsight's compiled source of the function the ``outer`` operations lead to from the envoy's forward."""
     from nncanon.locators import resolve
