@@ -198,3 +198,25 @@ def test_a_vision_wrappers_config_alone_loads_for_text_without_its_encoder(famil
     inner = dict(model._module.model.named_children())
     assert not {"vision_tower", "vision_model", "visual", "multi_modal_projector", "connector"} & set(inner), inner
     assert len(model.layers) == model.num_layers > 0
+
+
+def test_a_meta_build_skips_torchs_inits_but_still_ties_the_head():
+    """Full-size printouts are built on the meta device with torch.nn.init's functions doing nothing (they only
+    cost time there); the model is the same tree with the same shapes, its head still tied, and the functions
+    work again afterwards."""
+    import torch.nn.init as init
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from nncanon.loading import no_torch_inits
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    with torch.device("meta"):
+        plain = LlamaForCausalLM(config)
+    with torch.device("meta"), no_torch_inits():
+        fast = LlamaForCausalLM(config)
+    assert [(n, p.shape) for n, p in fast.named_parameters()] == [(n, p.shape) for n, p in plain.named_parameters()]
+    assert fast.lm_head.weight is fast.model.embed_tokens.weight
+    filled = torch.zeros(3)
+    init.ones_(filled)
+    assert filled.tolist() == [1.0, 1.0, 1.0]
