@@ -260,29 +260,34 @@ def test_a_numeric_heading_sorts_the_families(site, browser, all_facts):
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("width", [1280, 375])
-def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_facts, width):
-    """Every block kind of every family: at 1280 px the wide drawing, on a phone the narrow one, each whole in its
-    box (no sideways scroll) with its labels drawn at 12 px or more."""
+def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_facts):
+    """Every block kind of every family: at 1280 px the wide drawing, on a phone (375 px) the narrow one, each whole
+    in its box (no sideways scroll) with its labels drawn at 12 px or more. One page load per family, resized
+    between the widths: the drawings are picked by CSS media queries, as a turned phone or a narrowed window picks
+    them."""
     _, base = site
-    context = browser.new_context(viewport={"width": width, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     failures = []
     for family in sorted(all_facts):
+        page.set_viewport_size({"width": 1280, "height": 900})
         page.goto(f"{base}/families/{family}/")
         page.wait_for_function("window.__nncanonReady !== undefined")
         page.evaluate("document.querySelectorAll('.nc-block-figure').forEach(f => f.classList.add('nc-current'))")
-        found = page.eval_on_selector_all(
-            ".nc-block-figure .nc-scroll", """els => els.filter(e => e.getClientRects().length).map(e => {
-                const s = e.querySelector('svg'), t = s.querySelector('text');
-                return [e.closest('.nc-block-figure').dataset.kind, e.className,
-                        e.scrollWidth - e.clientWidth,
-                        parseFloat(getComputedStyle(t).fontSize) * s.getBoundingClientRect().width / s.viewBox.baseVal.width];
-            })""")
-        assert found, family
-        want = "nc-wide" if width >= 1280 else "nc-narrow"
-        for kind, cls, overflow, size in found:
-            if want not in cls or overflow > 1 or size < 12:
-                failures.append((family, kind, cls, overflow, round(size, 2)))
+        for width in (1280, 375):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_function(f"window.innerWidth === {width}")
+            found = page.eval_on_selector_all(
+                ".nc-block-figure .nc-scroll", """els => els.filter(e => e.getClientRects().length).map(e => {
+                    const s = e.querySelector('svg'), t = s.querySelector('text');
+                    return [e.closest('.nc-block-figure').dataset.kind, e.className,
+                            e.scrollWidth - e.clientWidth,
+                            parseFloat(getComputedStyle(t).fontSize) * s.getBoundingClientRect().width / s.viewBox.baseVal.width];
+                })""")
+            assert found, (family, width)
+            want = "nc-wide" if width >= 1280 else "nc-narrow"
+            for kind, cls, overflow, size in found:
+                if want not in cls or overflow > 1 or size < 12:
+                    failures.append((family, width, kind, cls, overflow, round(size, 2)))
     context.close()
     assert not failures, failures
