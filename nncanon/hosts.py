@@ -9,7 +9,6 @@ them as nnsight does, most derived class first.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -176,12 +175,17 @@ def host(name: str, *bases: type[Host], values: list[Value] | tuple[Value, ...] 
     return type(name, bases or (Host,), body)
 
 
-@functools.cache
+#: each host class's values, resolved once (a class's values are fixed when it is made; tables and checks ask
+#: thousands of times). A plain dict: shipped code must not hold an lru_cache (tests/test_remote.py)
+_VALUES: dict[type, tuple[Value, ...]] = {}
+
+
 def _values_of(cls: type) -> tuple[Value, ...]:
-    # once per class (a host's values are fixed when its class is made): tables and checks ask thousands of times
-    order: dict[str, Value] = {}
-    for klass in reversed(cls.__mro__):
-        for attr in vars(klass).values():
-            if isinstance(attr, ValueProperty):
-                order[attr.name] = attr.value
-    return tuple(order.values())
+    if cls not in _VALUES:
+        order: dict[str, Value] = {}
+        for klass in reversed(cls.__mro__):
+            for attr in vars(klass).values():
+                if isinstance(attr, ValueProperty):
+                    order[attr.name] = attr.value
+        _VALUES[cls] = tuple(order.values())
+    return _VALUES[cls]

@@ -3,8 +3,6 @@ parameters, and its epsilon; and the error a weight nncanon cannot serve raises 
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from .values import Unavailable
@@ -32,14 +30,20 @@ def gain_form(module: torch.nn.Module) -> str:
     return _gain_form_of(type(module))
 
 
-@functools.cache
-def _gain_form_of(cls: type) -> str:
-    # once per class: inspect.getsource parses the class's whole modeling file (a tenth of a second each)
-    import inspect
-    import re
+#: each norm class's gain form, read once: inspect.getsource parses the class's whole modeling file. A plain dict:
+#: shipped code must not hold an lru_cache (tests/test_remote.py)
+_GAIN_FORMS: dict[type, str] = {}
 
-    source = inspect.getsource(cls)
-    return "1 + weight" if re.search(r"1(\.0)? \+ self\.weight|self\.weight \+ 1", source) else "weight"
+
+def _gain_form_of(cls: type) -> str:
+    if cls not in _GAIN_FORMS:
+        import inspect
+        import re
+
+        source = inspect.getsource(cls)
+        _GAIN_FORMS[cls] = ("1 + weight" if re.search(r"1(\.0)? \+ self\.weight|self\.weight \+ 1", source)
+                            else "weight")
+    return _GAIN_FORMS[cls]
 
 
 def norm_epsilon(module: torch.nn.Module) -> float:

@@ -9,7 +9,6 @@ rather than failing the load, as it does inside the range, where it means the fa
 
 from __future__ import annotations
 
-import functools
 import json
 import warnings
 from importlib.metadata import PackageNotFoundError, version
@@ -26,16 +25,17 @@ class UnverifiedRelease(UserWarning):
 
 
 def installed() -> str:
-    return _installed_transformers()
+    # read once per process: importlib.metadata parses the package's METADATA file on every call, and every load
+    # asks. A plain dict: shipped code must not hold an lru_cache (tests/test_remote.py)
+    if "transformers" not in _INSTALLED:
+        try:
+            _INSTALLED["transformers"] = version("transformers")
+        except PackageNotFoundError:
+            _INSTALLED["transformers"] = "(not installed)"
+    return _INSTALLED["transformers"]
 
 
-@functools.cache
-def _installed_transformers() -> str:
-    # once per process: importlib.metadata parses the package's METADATA file on every call, and every load asks
-    try:
-        return version("transformers")
-    except PackageNotFoundError:
-        return "(not installed)"
+_INSTALLED: dict[str, str] = {}
 
 
 def verified(release: str | None = None) -> bool:
