@@ -79,7 +79,12 @@ class Host(Envoy):
     @classmethod
     def values(cls) -> list[Value]:
         """Every value of this host, base classes' first, an override keeping its place."""
-        return list(_values_of(cls))
+        order: dict[str, Value] = {}
+        for klass in reversed(cls.__mro__):
+            for attr in vars(klass).values():
+                if isinstance(attr, ValueProperty):
+                    order[attr.name] = attr.value
+        return list(order.values())
 
     def _standard_path(self) -> str:
         return self._std_path or self.path
@@ -173,19 +178,3 @@ def host(name: str, *bases: type[Host], values: list[Value] | tuple[Value, ...] 
     body: dict[str, Any] = {v.name: ValueProperty(v) for v in values}
     body.update(attrs)
     return type(name, bases or (Host,), body)
-
-
-#: each host class's values, resolved once (a class's values are fixed when it is made; tables and checks ask
-#: thousands of times). A plain dict: shipped code must not hold an lru_cache (tests/test_remote.py)
-_VALUES: dict[type, tuple[Value, ...]] = {}
-
-
-def _values_of(cls: type) -> tuple[Value, ...]:
-    if cls not in _VALUES:
-        order: dict[str, Value] = {}
-        for klass in reversed(cls.__mro__):
-            for attr in vars(klass).values():
-                if isinstance(attr, ValueProperty):
-                    order[attr.name] = attr.value
-        _VALUES[cls] = tuple(order.values())
-    return _VALUES[cls]
