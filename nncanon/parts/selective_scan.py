@@ -264,7 +264,10 @@ def inputs_relation(normed: bool, gain: bool = False):
         if normed:
             dt, B, C = (_normed(module, name, t, gain) for name, t in (("dt_layernorm", dt), ("b_layernorm", B),
                                                                  ("c_layernorm", C)))
-        steps = F.softplus((dt @ module.dt_proj.weight.T).float() + module.dt_proj.bias.float())
+        # dt_proj's product as transformers forms it (weight @ dt_inᵀ), not dt_in @ weightᵀ: the two reduce in
+        # an order each CPU's kernels pick by shape, and "0" on the page must hold on every CPU
+        raw = (module.dt_proj.weight @ dt.transpose(1, 2)).transpose(1, 2)
+        steps = F.softplus(raw.float() + module.dt_proj.bias.float())
         rates = -torch.exp(module.A_log.float())
         return [(xs[..., None], r["attention_values"]), (B[:, :, None], r["attention_keys"]),
                 (C[:, :, None], r["attention_queries"]), (steps, r["time_steps"]), (rates, r["decay_rates"]),
