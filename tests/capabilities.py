@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
+#: MKL's kernels, chosen per run as ATen's are: ATEN_CPU_CAPABILITY picks only ATen's own vector code, while a
+#: matmul runs in MKL, which picks by CPUID whatever ATen is told. MKL_CBWR=COMPATIBLE is its generic branch: a
+#: relation that says "0" only because two different BLAS calls round alike on this CPU differs there (gpt2's
+#: c_fc as x @ W + b beside Conv1D's addmm did)
+_MKL = {"default": "COMPATIBLE", "avx2": "AVX2"}
+
 
 def capabilities() -> list[str]:
     """This machine's own kernels ("native"), the generic ones, and AVX2's where the native ones are wider
@@ -10,3 +18,12 @@ def capabilities() -> list[str]:
 
     native = torch.backends.cpu.get_cpu_capability()
     return ["native", "default"] + (["avx2"] if native not in ("AVX2", "DEFAULT") else [])
+
+
+def environment(capability: str, **extra: str) -> dict[str, str]:
+    """This process's environment with the kernels of ``capability`` (ATen's and MKL's) and ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", *extra)}
+    if capability != "native":
+        env.update(ATEN_CPU_CAPABILITY=capability, MKL_CBWR=_MKL[capability])
+    env.update(extra)
+    return env

@@ -83,15 +83,12 @@ def facts_by_capability(tmp_path_factory):
 
     repo = Path(__file__).resolve().parent.parent
     runs, dirs = {}, {}
-    from capabilities import capabilities
+    from capabilities import capabilities, environment
 
     for capability in capabilities():
         build = tmp_path_factory.mktemp(f"facts-{capability}")
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("ATEN_CPU_CAPABILITY", "NNCANON_BUILD", "NNCANON_FAMILIES")}
-        env.update(NNCANON_BUILD=str(build), OMP_NUM_THREADS="1")
-        if capability != "native":
-            env["ATEN_CPU_CAPABILITY"] = capability
+        env = environment(capability, NNCANON_BUILD=str(build), OMP_NUM_THREADS="1")
+        env.pop("NNCANON_FAMILIES", None)
         runs[capability] = subprocess.Popen([sys.executable, "-m", "generator", "verify", "--force"], cwd=repo,
                                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         dirs[capability] = build / "facts"

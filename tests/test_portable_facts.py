@@ -1,5 +1,5 @@
 """The site is a function of the facts, and the facts are the same on every CPU: every family's facts,
-collected under this machine's own kernels, ``ATEN_CPU_CAPABILITY=default`` and ``avx2``
+collected under this machine's own kernels, ``ATEN_CPU_CAPABILITY=default`` (with MKL's generic branch) and ``avx2``
 (``facts_by_capability`` in tests/conftest.py), are byte-identical. The checkpoints' side of the same
 promise is tests/test_portable_pins.py (kept apart so it runs while the facts are collected)."""
 

@@ -6,12 +6,11 @@ made it would break ``make site`` on the next one."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-from capabilities import capabilities
+from capabilities import capabilities, environment
 from limits import HANG
 
 from generator.recipe.family import all_families
@@ -31,10 +30,7 @@ json.dump(out, sys.stdout)
 
 
 def _build_everything(capability: str | None, cache) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    env["NNCANON_CACHE"] = str(cache)
-    if capability:
-        env["ATEN_CPU_CAPABILITY"] = capability
+    env = environment(capability or "native", NNCANON_CACHE=str(cache))
     done = subprocess.run([sys.executable, "-c", BUILD_ALL], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=HANG)
     assert done.returncode == 0, done.stderr[-2000:]

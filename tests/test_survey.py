@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from capabilities import capabilities
+from capabilities import capabilities, environment
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a plain pre-norm decoder (every shared relation holds), GPT-2 (learned positions: the stream entering the
@@ -120,9 +120,11 @@ def test_a_row_is_surveyed_once_per_machine(tmp_path, monkeypatch):
     assert (first / "survey" / "llama.json").read_bytes() == (second / "survey" / "llama.json").read_bytes()
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def _cli(*args: str, env: dict | None = None, base: dict | None = None) -> subprocess.CompletedProcess:
+    """``generator survey`` in a subprocess, in ``base`` (this process's environment) updated by ``env``."""
     return subprocess.run([sys.executable, "-m", "generator", "survey", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+                          text=True, env={**(os.environ if base is None else base), "PYTHONPATH": str(ROOT),
+                                          **(env or {})})
 
 
 def test_an_unknown_model_type_is_one_line(tmp_path):
@@ -140,10 +142,7 @@ def test_facts_are_the_same_under_every_capability(tmp_path):
     found = {}
     for capability in capabilities():
         build = tmp_path / capability
-        env = {"NNCANON_BUILD": str(build)}
-        if capability != "native":
-            env["ATEN_CPU_CAPABILITY"] = capability
-        done = _cli(*types, env=env)
+        done = _cli(*types, base=environment(capability, NNCANON_BUILD=str(build)))
         assert done.returncode == 0, done.stderr
         found[capability] = {t: (build / "survey" / f"{t}.json").read_bytes() for t in types}
     native = found["native"]

@@ -189,8 +189,10 @@ def _routing(host, r):
 @relation("expert_inputs[..., e, :] == router_scores[..., e] · input; expert_outputs[..., e, :] == down_proj[e]"
           "(act(gate) · up) of gate, up = expert_inputs[..., e, :] · gate_up_proj[e]",
           proves="expert_inputs expert_outputs", reads="input router_scores expert_inputs expert_outputs",
-          tolerance=SUBBLOCK)
+          tolerance=SUBBLOCK, exact=False)
 def _experts(host, r):
+    # token by token, where the forward bmm's each expert's tokens at once: the BLAS reduces in its own order
+    # (not exact, on any CPU)
     experts = host._module.experts
     x = first(r["input"]).reshape(*r["router_scores"].shape[:2], -1)
     inputs = r["router_scores"][..., None] * x[..., None, :]
