@@ -9,6 +9,8 @@ import os
 #: relation that says "0" only because two different BLAS calls round alike on this CPU differs there (gpt2's
 #: c_fc as x @ W + b beside Conv1D's addmm did)
 _MKL = {"default": "COMPATIBLE", "avx2": "AVX2"}
+#: oneDNN's too: it runs the convolutions (Mamba's, DeltaNet's conv1d) and picks its ISA by CPUID as MKL does
+_ONEDNN = {"default": "SSE41", "avx2": "AVX2"}
 
 
 def capabilities() -> list[str]:
@@ -21,9 +23,10 @@ def capabilities() -> list[str]:
 
 
 def environment(capability: str, **extra: str) -> dict[str, str]:
-    """This process's environment with the kernels of ``capability`` (ATen's and MKL's) and ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", *extra)}
+    """This process's environment with the kernels of ``capability`` (ATen's, MKL's, oneDNN's) and ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", *extra)}
     if capability != "native":
-        env.update(ATEN_CPU_CAPABILITY=capability, MKL_CBWR=_MKL[capability])
+        env.update(ATEN_CPU_CAPABILITY=capability, MKL_CBWR=_MKL[capability], ONEDNN_MAX_CPU_ISA=_ONEDNN[capability])
     env.update(extra)
     return env
