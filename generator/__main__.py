@@ -73,6 +73,9 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
     _verify_arguments(parser)
+    parser.add_argument("--kernels-only", action="store_true",
+                        help="only the facts a CPU's kernels compute, into <build>/facts-kernels (no edits, no config "
+                             "tables): to compare one CPU's with another's")
     parser.add_argument("families", nargs="*", metavar="FAMILY", help="only these families (default: every one)")
 
 
@@ -98,7 +101,8 @@ def run_verify(args: argparse.Namespace) -> int:
     """Collect (verify every claim) without rendering."""
     from generator.build import verify
 
-    verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families)
+    verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
+           kernels_only=args.kernels_only)
     return 0
 
 

@@ -99,8 +99,9 @@ def _wait_for(fd: int, timeout: float | None, busy: str) -> None:
 
 
 def collect_all(names: list[str] | None = None, progress: Callable[[str], None] = print,
-                force: bool = False) -> list[str]:
-    """Facts for each family (collected only where their cache key changed); returns the names collected."""
+                force: bool = False, kernels_only: bool = False) -> list[str]:
+    """Facts for each family (collected only where their cache key changed); returns the names collected.
+    ``kernels_only``: only the facts a CPU's kernels compute (``generator.facts.collect.KERNEL_FREE``)."""
     import transformers
 
     names = names or [family.family for family in all_families()]
@@ -112,7 +113,7 @@ def collect_all(names: list[str] | None = None, progress: Callable[[str], None] 
                      f"(families/{name}.yaml releases: {family.get('releases')})")
             continue
         start = time.perf_counter()
-        _, fresh = cached_facts(name, progress=progress, force=force)
+        _, fresh = cached_facts(name, progress=progress, force=force, kernels_only=kernels_only)
         if fresh:
             collected.append(name)
             progress(f"{name}: collected in {time.perf_counter() - start:.1f} s")
@@ -120,11 +121,11 @@ def collect_all(names: list[str] | None = None, progress: Callable[[str], None] 
 
 
 def verify(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
-           names: list[str] | None = None) -> list[str]:
+           names: list[str] | None = None, kernels_only: bool = False) -> list[str]:
     """Collect (checking every claim) without rendering, holding the build lock: every family, or ``names``."""
     with build_lock(progress, timeout):
         _clean_facts()
-        return collect_all(names or None, progress=progress, force=force)
+        return collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only)
 
 
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,

@@ -37,8 +37,8 @@ def pytest_configure(config):
 
 #: expensive session fixture -> (its unit, the test files that use it)
 SHARED = {
-    "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_diagram_interiors.py",
-                                      "test_site_index.py", "test_release_records.py"}),
+    "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_portable_pins.py",
+                                      "test_diagram_interiors.py", "test_site_index.py", "test_release_records.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
                          "test_browser_coverage.py"}),
 }
@@ -75,8 +75,10 @@ def pytest_xdist_make_scheduler(config, log):
 @pytest.fixture(scope="session")
 def facts_by_capability(tmp_path_factory):
     """Every family's facts, collected once per run into fresh build directories, at once under each of
-    ``capabilities()``. The build tests start warm from the native ones; tests/test_portable_facts.py checks
-    they are byte-identical."""
+    ``capabilities()``: natively the whole facts (the build tests start warm from them), under the other kernels
+    the facts a kernel computes (``verify --kernels-only``), each from tiny checkpoints built anew in the build
+    directory's own cache (``<build>/checkpoints``), which ``checkpoint_dir`` checks against the pins.
+    tests/test_portable_facts.py checks the facts byte-identical, tests/test_portable_pins.py the checkpoints."""
     import subprocess
     import sys
     from pathlib import Path
@@ -87,11 +89,14 @@ def facts_by_capability(tmp_path_factory):
 
     for capability in capabilities():
         build = tmp_path_factory.mktemp(f"facts-{capability}")
-        env = environment(capability, NNCANON_BUILD=str(build), OMP_NUM_THREADS="1")
-        env.pop("NNCANON_FAMILIES", None)
-        runs[capability] = subprocess.Popen([sys.executable, "-m", "generator", "verify", "--force"], cwd=repo,
+        native = capability == "native"
+        extra = {} if native else {"NNCANON_CACHE": str(build / "checkpoints")}
+        env = environment(capability, NNCANON_BUILD=str(build), OMP_NUM_THREADS="1", **extra)
+        env.pop("NNCANON_FAMILIES", None)  # natively: this run's cache (``cache_root()``), which other tests read too
+        command = ["verify", "--force"] + ([] if native else ["--kernels-only"])
+        runs[capability] = subprocess.Popen([sys.executable, "-m", "generator", *command], cwd=repo,
                                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        dirs[capability] = build / "facts"
+        dirs[capability] = build / ("facts" if native else "facts-kernels")
     for capability, run in runs.items():
         _, err = run.communicate(timeout=HANG)
         assert run.returncode == 0, f"collecting facts under {capability}: {err[-3000:]}"

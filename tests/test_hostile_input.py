@@ -536,7 +536,7 @@ def test_a_truncated_facts_file_in_the_cache_is_collected_again(tmp_path, monkey
     facts.mkdir(parents=True)
     (facts / "llama.json").write_text('{"schema": 1, "fam')
     (facts / "llama.key").write_text(collect.cache_key("llama") + "\n")
-    monkeypatch.setattr(collect, "collect", lambda family, progress: {"family": "llama", "again": True})
+    monkeypatch.setattr(collect, "collect", lambda family, progress, kernels_only: {"family": "llama", "again": True})
     said = []
     assert collect.cached_facts("llama", progress=said.append) == ({"family": "llama", "again": True}, True)
     assert any("llama.json" in line and "collecting again" in line for line in said), said

@@ -32,9 +32,20 @@ from generator.facts.traits import check_tags, norm_kinds, traits
 from generator.recipe.family import Family, get_family
 from generator.recipe.fields import REPO_ROOT
 
-__all__ = ["ClaimError", "collect", "cached_facts", "cache_key", "build_dir", "facts_dir", "parts", "PROMPTS"]
+__all__ = ["ClaimError", "collect", "cached_facts", "cache_key", "build_dir", "facts_dir", "parts", "PROMPTS",
+           "KERNEL_FREE"]
 
 SCHEMA = 1
+
+#: the facts no CPU kernel can change, left out of a kernels-only collect (``verify --kernels-only``: what the
+#: portability check compares across CPUs, tests/test_portable_facts.py). The config tables are read off models on
+#: the meta device, which carry shapes and run no arithmetic. An edit's fact holds no number (which value, under which
+#: load, reaching which call: whether it reads None decides that), and its two checks compare forwards of one process,
+#: run by the same kernels on both sides. Everything else (values, relations, identities, variants, notes) is measured
+#: on the tiny model and stays in.
+KERNEL_FREE = ("edits", "configs", "vision_configs", "sizes")
+#: where a kernels-only collect writes, apart from the facts a site is rendered from
+KERNEL_FACTS = "facts-kernels"
 
 # -- the page's structure ---------------------------------------------------------------------------
 
@@ -192,7 +203,9 @@ def parts(family: Family, model: Any, block: str, standard: str, declared: list,
 # -- the whole collect -------------------------------------------------------------------------------------
 
 
-def collect(name: str | Family, prompts: list[str] | None = None, progress: Callable[[str], None] = print) -> dict:
+def collect(name: str | Family, prompts: list[str] | None = None, progress: Callable[[str], None] = print,
+            kernels_only: bool = False) -> dict:
+    """The family's facts; ``kernels_only``: without the :data:`KERNEL_FREE` ones (not a page's facts)."""
     import nnsight
     import torch
     import transformers
@@ -227,19 +240,22 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         check_value_claims(family, hosts)
         progress(f"{family.family}: relations on every block under every load")
         relations = prove_family(family, models, models.all, lambda m: run_inputs(m, family_module, prompts))
-        progress(f"{family.family}: edits")
-        edits = prove_edits(family, models, family_module, prompts)
+        edits = None
+        if not kernels_only:
+            progress(f"{family.family}: edits")
+            edits = prove_edits(family, models, family_module, prompts)
         identities = check_identities(family, models, family_module, prompts)
         from generator.facts.variants import collect_variants
 
-        layouts = collect_variants(family, family_module, prompts, progress)  # each variant, proven the same way
+        layouts = collect_variants(family, family_module, prompts, progress, kernels_only)  # each variant, proven the same way
         progress(f"{family.family}: full-size printout and configs")
         task = "image-text-to-text" if (family.get("page") or {}).get("vision") else "text-generation"
         tiny = models.get(models.default)
         causal_lm = type(tiny._module)
         printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
         configs, vision_configs, checkpoint_sizes = config_tables(family, family_module, task, causal_lm,
-                                                built={family.printout_checkpoint: printout_model})
+                                                built={family.printout_checkpoint: printout_model}) \
+            if not kernels_only else (None, None, None)
         family_traits = traits(family_module, tiny, printout_model)
         family_traits["checkpoints"] = checkpoint_settings(family)
         if "image" in models.loads:  # a tagline may name the vision block's norm
@@ -276,6 +292,8 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
         shared = (facts.get("vision_notes") or {}).get("shared")
         if shared is not None and hasattr(family_module, "vision_variants"):
             shared["variants"] = {**family_module.vision_variants(), **shared.get("variants", {})}
+        if kernels_only:
+            facts = {key: value for key, value in facts.items() if key not in KERNEL_FREE}
         return json.loads(json.dumps(facts, sort_keys=True, default=str))
     finally:
         models.close()
@@ -367,12 +385,13 @@ def facts_dir() -> Path:
 
 
 def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
-                 force: bool = False) -> tuple[dict, bool]:
-    """The family's facts, collected only when the cache key changed. Returns (facts, collected)."""
+                 force: bool = False, kernels_only: bool = False) -> tuple[dict, bool]:
+    """The family's facts, collected only when the cache key changed. Returns (facts, collected).
+    ``kernels_only``: :func:`collect`'s, kept in ``<build>/facts-kernels``, where no site reads them."""
     family = get_family(name)
     name = family.family
     key = cache_key(family)
-    directory = facts_dir()
+    directory = build_dir() / KERNEL_FACTS if kernels_only else facts_dir()
     path, key_path = directory / f"{name}.json", directory / f"{name}.key"
     if not force and path.exists() and key_path.exists() and key_path.read_text().strip() == key:
         try:
@@ -382,7 +401,7 @@ def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
         else:
             progress(f"{name}: facts cached ({key})")
             return facts, False
-    facts = collect(family, progress=progress)
+    facts = collect(family, progress=progress, kernels_only=kernels_only)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{name}.json.{os.getpid()}.tmp")  # its own: another process may write the same facts
     tmp.write_text(json.dumps(facts, sort_keys=True, indent=1) + "\n")

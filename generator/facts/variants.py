@@ -43,8 +43,9 @@ def check_switches(family: Family) -> None:
 
 
 def collect_variants(family: Family, family_module: Any, prompts: list[str],
-                     progress: Callable[[str], None] = print) -> list[dict]:
-    """Every variant proven on its own tiny checkpoint; its facts, in the YAML's order."""
+                     progress: Callable[[str], None] = print, kernels_only: bool = False) -> list[dict]:
+    """Every variant proven on its own tiny checkpoint; its facts, in the YAML's order (``kernels_only``: no
+    edits, as :func:`generator.facts.collect.collect`)."""
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.facts.edits import prove_edits
     from generator.facts.proof import prove_family
@@ -58,7 +59,7 @@ def collect_variants(family: Family, family_module: Any, prompts: list[str],
         try:
             hosts = host_rows(models, variant, family_module, prompts)
             relations = prove_family(variant, models, models.all, lambda m: run_inputs(m, family_module, prompts))
-            edits = prove_edits(variant, models, family_module, prompts)
+            edits = None if kernels_only else prove_edits(variant, models, family_module, prompts)
             tiny = models.get(models.default)
             measured = traits(family_module, tiny, tiny)  # the tiny config is the layout's: its switches are set
         finally:
@@ -70,6 +71,6 @@ def collect_variants(family: Family, family_module: Any, prompts: list[str],
             "values": {h["path"]: [v["name"] for v in h["values"]] for h in hosts},
             "relations": [{"text": r["text"], "host": r["host"], "blocks": r["blocks"], "errors": r["errors"]}
                           for r in relations],
-            "edits": len(edits), "loads": list(models.loads),
+            **({} if edits is None else {"edits": len(edits)}), "loads": list(models.loads),
         })
     return out
