@@ -11,9 +11,9 @@ from import_graph import REPO, circles, graph, modules
 
 STAGES = ("recipe", "checkpoint", "notes", "facts", "survey", "site")
 #: generator modules outside the stages: the command line and the whole build run every stage; the
-#: directories' ownership is a utility any stage that writes may use
+#: directories' ownership and the shared caches' lock are utilities any stage that writes may use
 ORCHESTRATORS = {"generator", "generator.__main__", "generator.build", "generator.contribute"}
-UTILITIES = {"generator.ownership"}
+UTILITIES = {"generator.ownership", "generator.shared_rows"}
 
 
 def _stage(module: str) -> str | None:

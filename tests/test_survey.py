@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from capabilities import capabilities, environment
+from limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a plain pre-norm decoder (every shared relation holds), GPT-2 (learned positions: the stream entering the
@@ -118,6 +119,42 @@ def test_a_row_is_surveyed_once_per_machine(tmp_path, monkeypatch):
     monkeypatch.setenv("NNCANON_BUILD", str(second))
     assert survey_all(["llama"], progress=lambda line: None)["surveyed"] == 0
     assert (first / "survey" / "llama.json").read_bytes() == (second / "survey" / "llama.json").read_bytes()
+
+
+def test_a_survey_waits_for_one_already_filling_the_shared_cache_and_reads_its_rows(tmp_path, monkeypatch):
+    """Two builds on a cold machine survey one model type once: a second survey finding the shared cache's lock
+    held waits, then reads the row the holder wrote instead of computing it beside it."""
+    import shutil
+    import time
+
+    from generator.shared_rows import computing
+    from generator.survey.run import survey_all
+
+    monkeypatch.setenv("NNCANON_CACHE", str(tmp_path / "first-cache"))
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "first"))
+    survey_all(["llama"], progress=lambda line: None)
+    shared = tmp_path / "cache" / "survey"
+    env = {"NNCANON_CACHE": str(tmp_path / "cache"), "NNCANON_BUILD": str(tmp_path / "second")}
+    with computing(shared):
+        waiting = subprocess.Popen([sys.executable, "-m", "generator", "survey", "llama"], cwd=ROOT, text=True,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # until it has the lock file open (it then waits in flock): Linux lists a process's open files in /proc
+        lock = str(shared / ".lock")
+        while waiting.poll() is None and lock not in _open_files(waiting.pid):
+            time.sleep(0.05)
+        assert waiting.poll() is None, f"the survey did not wait for the lock: {waiting.communicate()[0]}"
+        shutil.copy(tmp_path / "first-cache" / "survey" / "llama.json", shared / "llama.json")  # the holder's row
+    out, _ = waiting.communicate(timeout=HANG)
+    assert waiting.returncode == 0, out
+    assert "0 surveyed now" in out and "survey llama:" not in out, out
+
+
+def _open_files(pid: int) -> set[str]:
+    try:
+        return {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    except OSError:  # it exited, or closed a file between the listing and the readlink
+        return set()
 
 
 def _cli(*args: str, env: dict | None = None, base: dict | None = None) -> subprocess.CompletedProcess:

@@ -153,24 +153,36 @@ def annotations(families: list[str], directory: Path, progress: Any = print) -> 
     for place in directories:
         place.mkdir(parents=True, exist_ok=True)
     keys = {family: _key_of(family) for family in families}
+    found, stale = _found(families, keys, directories)
+    if stale:
+        from generator.shared_rows import computing
+
+        with computing(directories[1]):  # another process checking the same families: wait, then read its results
+            more, stale = _found(stale, keys, directories)
+            found.update(more)
+            if stale:
+                progress(f"TransformerLens names: {', '.join(stale)}")
+                for family, result in check(stale).items():
+                    for place in directories:
+                        _write(place / f"{family}.json", {"key": keys[family], "found": result})
+                    found[family] = result
+    return {family: found[family] for family in families}
+
+
+def _found(families: list[str], keys: dict[str, str], directories: tuple[Path, Path]) -> tuple[dict, list[str]]:
+    """The results saved under their keys (copied into the build directory from the shared one), and the rest."""
     found, stale = {}, []
     for family in families:
         for place in directories:
             saved = _saved(place / f"{family}.json")
             if saved.get("key") == keys[family]:
                 found[family] = saved["found"]
-                if place is not directory:
-                    _write(directory / f"{family}.json", saved)
+                if place is not directories[0]:
+                    _write(directories[0] / f"{family}.json", saved)
                 break
         else:
             stale.append(family)
-    if stale:
-        progress(f"TransformerLens names: {', '.join(stale)}")
-        for family, result in check(stale).items():
-            for place in directories:
-                _write(place / f"{family}.json", {"key": keys[family], "found": result})
-            found[family] = result
-    return found
+    return found, stale
 
 
 def _key_of(family: str) -> str:

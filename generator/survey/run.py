@@ -148,19 +148,18 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
     start, cpu = time.perf_counter(), time.process_time()
     code = code_hash()
     surveyed, rows = 0, []
-    for model_type in names:
-        key = cache_key(model_type, code)
-        facts = None if force else cached(model_type, key)
-        if facts is None:
-            from generator.survey.measure import survey
+    keys = {model_type: cache_key(model_type, code) for model_type in names}
+    done = {} if force else {t: cached(t, keys[t]) for t in names}
+    if force or None in done.values():
+        from generator.shared_rows import computing
 
-            began = time.perf_counter()
-            facts = survey(model_type)
-            for directory in (survey_dir(), shared_dir()):
-                _write(directory / f"{model_type}.json", {"key": key, "facts": facts})
-            surveyed += 1
-            progress(f"survey {model_type}: {summary(facts)} ({time.perf_counter() - began:.1f} s)")
-        rows.append(facts)
+        with computing(shared_dir()):  # another process surveying the same rows: wait for it, then read them
+            done = {} if force else {t: cached(t, keys[t]) for t in names}
+            for model_type in names:
+                if done.get(model_type) is None:
+                    done[model_type] = _survey_one(model_type, keys[model_type], progress)
+                    surveyed += 1
+    rows = [done[model_type] for model_type in names]
     numbers = totals(rows)
     if names == every:  # the page lists the types of the last whole survey, not a stale file of an older release
         write_index(every)
@@ -170,6 +169,17 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
              f"{numbers['wraps']} wrap; {numbers['mean_values']} of {numbers['values_of']} values resolve on "
              f"average; {surveyed} surveyed now in {numbers['wall_s']} s ({numbers['cpu_s']} CPU-s)")
     return numbers
+
+
+def _survey_one(model_type: str, key: str, progress: Callable[[str], None]) -> dict:
+    from generator.survey.measure import survey
+
+    began = time.perf_counter()
+    facts = survey(model_type)
+    for directory in (survey_dir(), shared_dir()):
+        _write(directory / f"{model_type}.json", {"key": key, "facts": facts})
+    progress(f"survey {model_type}: {summary(facts)} ({time.perf_counter() - began:.1f} s)")
+    return facts
 
 
 def write_index(names: list[str]) -> dict:
