@@ -147,7 +147,7 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
     names = names or every
     start, cpu = time.perf_counter(), time.process_time()
     code = code_hash()
-    surveyed, rows = 0, []
+    surveyed = 0
     keys = {model_type: cache_key(model_type, code) for model_type in names}
     done = {} if force else {t: cached(t, keys[t]) for t in names}
     if force or None in done.values():
