@@ -364,11 +364,15 @@ def cache_key(name: str | Family) -> str:
     from importlib.metadata import version
 
     family = get_family(name)
+    families = family.path.parent
     digest = hashlib.sha256()
     for path in fact_sources(family):
         if path.exists():
-            digest.update(path.relative_to(REPO_ROOT).as_posix().encode() if path.is_relative_to(REPO_ROOT)
-                          else path.name.encode())
+            # a family's files are named within their directory, so a copy of families/ (``$NNCANON_FAMILIES``,
+            # as the tests build from) keys the same facts as the repository's, and its build reuses them
+            where = (Path("families") / path.relative_to(families) if path.is_relative_to(families)
+                     else path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else Path(path.name))
+            digest.update(where.as_posix().encode())
             digest.update(path.read_bytes())
     for package in ("torch", "transformers", "nnsight"):
         digest.update(f"{package}=={version(package)}".encode())
