@@ -15,7 +15,7 @@ import json
 import threading
 
 import pytest
-from browser_site import Tab, card, family_url, html_pages, part
+from browser_site import Tab, card, family_url, html_pages, part, serious_axe_violations
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser]
@@ -64,10 +64,7 @@ def _problems_on(page, width: int, axe=None) -> list[str]:
     if overflow > width:
         out.append(f"the page is {overflow} px wide")
     out += [f"broken name: {b}" for b in page.evaluate(BROKEN_NAMES, NAMES)]
-    for v in axe.run(page).response["violations"] if axe else []:
-        if v["impact"] in ("serious", "critical"):
-            targets = ", ".join(" ".join(map(str, n["target"])) for n in v["nodes"][:5])
-            out.append(f"axe {v['impact']} {v['id']} ({v['help']}): {targets}")
+    out += [f"axe {v}" for v in (serious_axe_violations(axe, page) if axe else [])]
     return out
 
 
