@@ -16,7 +16,8 @@ import pytest
 from limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
-BROWSER_TESTS = 13
+#: the browser tests of tests/test_browser.py (its module is marked ``browser``, and none is parametrized)
+BROWSER_TESTS = len(re.findall(r"^def test_", (ROOT / "tests" / "test_browser.py").read_text(), re.M))
 
 
 def run_browser_tests(ci: str | None) -> subprocess.CompletedProcess:
