@@ -369,9 +369,12 @@ def cache_key(name: str | Family) -> str:
     for path in fact_sources(family):
         if path.exists():
             # a family's files are named within their directory, so a copy of families/ (``$NNCANON_FAMILIES``,
-            # as the tests build from) keys the same facts as the repository's, and its build reuses them
-            where = (Path("families") / path.relative_to(families) if path.is_relative_to(families)
-                     else path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else Path(path.name))
+            # as the tests build from) keys the same facts as the repository's, and its build reuses them; the
+            # library's and the generator's files are the repository's own (fact_sources lists nothing else)
+            if path.is_relative_to(families):
+                where = Path("families") / path.relative_to(families)
+            else:
+                where = path.relative_to(REPO_ROOT)
             digest.update(where.as_posix().encode())
             digest.update(path.read_bytes())
     for package in ("torch", "transformers", "nnsight"):
