@@ -11,15 +11,22 @@ the build proves what each value means.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import json
 import re
 from pathlib import Path
 
 from generator.facts.identity import MARKER, check_identity, import_module
-from generator.recipe.family import Family, families_dir, get_family
+from generator.recipe.family import RESERVED_NAMES, Family, families_dir, get_family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# What a command writes into code or a path is a plain identifier, checked whole (fullmatch: `$` alone lets
+# a trailing newline through) and written with repr: no argument can put code into the checkout.
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+# transformers' model types are lowercase identifiers, some with hyphens (openai-gpt, xlm-roberta)
+_MODEL_TYPE = re.compile(r"[a-z][a-z0-9_-]*")
+_COMMAND = "python -m generator new"
 
 
 def _camel(name: str) -> str:
@@ -28,8 +35,8 @@ def _camel(name: str) -> str:
 
 def new_family(name: str, like: str, model_type: str | None = None) -> list[Path]:
     """Write a new family's module, YAML and notes from ``like``'s; returns the files written."""
-    if not _NAME.match(name):
-        raise FamilyYamlError(name, "family", "a family name is lowercase letters, digits and underscores")
+    check_new_name(name)
+    model_type = check_model_type(name if model_type is None else model_type)
     source = get_family(like)
     module_dir = REPO_ROOT / "nncanon" / "families"
     module_path, yaml_path = module_dir / f"{name}.py", families_dir() / f"{name}.yaml"
@@ -39,8 +46,8 @@ def new_family(name: str, like: str, model_type: str | None = None) -> list[Path
         if path.exists():
             raise FamilyYamlError(path, None, f"already exists; {name!r} is a family already")
     module = (module_dir / f"{like}.py").read_text(encoding="utf-8")
-    module = re.sub(r'^FAMILY = ".*"$', f'FAMILY = "{name}"', module, count=1, flags=re.M)
-    module = re.sub(r"^MODEL_TYPES = .*$", f'MODEL_TYPES = ("{model_type or name}",)', module, count=1, flags=re.M)
+    module = re.sub(r'^FAMILY = ".*"$', lambda _: f"FAMILY = {name!r}", module, count=1, flags=re.M)
+    module = re.sub(r"^MODEL_TYPES = .*$", lambda _: f"MODEL_TYPES = ({model_type!r},)", module, count=1, flags=re.M)
     module = module.replace(f'"{_camel(like)}StandardModel"', f'"{_camel(name)}StandardModel"')
     if module.startswith('"""'):  # the docstring is printed on the page: it must be the new family's
         module = (f'"""\n{mark}: say what {_camel(name)} is and how its block differs from {like}\'s\n"""\n'
@@ -55,10 +62,40 @@ def new_family(name: str, like: str, model_type: str | None = None) -> list[Path
     text = f"# {mark}: this header describes {like}\n" + _mark(text, YAML_MARKS, mark)
     notes = (families_dir() / f"{like}.notes.md").read_text(encoding="utf-8")
     notes = f"<!-- {mark}: these notes are {like}'s; rewrite them for {name} -->\n" + notes
+    try:  # a module that does not parse would break `import nncanon` for every model in the checkout
+        ast.parse(module, filename=str(module_path))
+    except SyntaxError as e:
+        raise FamilyYamlError(module_dir / f"{like}.py", None, f"the module written from it for {name!r} does not "
+                              f"parse (line {e.lineno}: {e.msg}); nothing was written") from None
     module_path.write_text(module, encoding="utf-8")
     yaml_path.write_text(text, encoding="utf-8")
     notes_path.write_text(notes, encoding="utf-8")
     return [module_path, yaml_path, notes_path]
+
+
+def check_new_name(name: str) -> None:
+    """A new family's name: an identifier that is not one of the site's own paths (it names files and a page)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in RESERVED_NAMES:
+        why = ("is one of the site's own paths" if name in RESERVED_NAMES
+               else "is not lowercase letters, digits and underscores starting with a letter")
+        raise FamilyYamlError(_COMMAND, None, f"the family name {name!r} {why}; pick an identifier such as "
+                              f"'glm4' (not {', '.join(sorted(RESERVED_NAMES))})")
+
+
+def check_model_type(model_type: str) -> str:
+    """``--model-type``: a model type the installed transformers knows, which the module then serves."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if not isinstance(model_type, str) or not _MODEL_TYPE.fullmatch(model_type):
+        raise FamilyYamlError(_COMMAND, None, f"--model-type {model_type!r} is not a model type (lowercase letters, "
+                              "digits, '_' and '-', as a config.json's \"model_type\"); pass the one the checkpoint's "
+                              "config.json names")
+    if model_type not in CONFIG_MAPPING_NAMES:
+        close = difflib.get_close_matches(model_type, CONFIG_MAPPING_NAMES, n=3)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise FamilyYamlError(_COMMAND, None, f"--model-type {model_type!r} is not a model type the installed transformers "
+                              f"knows{hint} (pass --model-type with the config.json's \"model_type\")")
+    return model_type
 
 
 #: what ``new --like`` copies that must change: a line's start -> what to do (a marker line goes above it)

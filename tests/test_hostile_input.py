@@ -638,3 +638,55 @@ def test_the_repositorys_own_build_directory_is_ours_whatever_it_holds(monkeypat
     monkeypatch.setattr(ownership.Path, "mkdir", lambda self, **kw: seen.append(self))
     monkeypatch.setattr(ownership.Path, "write_text", lambda self, text: seen.append(self))
     ownership.check_build_dir(REPO / "build")  # holds checkpoints/ and whatever older builds left
+
+
+# ---------------------------------------------------------------- no argument writes code (issue 46)
+
+
+def _written() -> set[str]:
+    return {p.name for p in (REPO / "nncanon" / "families").iterdir()} | {p.name for p in (REPO / "families").iterdir()}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["zz", "--model-type", 'x", __import__("os").system("touch pwned"), "'], "is not a model type"),
+    (["zz", "--model-type", 'x"y'], "is not a model type"),
+    (["zz", "--model-type", ""], "is not a model type"),
+    (["zz", "--model-type", "glm5"], "did you mean"),
+    (["zz\n"], "is not lowercase letters"),
+    (["index"], "is one of the site's own paths"),
+    (["../zz"], "is not lowercase letters"),
+    (["zz\"); import os; ("], "is not lowercase letters"),
+])
+def test_new_writes_no_code_and_no_path_from_its_arguments(capsys, argv, says):
+    before = _written()
+    err = _error(capsys, ["new", argv[0], "--like", "llama", *argv[1:]])
+    assert says in err and "python -m generator new" in err
+    assert _written() == before, "a refused `new` wrote a file"
+
+
+def test_new_writes_the_model_type_as_a_literal_and_parses_the_module(tmp_path, monkeypatch):
+    """A hyphenated model type (transformers has them) is written with repr; and a module that would not parse
+    is never written (the guard behind the identifier checks)."""
+    import ast
+    import shutil
+
+    import generator.contribute as contribute
+    from generator.recipe.fields import FamilyYamlError
+
+    (tmp_path / "families").mkdir()
+    for name in ("llama.yaml", "llama.notes.md"):
+        shutil.copy(REPO / "families" / name, tmp_path / "families" / name)
+    modules = tmp_path / "nncanon" / "families"
+    modules.mkdir(parents=True)
+    shutil.copy(REPO / "nncanon" / "families" / "llama.py", modules / "llama.py")
+    monkeypatch.setenv("NNCANON_FAMILIES", str(tmp_path / "families"))
+    monkeypatch.setattr(contribute, "REPO_ROOT", tmp_path)
+    written = contribute.new_family("gpt_copy", "llama", "openai-gpt")
+    module = ast.parse(written[0].read_text())
+    assigned = {t.id: ast.literal_eval(n.value) for n in module.body if isinstance(n, ast.Assign)
+                for t in n.targets if isinstance(t, ast.Name) and t.id in ("FAMILY", "MODEL_TYPES")}
+    assert assigned == {"FAMILY": "gpt_copy", "MODEL_TYPES": ("openai-gpt",)}
+    (modules / "llama.py").write_text((modules / "llama.py").read_text() + "\ndef broken(:\n")
+    with pytest.raises(FamilyYamlError, match=r"does not parse \(line \d+: .*\); nothing was written"):
+        contribute.new_family("other", "llama", "olmo")
+    assert not (modules / "other.py").exists() and not (tmp_path / "families" / "other.yaml").exists()
