@@ -5,7 +5,8 @@ in with two renames at the end. The build survives faults:
 
 - two builds at once: the whole build (collect, render, mkdocs, swap) holds an exclusive lock
   (``flock`` on ``build/.lock``); a second build says so in one line and waits (or gives up after
-  ``timeout`` seconds with :class:`BuildBusy`);
+  ``timeout`` seconds with :class:`BuildBusy`); builds from two build directories into one site take
+  turns on a second lock, ``.<site>.lock`` beside it, wherever they touch the site (recover, stage, swap);
 - a kill between the swap's two renames leaves no site/ but ``.site.old``: every build first
   puts it back (:func:`recover`), so a later failed build still leaves the old site;
 - a kill anywhere else leaves leftovers (``.tmp-*`` and ``.old-*`` trees, half-written facts of a dead process,
@@ -53,12 +54,27 @@ def build_lock(progress: Callable[[str], None] = print, timeout: float | None = 
     """Hold ``build/.lock`` exclusively: one build (or verify) at a time in one build directory.
 
     If another process holds it, says so in one line and waits for it, forever or ``timeout`` seconds.
-    The lock is the open file's ``flock``: the kernel drops it when its holder exits, killed or not.
     """
     directory = build_dir()
     if (directory / LOCK).resolve() not in _held:
         check_build_dir(directory)  # before anything is written or removed in it
-    path = (directory / LOCK).resolve()
+    with _exclusive((directory / LOCK).resolve(), f"another build is running in {directory}", progress, timeout):
+        yield
+
+
+@contextlib.contextmanager
+def site_lock(site: Path, progress: Callable[[str], None] = print, timeout: float | None = None) -> Iterator[None]:
+    """Hold ``.<site>.lock`` beside the site exclusively while its leftovers are cleared, its staging tree is
+    written and swapped in: two builds from two build directories (two build locks) into one site take turns
+    there instead of writing one ``.<site>.new`` at once."""
+    path = (site.parent / f".{site.name}.lock").resolve()
+    with _exclusive(path, f"another build is writing {site}", progress, timeout):
+        yield
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path, busy: str, progress: Callable[[str], None], timeout: float | None) -> Iterator[None]:
+    """The open file's ``flock``: the kernel drops it when its holder exits, killed or not. Reentrant in a process."""
     if path in _held:
         yield
         return
@@ -68,10 +84,10 @@ def build_lock(progress: Callable[[str], None] = print, timeout: float | None = 
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-            who = f" (pid {holder})" if holder.isdigit() else ""
+            busy += f" (pid {holder})" if holder.isdigit() else ""
             wait = "waiting for it" if timeout is None else f"waiting up to {timeout:g} s"
-            progress(f"another build is running in {directory}{who}; {wait}")
-            _wait_for(fd, timeout, f"another build is running in {directory}{who}")
+            progress(f"{busy}; {wait}")
+            _wait_for(fd, timeout, busy)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         _held.add(path)
@@ -136,7 +152,8 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
     site = Path(site)
     check_site_dir(site, build_dir())
     with build_lock(progress, timeout):
-        recover(site, progress)
+        with site_lock(site, progress, timeout):
+            recover(site, progress)
         import transformers
 
         # a family whose YAML narrows its releases is left out of a site built under another release
@@ -155,10 +172,12 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         progress("render: pages from facts")
         render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens, survey=survey_dir())
         progress("mkdocs: build --strict")
-        staged.mkdir(parents=True, exist_ok=True)
-        claim_site(staged)  # mkdocs keeps dot files, so a killed build's leftover is known as ours
-        mkdocs_build(docs, staged)
-        _swap(staged, site, progress)
+        with site_lock(site, progress, timeout):
+            _recover_site(site, progress)  # a build killed since the first recover() left its staging tree
+            staged.mkdir(parents=True, exist_ok=True)
+            claim_site(staged)  # mkdocs keeps dot files, so a killed build's leftover is known as ours
+            mkdocs_build(docs, staged)
+            _swap(staged, site, progress)
         progress(f"site: {site}")
     return collected
 
@@ -168,10 +187,9 @@ def _beside(site: Path, what: str) -> Path:
 
 
 def recover(site: Path, progress: Callable[[str], None] = print) -> None:
-    """Undo what a killed build left (call it holding the lock): the old site back if the swap was
+    """Undo what a killed build left (call it holding both locks): the old site back if the swap was
     cut between its renames, and every leftover of a build removed."""
-    _restore_site(site, progress)
-    _remove_ours(_beside(site, "new"))
+    _recover_site(site, progress)
     directory = build_dir()
     if directory.is_dir():
         for stale in [*directory.glob(".tmp-*"), *directory.glob(".old-*")]:
@@ -180,6 +198,11 @@ def recover(site: Path, progress: Callable[[str], None] = print) -> None:
         if docs.is_dir() and not (docs / ".nncanon-docs").exists():  # half deleted by an older build
             shutil.rmtree(docs, ignore_errors=True)
     _clean_facts()
+
+
+def _recover_site(site: Path, progress: Callable[[str], None]) -> None:
+    _restore_site(site, progress)
+    _remove_ours(_beside(site, "new"))
 
 
 def _clean_facts() -> None:

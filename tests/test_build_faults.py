@@ -94,13 +94,17 @@ def snapshot(site: Path) -> dict[str, bytes]:
 
 def leftovers(ws: Path) -> list[str]:
     build = ws / "build"
-    found = [*ws.glob(".site.*"), *build.glob(".tmp-*"), *build.glob(".old-*"), *build.glob("facts/*.tmp")]
+    # .site.lock is the site's lock file, kept as build/.lock is (removing a flock'd file races its next holder)
+    found = [*(p for p in ws.glob(".site.*") if p.name != ".site.lock"), *build.glob(".tmp-*"), *build.glob(".old-*"),
+             *build.glob("facts/*.tmp")]
     return sorted(str(p.relative_to(ws)) for p in found)
 
 
-def start(ws: Path, site: Path, pause: float | None = None) -> subprocess.Popen:
+def start(ws: Path, site: Path, pause: float | None = None, build: Path | None = None) -> subprocess.Popen:
     """``python -m generator build --site site`` in the workspace, stdout and stderr merged, unbuffered."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if build is not None:
+        env["NNCANON_BUILD"] = str(build)
     if pause is not None:
         env["NNCANON_TEST_PAUSE_SWAP"] = str(pause)
     return subprocess.Popen(
@@ -142,6 +146,24 @@ def test_two_builds_at_once_leave_one_complete_site(ws):
     assert first.returncode == 0, head + out1
     assert second.returncode == 0, out2
     assert [line for line in out2.splitlines() if "another build is running" in line], out2
+    complete(site)
+    assert leftovers(ws) == []
+
+
+def test_two_builds_from_two_build_directories_into_one_site_take_turns(ws):
+    """Two build locks do not exclude each other: the site's own lock does, so neither writes the other's
+    staging tree or swaps it in half written (issue 46: one failed on a file the other had moved)."""
+    site = ws / "site"
+    shutil.copytree(ws / "build", ws / "build2")
+    first = start(ws, site, pause=4)
+    head = wait_for(first, "pausing")
+    second = start(ws, site, build=ws / "build2")
+    out2, _ = second.communicate(timeout=HANG)
+    out1, _ = first.communicate(timeout=HANG)
+    assert first.returncode == 0, head + out1
+    assert second.returncode == 0, out2
+    assert [line for line in out2.splitlines() if f"another build is writing {site}" in line], out2
+    assert not [line for line in out2.splitlines() if "another build is running" in line], out2
     complete(site)
     assert leftovers(ws) == []
 
