@@ -21,7 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin
 
-from limits import HANG
+from limits import HANG, WAIT
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "facts"
@@ -91,8 +91,25 @@ class Tab:
 
     def open(self, url: str):
         self.page.goto(url)
-        self.page.wait_for_function("window.__nncanonReady !== undefined")
+        until(self.page, "window.__nncanonReady !== undefined", what=f"the page's scripts to start on {url}")
         return self.page
+
+
+def until(page, expression: str, arg=None, what: str | None = None) -> None:
+    """Wait for ``expression`` to hold in the page: the state a test checks, never a fixed pause. Only a hang
+    runs past tests/limits.py's WAIT, and then the test fails naming what it waited for."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(expression, arg=arg, timeout=WAIT * 1000)
+    except PlaywrightTimeout:
+        raise AssertionError(f"waited {WAIT} s for {what or expression}") from None
+
+
+def settled(page) -> None:
+    """Two animation frames: what the page's scripts queued for the next frame (a re-placed card, a reached
+    scroll box) has run."""
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 

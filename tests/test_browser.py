@@ -26,6 +26,7 @@ from browser_site import (
     html_pages,
     part,
     serious_axe_violations,
+    until,
 )
 
 SHOTS = ROOT / "build" / "screenshots"
@@ -63,7 +64,8 @@ def first_block(facts: dict, kind: str) -> int:
 
 
 def wait_url(page, *needles: str, absent: tuple[str, ...] = ()):
-    page.wait_for_function(
+    until(
+        page,
         "([yes, no]) => yes.every(s => decodeURIComponent(location.search).includes(s))"
         " && no.every(s => !decodeURIComponent(location.search).includes(s))",
         arg=[list(needles), list(absent)],
@@ -325,11 +327,11 @@ def test_url_keeps_the_block_and_the_pinned_part(tab, base, browser, facts):
 
     # a vision part round-trips as well, and reload keeps the state
     page.goto(family_url(base, "?part=vision.layers[i].mlp"))
-    page.wait_for_function("window.__nncanonReady !== undefined")
+    until(page, "window.__nncanonReady !== undefined")
     assert part(page, "vision.layers[i].mlp").get_attribute("aria-pressed") == "true"
     assert card(page, "vision").is_visible() and not card(page).is_visible()
     page.reload()
-    page.wait_for_function("window.__nncanonReady !== undefined")
+    until(page, "window.__nncanonReady !== undefined")
     assert part(page, "vision.layers[i].mlp").get_attribute("aria-pressed") == "true"
 
 
@@ -394,7 +396,7 @@ def test_works_after_instant_navigation(tab, base):
     page = tab.open(f"{base}/families/")
     page.evaluate("window.__sameDocument = true")
     page.click(f'article a[href*="{FAMILY}"]')
-    page.wait_for_function("!!document.getElementById('nc-data') && window.__nncanonReady !== undefined")
+    until(page, "!!document.getElementById('nc-data') && window.__nncanonReady !== undefined")
     assert page.evaluate("window.__sameDocument") is True, "Material did a full load, not an instant one"
     for _ in range(2):  # away and back: the page's state is rebuilt, the listeners are not doubled
         router = part(page, "layers[i].mlp.router")
@@ -405,10 +407,10 @@ def test_works_after_instant_navigation(tab, base):
         assert page.locator(".nc-pick-i").inner_text() == "i = 1"
         wait_url(page, "block=1", "part=layers[i].mlp.router")
         page.click("header a.md-logo")
-        page.wait_for_function("!document.getElementById('nc-data')")
+        until(page, "!document.getElementById('nc-data')")
         page.go_back()  # the link it left restores the block and the pinned part
-        page.wait_for_function("!!document.getElementById('nc-data')")
-        page.wait_for_function("document.querySelector('.nc-pick-i').textContent === 'i = 1'")
+        until(page, "!!document.getElementById('nc-data')")
+        until(page, "document.querySelector('.nc-pick-i').textContent === 'i = 1'")
         assert part(page, "layers[i].mlp.router").get_attribute("aria-pressed") == "true"
         page.keyboard.press("Escape")
         page.locator(".nc-slider").focus()

@@ -6,7 +6,7 @@ own focusable box, the page does not)."""
 from __future__ import annotations
 
 import pytest
-from browser_site import card, family_url, part
+from browser_site import card, family_url, part, until
 
 pytestmark = [pytest.mark.browser]
 
@@ -37,7 +37,7 @@ def test_a_chip_has_a_card_pins_and_keeps_its_url(tab, base):
     assert c.is_visible() and "state" in c.inner_text()
     state.click()
     assert state.get_attribute("aria-pressed") == "true"
-    page.wait_for_function("decodeURIComponent(location.search).includes('part=layers[i].linear_attn.state')")
+    until(page, "decodeURIComponent(location.search).includes('part=layers[i].linear_attn.state')")
     again = tab.open(page.url)
     assert part(again, "layers[i].linear_attn.state").get_attribute("aria-pressed") == "true"
     # its support row lights the chip back
@@ -80,7 +80,7 @@ def test_the_inside_scrolls_in_its_own_box_at_375_px(browser, base):
     context = browser.new_context(viewport={"width": 375, "height": 800})
     page = context.new_page()
     page.goto(family_url(base, "?block=0"))
-    page.wait_for_function("window.__nncanonReady !== undefined")
+    until(page, "window.__nncanonReady !== undefined")
     boxes = page.eval_on_selector_all(".nc-block-figure.nc-current .nc-interior-scroll, #block-vision .nc-interior-scroll",
                                       "els => els.map(e => [e.getBoundingClientRect().right, e.tabIndex])")
     assert len(boxes) == 2 and all(right <= 375 and tab == 0 for right, tab in boxes)
@@ -99,7 +99,7 @@ def test_a_chips_card_sits_by_the_chip_not_under_the_tall_figure(browser, base, 
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
     page.goto(family_url(base, "?block=0"))
-    page.wait_for_function("window.__nncanonReady !== undefined")
+    until(page, "window.__nncanonReady !== undefined")
     chip = part(page, "layers[i].linear_attn.attention_queries")
     chip.scroll_into_view_if_needed()
     chip.hover()

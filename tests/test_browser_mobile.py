@@ -15,8 +15,7 @@ import json
 import threading
 
 import pytest
-from browser_site import Tab, card, family_url, html_pages, part, serious_axe_violations
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from browser_site import Tab, card, family_url, html_pages, part, serious_axe_violations, settled, until
 
 pytestmark = [pytest.mark.browser]
 
@@ -90,8 +89,8 @@ def test_every_page_on_a_phone_and_a_desktop(browser, crawl, base):
                     part(page, "layers[i].mlp.router").click()
                     # every folded host opened by its section's button, so its tables are measured too
                     page.locator("button.nc-fold-all").evaluate_all("bs => bs.forEach(b => b.click())")
-                page.wait_for_timeout(350)  # the scroll boxes are made focusable after Material's layout
-                # and once more now, whatever the pause gave a loaded machine: the page's own pass, as on a resize
+                settled(page)  # the scroll boxes are made focusable after Material's layout, a frame later
+                # and once more now, however late a loaded machine laid the page out: the page's own pass, as on a resize
                 page.evaluate("() => window.__nncanonReachAll && window.__nncanonReachAll()")
                 where = f"{screen} px {scheme} {url}"
                 problems += [f"{where}: {p}" for p in _problems_on(page, width, axe if width < 500 else None)]
@@ -160,7 +159,7 @@ def test_a_tapped_parts_card_is_a_bottom_sheet_in_view_at_once(browser, base, pa
     assert close.bounding_box()["height"] >= 44 and close.get_attribute("aria-label")
     close.tap()
     assert not c.is_visible()
-    page.wait_for_function("!location.search.includes('part=')")  # the URL is saved a moment later
+    until(page, "!location.search.includes('part=')", what="the closed card's part to leave the URL")
     context.close()
     assert not t.errors, t.errors
 
@@ -223,27 +222,18 @@ def test_the_page_prints_on_at_most_40_a4_pages_none_half_blank(browser, base):
     assert not t.errors, t.errors
 
 
-def _in_view(page, locator) -> bool:
-    """Whether the element comes into the viewport: a loaded machine scrolls late, so this waits for it up to
-    the page's default wait (tests/limits.py WAIT); a wrong scroll stays wrong, so waiting hides no bug."""
+def in_view(page, locator, what: str) -> None:
+    """Wait for the element to come into the viewport: a loaded machine scrolls late, and a wrong scroll stays wrong,
+    so waiting hides no bug (a hang fails naming ``what``)."""
     check = "e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight }"
-    try:
-        page.wait_for_function(check, arg=locator.element_handle())
-    except PlaywrightTimeout:
-        return False
-    return True
+    until(page, check, arg=locator.element_handle(), what=f"{what} to come into view")
 
 
-def _in_its_box(locator) -> bool:
-    """Whether the line comes into view inside its code box: waited for as `_in_view` does (a loaded machine
-    scrolls the box late; a fixed pause before a one-shot check would fail a correct page on a slow machine)."""
+def in_its_box(locator, what: str) -> None:
+    """Wait for the line to come into view inside its code box, as ``in_view`` waits."""
     check = """e => { const b = e.closest('code').getBoundingClientRect(), r = e.getBoundingClientRect();
                       return r.top >= b.top - 1 && r.bottom <= b.bottom + 1 }"""
-    try:
-        locator.page.wait_for_function(check, arg=locator.element_handle())
-    except PlaywrightTimeout:
-        return False
-    return True
+    until(locator.page, check, arg=locator.element_handle(), what=f"{what} to come into view in its code box")
 
 
 def test_the_card_links_to_its_row_and_printout_line(tab, base):
@@ -256,32 +246,33 @@ def test_the_card_links_to_its_row_and_printout_line(tab, base):
     assert href.startswith("#v-") and row.count() == 1
     assert row.get_attribute("data-path") == "model.layers[i].mlp.router_logits"
     row_link.click()
-    page.wait_for_function("h => location.hash === h", arg=href)
-    assert _in_view(page, row)
-    # back to the diagram; the pinned card's printout link shows the part's line, in its box too. Scrolled back as a
-    # reader does (a wheel turn first): the row link keeps its row in view until the reader scrolls, so a script's
-    # scroll alone, made before a busy machine's next frame saw the row in view, was undone by it (a CI run's failure)
-    page.mouse.wheel(0, -1)
+    until(page, "h => location.hash === h", arg=href, what=f"the URL's hash to become {href}")
+    in_view(page, row, "the card's row")
+    # back to the diagram, once the page has stopped keeping the row in view (it does for a moment, so a fold
+    # laid out late still shows it; a busy machine's late frame would undo a scroll made before that ends)
+    until(page, "h => document.documentElement.getAttribute('data-nc-hash') === h "
+                "&& !document.querySelector('[data-nc-keeping]')", arg=href,
+          what="the page to handle the new hash and stop keeping the row in view")
     page.evaluate("window.scrollTo(0, 0)")
+    # the pinned card's printout link shows the part's line, in its box too
     c.locator("a.nc-card-line-link").click()
-    page.wait_for_timeout(300)
     line = page.locator("pre.nc-printout .line.nc-lit").first
     assert line.get_attribute("data-path") == "model.layers[i].mlp.router"
-    assert _in_view(page, line) and _in_its_box(line)
+    in_view(page, line, "the part's printout line")
+    in_its_box(line, "the part's printout line")
 
 
 def test_a_url_state_scrolls_its_part_into_view_and_drops_a_part_the_block_lacks(tab, base, site_facts):
     page = tab.open(family_url(base, "?block=3&part=layers[i].mlp.router"))
-    page.wait_for_timeout(300)
-    assert _in_view(page, part(page, "layers[i].mlp.router"))
-    assert _in_its_box(page.locator("pre.nc-printout .line.nc-lit").first)
+    in_view(page, part(page, "layers[i].mlp.router"), "the URL's part")
+    in_its_box(page.locator("pre.nc-printout .line.nc-lit").first, "the URL's part's printout line")
     # a part drawn on one block kind only, asked for on a block of another kind: dropped from the URL
     kinds = site_facts["stack"]["block_kinds"]
     paths = [{p["id"] for p in k["parts"]} for k in kinds]
     only = sorted(paths[1] - paths[0])[0]
     block = site_facts["stack"]["blocks"].index(kinds[0]["kind"])
     page = tab.open(family_url(base, f"?block={block}&part={only}"))
-    page.wait_for_function("() => !location.search.includes('part=')")
+    until(page, "() => !location.search.includes('part=')", what="the part the block lacks to leave the URL")
     assert f"block={block}" in page.evaluate("location.search") or block == 0
 
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from browser_site import until
 
 from generator.site.serve import site_server
 
@@ -272,11 +273,11 @@ def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_fact
     for family in sorted(all_facts):
         page.set_viewport_size({"width": 1280, "height": 900})
         page.goto(f"{base}/families/{family}/")
-        page.wait_for_function("window.__nncanonReady !== undefined")
+        until(page, "window.__nncanonReady !== undefined")
         page.evaluate("document.querySelectorAll('.nc-block-figure').forEach(f => f.classList.add('nc-current'))")
         for width in (1280, 375):
             page.set_viewport_size({"width": width, "height": 900})
-            page.wait_for_function(f"window.innerWidth === {width}")
+            until(page, f"window.innerWidth === {width}")
             found = page.eval_on_selector_all(
                 ".nc-block-figure .nc-scroll", """els => els.filter(e => e.getClientRects().length).map(e => {
                     const s = e.querySelector('svg'), t = s.querySelector('text');

@@ -137,7 +137,7 @@
   }
 
   // Where the card of part goes, in its section's box (.nc-view).
-  function place(part, card) {
+  function place(part, card, fresh) {
     var view = card.closest(".nc-view");
     if (!view || card.hidden) return;
     if (getComputedStyle(card).position === "fixed") return; // a bottom sheet (touch screens: nncanon.css)
@@ -162,8 +162,13 @@
     var next = under.nextElementSibling;
     if (next && next.classList.contains("nc-identity")) under = next;
     var top = Math.max(r.bottom, under.getBoundingClientRect().bottom);
-    // a card that would start below the window goes just under the part instead: on the diagram, but seen
-    if (top + Math.min(card.offsetHeight, window.innerHeight / 2) > window.innerHeight) top = r.bottom;
+    // a card that would start below the window goes just under the part instead: on the diagram, but seen.
+    // Chosen when the card is shown (fresh): re-placed on a scroll, a card that switched sides as the window
+    // moved would jump away from the pointer reaching for its links
+    if (fresh || card.__ncOnPart === undefined) {
+      card.__ncOnPart = top + Math.min(card.offsetHeight, window.innerHeight / 2) > window.innerHeight;
+    }
+    if (card.__ncOnPart) top = r.bottom;
     var width = card.offsetWidth;
     var left = Math.max(0, Math.min(r.left - box.left, box.width - width));
     card.style.left = Math.round(left) + "px";

@@ -113,9 +113,17 @@
   // A row just shown in an opened fold: scrolled into view again on the next frames while it is not in view
   // (a scroll made before a busy machine laid the fold out lands short), for at most a second, and never after
   // the reader has scrolled on their own (a wheel, a touch or a key).
+  // While it keeps a row, the row carries data-nc-keeping: the state a reader's script (or a test) can wait out.
   function keepInView(target) {
     var until = Date.now() + 1000;
     var stopped = false;
+    var keeping = (parseInt(target.getAttribute("data-nc-keeping") || "0", 10) || 0) + 1;
+    target.setAttribute("data-nc-keeping", String(keeping));
+    function done() {
+      var left = (parseInt(target.getAttribute("data-nc-keeping") || "1", 10) || 1) - 1;
+      if (left > 0) target.setAttribute("data-nc-keeping", String(left));
+      else target.removeAttribute("data-nc-keeping");
+    }
     function stop() {
       stopped = true;
     }
@@ -126,10 +134,10 @@
       window.addEventListener(type, stop, { once: true, capture: true, passive: true });
     });
     function check() {
-      if (stopped || Date.now() > until) return;
+      if (stopped || Date.now() > until) return done();
       var r = target.getBoundingClientRect();
       // once it has been in view, the job is done: a later scroll (the reader's or a script's) is not fought
-      if (r.height && r.top >= 0 && r.bottom <= window.innerHeight) return;
+      if (r.height && r.top >= 0 && r.bottom <= window.innerHeight) return done();
       if (r.height) target.scrollIntoView();
       requestAnimationFrame(check);
     }
@@ -148,9 +156,11 @@
     true
   );
 
+  // data-nc-hash on the root: the hash the page has handled (hashchange is queued, so it can come late)
   function fromHash() {
     var target = location.hash ? reveal(decodeURIComponent(location.hash.slice(1))) : null;
     if (target && target.closest("details.nc-fold")) keepInView(target);
+    document.documentElement.setAttribute("data-nc-hash", location.hash);
   }
   window.addEventListener("hashchange", fromHash);
 

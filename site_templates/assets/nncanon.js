@@ -281,7 +281,7 @@
 
     card.hidden = false;
     part.setAttribute("aria-describedby", card.id);
-    this.placeCard(part, card);
+    this.placeCard(part, card, true); // a card newly shown: placed afresh
   };
 
   // Scroll the part's first printout line into view: its own box to the line, and the page to the box.
@@ -296,8 +296,8 @@
     return true;
   };
 
-  Page.prototype.placeCard = function (part, card) {
-    card$.place(part, card);
+  Page.prototype.placeCard = function (part, card, fresh) {
+    card$.place(part, card, fresh);
   };
 
   Page.prototype.replace = function () {
