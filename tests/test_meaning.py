@@ -418,3 +418,22 @@ def test_a_write_that_does_not_land_fails_naming_it(llama, monkeypatch):
     models = resolve_loads(family, module, checkpoint)
     with pytest.raises(ClaimError, match=r"edit of model\.layers\[0\]\.mlp\.mlp_output.*does not reach the logits"):
         prove_edits(family, models, module, PROMPTS)
+
+
+def test_a_second_family_claiming_a_model_type_is_refused_naming_both_files():
+    """issue 48: a copy of a family under another name, serving the same model type, verified green and then
+    took over every checkpoint of it in `nncanon.load` (the registry picks one module per model type)."""
+    import types
+
+    import nncanon.families.llama as llama
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.identity import check_identity
+    from generator.recipe.family import get_family
+
+    copy = types.ModuleType("nncanon.families.llama_copy")
+    copy.__dict__.update({k: v for k, v in vars(llama).items() if not k.startswith("__")})
+    copy.__file__ = str(Path(llama.__file__).with_name("llama_copy.py"))
+    with pytest.raises(ClaimError, match=r"MODEL_TYPES claims 'llama', which nncanon/families/llama\.py serves "
+                                         r"already \(nncanon/families/llama_copy\.py\); a model type has one family"):
+        check_identity(get_family("llama"), copy)
+    check_identity(get_family("llama"), llama)  # its own module is the one owner

@@ -86,10 +86,26 @@ def check_identity(family: str | Path | Family, module: Any = None) -> None:
         if found is not None and found not in types:
             others.setdefault(found, []).append(f"checkpoints[{index}] {item['id']}")
     wrong += [f"{', '.join(ids)} {'is' if len(ids) == 1 else 'are'} {found!r}" for found, ids in others.items()]
+    _check_sole_owner(family, module, types)
     if wrong:
         raise ClaimError(family.family, "identity", f"MODEL_TYPES is {types} but " + "; ".join(wrong) +
                          f"; point {source}'s build and import, tiny.class and the full-size configs at the "
                          f"family's own transformers classes and checkpoints (or MODEL_TYPES at theirs)")
+
+
+def _check_sole_owner(family: Family, module: Any, types: tuple[str, ...]) -> None:
+    """A model type has one family: `nncanon.load` picks one module per model type, so a second module claiming
+    it would silently take over every checkpoint of the first (issue 48: a copy of seed_oss did)."""
+    from nncanon.families import FAMILIES, model_types_of
+
+    own = module.__name__.rsplit(".", 1)[-1]
+    for other in FAMILIES:
+        shared = [t for t in types if other != own and t in model_types_of(other)]
+        if shared:
+            theirs = _relative(Path(module.__file__).with_name(f"{other}.py"))
+            raise ClaimError(family.family, "identity", f"MODEL_TYPES claims {', '.join(map(repr, shared))}, which "
+                             f"{theirs} serves already ({_relative(Path(module.__file__))}); a model type has one "
+                             f"family: extend {other} (a variant), or point this family at its own model type")
 
 
 def _relative(path: Path) -> str:
