@@ -5,12 +5,15 @@ the family's own explanation (a hybrid block's other mixer); a block asked for a
 (``.self_attn`` on a Mamba-2 block, whose mixer is ``.mixer``); a standard value served on another kind of
 host of this model, or only by other families (found by reading the family modules' source, so no family
 is imported to say it); a TransformerLens or nnterp name (`nncanon.other_names`), said with its standard
-name. Anything else stays nnsight's bare AttributeError.
+name; a misspelling, with the host's closest names by edit distance; anything else, with what the host has and
+``model.support()``. A name starting with an underscore (Python's and nnsight's own lookups) stays nnsight's bare
+AttributeError.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +30,10 @@ def explain(model: Any, envoy: Any, name: str) -> str | None:
     message = family(model, envoy, name) if family else None
     if message or "_bound" not in model.__dict__:  # mid-build: the host kinds are not all known yet
         return message
+    if name.startswith("_"):
+        return None
     return (_mixer(model, envoy, name) or _weight(model, envoy, name) or _standard(model, envoy, name)
-            or _elsewhere(model, envoy, name) or _other_library(envoy, name))
+            or _elsewhere(model, envoy, name) or _other_library(envoy, name) or _unknown(envoy, name))
 
 
 def _weight(model: Any, envoy: Any, name: str) -> str | None:
@@ -165,3 +170,19 @@ def _other_library(envoy: Any, name: str) -> str | None:
     theirs = theirs.replace("{i}", "i" if block is None else str(block))
     return (f"{envoy._std_path} has no {name}: {theirs} is {library}'s name; the standard name is {here}"
             + (" (one per block)" if "[i]" in here else ""))
+
+
+def _unknown(envoy: Any, name: str) -> str:
+    """A name no host of any family serves: a misspelling of one of this host's names (closest by edit distance),
+    or else what this host has."""
+    own = [v.name for v in type(envoy).values()]
+    own += [n for n, _ in envoy._named_children()] + list(getattr(envoy, "_aliases", None) or ())
+    own = list(dict.fromkeys(own))
+    close = difflib.get_close_matches(name, own, n=3, cutoff=0.75)
+    path = envoy._std_path
+    if close:
+        return (f"{path} has no {name}; did you mean {' or '.join(f'{path}.{c}' for c in close)}? "
+                "(print(model.support()) lists every value and where it is read)")
+    has = ", ".join(own[:12]) + (", ..." if len(own) > 12 else "")
+    return (f"{path} ({type(envoy._module).__name__}) has no {name!r}: it is neither a standard value nor a child or "
+            f"attribute of the module; it has {has or 'no standard names'} (print(model.support()) lists every value)")

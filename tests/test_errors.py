@@ -244,9 +244,19 @@ def test_a_value_the_model_serves_elsewhere_and_a_plain_typo(llama):
     assert _missing(lambda: llama.layers[0].attention_probabilities) == (
         "model.layers[0] (LlamaDecoderLayer) has no value 'attention_probabilities': attention_probabilities is "
         "served on model.layers[i].self_attn")
-    with pytest.raises(AttributeError) as caught:
-        llama.layers[0].no_such_value  # noqa: B018
-    assert not isinstance(caught.value, nncanon.NotOnHost)  # not a name anywhere: nnsight's own error
+    # issue 51: a misspelling gets the host's closest names, anything else what the host has and support()
+    assert _missing(lambda: llama.layers[0].layer_ouput) == (
+        "model.layers[0] has no layer_ouput; did you mean model.layers[0].layer_output or model.layers[0].layer_input? "
+        "(print(model.support()) lists every value and where it is read)")
+    assert _missing(lambda: llama.logitz).startswith("model has no logitz; did you mean model.logits?")
+    unknown = _missing(lambda: llama.layers[0].no_such_value)
+    assert unknown.startswith("model.layers[0] (LlamaDecoderLayer) has no 'no_such_value': it is neither a standard "
+                              "value nor a child or attribute of the module; it has layer_input, ")
+    assert unknown.endswith("(print(model.support()) lists every value)") and "\n" not in unknown
+    with pytest.raises(AttributeError) as caught:  # Python's and nnsight's own lookups: the bare error, and fast
+        llama.layers[0]._no_such_slot  # noqa: B018
+    assert not isinstance(caught.value, nncanon.NotOnHost)
+    assert not hasattr(llama.layers[0], "no_such_value")  # still an AttributeError to hasattr
 
 
 def test_reading_a_module_boundary_outside_a_trace_names_the_standard_value(llama):
