@@ -22,7 +22,83 @@ LIBRARY_RECORD = REPO_ROOT / "nncanon" / "verified_releases.json"
 
 
 class ReleaseRecordError(ValueError):
-    """A release record that is missing or differs from the facts it is checked against."""
+    """A release record that is missing, damaged or differs from the facts it is checked against; a facts file or
+    the library's record that cannot be read. One line naming the file, the field and the fix."""
+
+
+class Each:
+    """The shape of a JSON object whose keys are free (family names, value keys) and whose values all have ``shape``."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+_VALUE = {"read_at": str, "availability": Each(bool), "writable": bool}
+_RELATION = {"errors": dict, "skipped": dict}
+#: only what a record keeps and the Releases page reads; a fixed key must be there, other keys are let be
+RECORD = {"transformers": str, "families": Each({"values": Each(_VALUE), "relations": Each(_RELATION)})}
+LIBRARY = Each([str])
+#: only what a record is made from
+FACTS = {"family": str, "versions": {"transformers": str},
+         "hosts": [{"path": str, "values": [{"name": str, **_VALUE}]}],
+         "relations": [{"host": str, "text": str, **_RELATION}]}
+_JSON_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "true or false", type(None): "null"}
+
+
+def _json_name(kind) -> str:
+    return _JSON_NAMES.get(kind, "a number")
+
+
+def _key(where: str, key: str) -> str:
+    shown = key if len(key) <= 60 else key[:57] + "..."
+    return f"{where}.{key}" if key.isidentifier() else f"{where}[{shown!r}]"
+
+
+def misshapen(value, shape, where: str = "") -> str | None:
+    """Where ``value`` first differs from ``shape`` and how (``field 'families.llama.values' is an array, expected an
+    object``); None when it fits. A shape is a type, a dict of required keys, ``[shape]`` or :class:`Each`."""
+    expected = dict if isinstance(shape, (dict, Each)) else list if isinstance(shape, list) else shape
+    # bool is an int to Python: a count where a flag belongs is a wrong record all the same
+    if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+        what = f"field {where.lstrip('.')!r}" if where else "the file"
+        return f"{what} is {_json_name(type(value))}, expected {_json_name(expected)}"
+    if isinstance(shape, dict):
+        for key, inner in shape.items():
+            if key not in value:
+                return f"field {_key(where, key).lstrip('.')!r} is missing"
+            if (found := misshapen(value[key], inner, _key(where, key))) is not None:
+                return found
+    elif isinstance(shape, (Each, list)):
+        inner = shape.shape if isinstance(shape, Each) else shape[0]
+        items = value.items() if isinstance(shape, Each) else ((f"[{i}]", v) for i, v in enumerate(value))
+        for key, item in items:
+            here = _key(where, key) if isinstance(shape, Each) else where + key
+            if (found := misshapen(item, inner, here)) is not None:
+                return found
+    return None
+
+
+def read_json(path: Path, shape, fix: str):
+    """``path``'s JSON if it is of ``shape``; else one :class:`ReleaseRecordError` line naming the file, what is
+    wrong (cut short, not text, a field missing or of another type) and ``fix``."""
+    shown = _shown(path)
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ReleaseRecordError(f"{shown}: not UTF-8 text (byte {e.start}), a damaged file; {fix}") from None
+    except json.JSONDecodeError as e:
+        raise ReleaseRecordError(f"{shown}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}), "
+                                 f"a file cut short or edited; {fix}") from None
+    if (found := misshapen(data, shape)) is not None:
+        raise ReleaseRecordError(f"{shown}: {found}; {fix}")
+    return data
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
 
 
 def digest(facts: dict) -> dict:
@@ -45,7 +121,10 @@ def release_of(facts_dir: Path) -> tuple[str, dict[str, dict]]:
         raise ReleaseRecordError(f"{facts_dir}: no facts files; collect them first (python -m generator verify)")
     by_family, releases = {}, set()
     for path in files:
-        facts = json.loads(path.read_text(encoding="utf-8"))
+        facts = read_json(path, FACTS, f"collect it again: python -m generator verify --force {path.stem}")
+        if facts["family"] != path.stem:
+            raise ReleaseRecordError(f"{_shown(path)}: field 'family' is {facts['family']!r} but the file is named "
+                                     f"{path.name}; collect it again: python -m generator verify --force {path.stem}")
         by_family[facts["family"]] = facts
         releases.add(facts["versions"]["transformers"])
     if len(releases) != 1:
@@ -67,13 +146,34 @@ def _dump(data: dict) -> str:
     return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def read_record(path: Path) -> dict:
+    """A kept record, checked: its shape, and its ``transformers`` field against its file name (an edited field
+    would list the families under a release they were not verified on)."""
+    from packaging.version import InvalidVersion, Version
+
+    named = Path(path).stem.removeprefix("transformers-")
+    shown = _shown(path)
+    fix = (f"restore it (git checkout -- {shown}) or write it again: python -m generator releases, from facts "
+           f"collected under transformers {named}")
+    kept = read_json(path, RECORD, fix)
+    if kept["transformers"] != named:
+        raise ReleaseRecordError(f"{shown}: field 'transformers' is {kept['transformers']!r} but the file is named "
+                                 f"for {named!r}; set it back to {named!r}, or {fix}")
+    try:
+        Version(named)
+    except InvalidVersion:
+        raise ReleaseRecordError(f"{shown}: {named!r} is not a transformers release; a record is "
+                                 "releases/transformers-<release>.json: rename or remove it") from None
+    return kept
+
+
 def library_record() -> dict[str, list[str]]:
     """Each family's verified releases, from every record kept: what ``nncanon.releases.verified_on`` reads."""
     from packaging.version import Version
 
     families: dict[str, list[str]] = {}
     for path in sorted(RECORDS.glob("transformers-*.json")):
-        kept = json.loads(path.read_text(encoding="utf-8"))
+        kept = read_record(path)
         for family in kept["families"]:
             families.setdefault(family, []).append(kept["transformers"])
     return {family: sorted(releases, key=Version) for family, releases in sorted(families.items())}
@@ -96,9 +196,11 @@ def check(facts_dir: Path) -> Path:
     if not path.exists():
         raise ReleaseRecordError(f"{path.relative_to(REPO_ROOT)} is missing: write it with "
                                  f"python -m generator releases (NNCANON_BUILD={Path(facts_dir).parent})")
-    kept = json.loads(path.read_text(encoding="utf-8"))
+    kept = read_record(path)
     differences = _differences(kept, made)
-    if json.loads(LIBRARY_RECORD.read_text(encoding="utf-8")) != library_record():
+    library = read_json(LIBRARY_RECORD, LIBRARY, f"restore it (git checkout -- {_shown(LIBRARY_RECORD)}) or write it "
+                                                 "again: python -m generator releases")
+    if library != library_record():
         differences.append(f"{LIBRARY_RECORD.relative_to(REPO_ROOT)} does not list the kept records' families")
     if differences:
         shown = "; ".join(differences[:5]) + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")

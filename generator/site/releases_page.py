@@ -9,17 +9,17 @@ under other loads, gone or new; a relation whose result changed. Only what the r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from packaging.version import Version
 
+from generator.facts.release_record import read_record
 from generator.site.escaping import escape_markdown_inline
 
 
 def load_records(directory: Path) -> list[dict]:
     """The kept records, oldest release first."""
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(directory).glob("transformers-*.json"))]
+    records = [read_record(p) for p in sorted(Path(directory).glob("transformers-*.json"))]
     return sorted(records, key=lambda r: Version(r["transformers"]))
 
 
