@@ -302,11 +302,28 @@ def main(argv: list[str] | None = None) -> int:
 
 def _message(e: BaseException) -> str:
     """The error's own text (its detail lines indented under it); the type where the text alone is unclear."""
+    from generator.disk import FULL, DiskFull
+
+    if isinstance(e, OSError) and e.errno in FULL and not isinstance(e, DiskFull):
+        return _full(e)
     text = str(e).strip() or type(e).__name__
     if isinstance(e, OSError) and not e.filename and e.strerror is None:
         text = f"{type(e).__name__}: {text}"
     first, *rest = text.splitlines()
     return "\n".join([first, *(f"  {line}" if line and not line.startswith(" ") else line for line in rest)])
+
+
+def _full(e: OSError) -> str:
+    """A full disk met where no :func:`generator.disk.room` named the directory: name every one the commands write."""
+    import os
+
+    from generator.checkpoint.checkpoints import cache_root
+    from generator.facts.collect import build_dir
+
+    where = f" writing {e.filename}" if e.filename else ""
+    return (f"the disk is full ({os.strerror(e.errno)}){where}: free space on the disk of the build directory "
+            f"{build_dir()} (NNCANON_BUILD), the checkpoint cache {cache_root()} (NNCANON_CACHE) or the site (--site), "
+            "or point those at another disk, and run the command again")
 
 
 if __name__ == "__main__":

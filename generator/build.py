@@ -34,8 +34,8 @@ from pathlib import Path
 from generator.facts.collect import build_dir, cached_facts, facts_dir
 from generator.notes.docs_run import run_pages
 from generator.ownership import NotOurDirectory, check_build_dir, check_leftover, check_site_dir, claim_site
-from generator.recipe.family import all_families, get_family
-from generator.recipe.fields import REPO_ROOT
+from generator.recipe.family import all_families, families_dir, get_family
+from generator.recipe.fields import REPO_ROOT, FamilyYamlError
 
 SITE = REPO_ROOT / "site"
 LOCK = ".lock"
@@ -121,18 +121,28 @@ def collect_all(names: list[str] | None = None, progress: Callable[[str], None] 
     import transformers
 
     names = names or [family.family for family in all_families()]
-    collected = []
+    if not names:
+        raise FamilyYamlError(families_dir(), None, "no family YAML (*.yaml) in it: nothing to verify; add one "
+                              "(python -m generator new NAME --like llama), or point NNCANON_FAMILIES at the families")
+    collected, left_out = [], []
     for name in names:
         family = get_family(name)
         if not family.verified_under(transformers.__version__):  # its release record leaves it out, and says so
             progress(f"{name}: not verified on transformers {transformers.__version__} "
                      f"(families/{name}.yaml releases: {family.get('releases')})")
+            left_out.append(family)
             continue
         start = time.perf_counter()
         _, fresh = cached_facts(name, progress=progress, force=force, kernels_only=kernels_only)
         if fresh:
             collected.append(name)
             progress(f"{name}: collected in {time.perf_counter() - start:.1f} s")
+    if left_out and len(left_out) == len(names):  # a run that verified nothing must not pass as one that verified
+        first, more = left_out[0], len(left_out) - 1
+        raise FamilyYamlError(first.path, "releases", f"{first.get('releases')!r} leaves out transformers "
+                              f"{transformers.__version__}, the one installed"
+                              + (f" (and so do the {more} other families asked for)" if more else "")
+                              + ": nothing was verified; run under a release it names, or widen releases")
     return collected
 
 

@@ -13,7 +13,7 @@ STAGES = ("recipe", "checkpoint", "notes", "facts", "survey", "site")
 #: generator modules outside the stages: the command line and the whole build run every stage; the
 #: directories' ownership and the shared caches' lock are utilities any stage that writes may use
 ORCHESTRATORS = {"generator", "generator.__main__", "generator.build", "generator.contribute"}
-UTILITIES = {"generator.ownership", "generator.shared_rows"}
+UTILITIES = {"generator.ownership", "generator.shared_rows", "generator.disk"}
 
 
 def _stage(module: str) -> str | None:

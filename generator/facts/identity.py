@@ -118,7 +118,9 @@ def _relative(path: Path) -> str:
 def family_files(family: Family) -> list[Path]:
     """The files ``new --like`` writes for a family: its module, YAML and notes."""
     module = REPO_ROOT / Path(*family.module.split(".")).with_suffix(".py")
-    notes = [family.path.parent / name for name in (family.get("notes"), f"{family.family}.notes.md") if name]
+    # notes given inline (a list) are in the YAML itself, checked where they are built (notes_parse._inline_notes)
+    notes = [family.path.parent / name for name in (family.get("notes"), f"{family.family}.notes.md")
+             if isinstance(name, str) and name]
     return list(dict.fromkeys([module, family.path, *notes]))
 
 

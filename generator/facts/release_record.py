@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from generator.disk import room
 from generator.recipe.fields import REPO_ROOT
 
 RECORDS = REPO_ROOT / "releases"
@@ -182,10 +183,11 @@ def library_record() -> dict[str, list[str]]:
 def write(facts_dir: Path) -> Path:
     """Write the record of ``facts_dir``'s release, and the library's list of verified releases."""
     made = record(facts_dir)
-    RECORDS.mkdir(exist_ok=True)
     path = record_path(made["transformers"])
-    path.write_text(_dump(made), encoding="utf-8")
-    LIBRARY_RECORD.write_text(_dump(library_record()), encoding="utf-8")
+    with room(RECORDS, "restore both from git (git checkout -- releases nncanon/verified_releases.json)"):
+        RECORDS.mkdir(exist_ok=True)
+        path.write_text(_dump(made), encoding="utf-8")
+        LIBRARY_RECORD.write_text(_dump(library_record()), encoding="utf-8")
     return path
 
 

@@ -8,6 +8,7 @@ import logging
 import os
 from pathlib import Path
 
+from generator.disk import room
 from generator.site.html_guard import check_site
 
 MKDOCS_YML = Path(__file__).resolve().parents[2] / "mkdocs.yml"
@@ -73,7 +74,7 @@ def mkdocs_build(docs_dir: Path, site_dir: Path) -> None:
             )
             if handler.messages:
                 raise MkdocsBuildError("mkdocs.yml: " + "; ".join(handler.messages))
-            with source_date_epoch():
+            with source_date_epoch(), room(Path(site_dir).parent, "build the site elsewhere with --site DIR"):
                 build(config)
         except (MkDocsException, SystemExit) as e:
             lines = "\n".join(f"  {m}" for m in handler.messages) or f"  {e}"

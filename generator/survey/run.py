@@ -22,6 +22,8 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from generator.disk import room
+
 SCHEMA = 1
 HERE = Path(__file__).resolve().parent
 NNTERP = HERE / "nnterp_status.json"
@@ -115,10 +117,11 @@ def comparison(cls: str | None, bridged: set[str], verified: dict[str, int], nnt
 
 
 def _write(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    with room(path.parent, "set NNCANON_CACHE and NNCANON_BUILD to directories on another disk"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(path)
 
 
 def cached(model_type: str, key: str) -> dict | None:

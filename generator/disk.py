@@ -1,0 +1,40 @@
+"""A full disk while the build writes, said as one line naming the directory and what to do.
+
+``write()`` on a full disk raises ``[Errno 28] No space left on device`` with no file name: nothing says whether
+the build directory, the checkpoint cache or the site's directory filled up, nor which setting moves it. Each
+place the build writes wraps its writes in :func:`room`, naming the directory it writes into and the setting that
+moves it elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(OSError):
+    """No room left where the build writes: names the directory and the fix (``str`` is the message alone)."""
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+@contextlib.contextmanager
+def room(directory: Path, moved_by: str) -> Iterator[None]:
+    """Turn a full disk (or quota) met inside the block into a :class:`DiskFull` naming ``directory`` and how to
+    free it or move it (``moved_by``: the setting or option that points the writes elsewhere)."""
+    try:
+        yield
+    except DiskFull:
+        raise  # an inner room named the directory more closely
+    except OSError as e:
+        if e.errno not in FULL:
+            raise
+        file = f" ({e.filename})" if e.filename else ""
+        raise DiskFull(e.errno, f"{directory}: the disk holding it is full ({os.strerror(e.errno)}){file}; free "
+                                f"space there, or {moved_by}, and run the command again") from None

@@ -1,0 +1,155 @@
+"""Issue 46, item 4: each input that once ended in a traceback, a raw torch message, a silent accept or a run that
+passed having done nothing is one line naming the file or value and the fix, raised as the project's own error."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+
+import pytest
+
+from generator.__main__ import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _error(capsys, argv: list[str]) -> str:
+    """Run the CLI in-process; assert it ended in exactly one ``error:`` line, and return it."""
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+def _families(tmp_path: Path, edit: str, name: str = "llama") -> Path:
+    """families/ holding one family and its notes, its YAML's top-level key replaced by the line ``edit``."""
+    directory = tmp_path / "families"
+    directory.mkdir()
+    text = (REPO / "families" / f"{name}.yaml").read_text(encoding="utf-8")
+    key = edit.split(":", 1)[0]
+    lines = [line for line in text.splitlines() if not line.startswith(f"{key}:")]
+    (directory / f"{name}.yaml").write_text("\n".join(lines) + f"\n{edit}\n", encoding="utf-8")
+    shutil.copy(REPO / "families" / f"{name}.notes.md", directory / f"{name}.notes.md")
+    return directory
+
+
+# ---------------------------------------------------------------- the family YAML
+
+
+def test_notes_that_are_a_list_of_strings_name_the_field(tmp_path):
+    """``notes: ['oops']`` once met ``Path / list`` (TypeError) where the build looks for new --like's markers."""
+    from generator.facts.identity import check_markers
+    from generator.notes.examples import _notes_source
+    from generator.notes.notes_parse import _inline_notes
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
+
+    family = load_family(_families(tmp_path, "notes: ['oops']") / "llama.yaml")
+    check_markers(family)  # inline notes are in the YAML, which it reads already
+    with pytest.raises(FamilyYamlError, match=r"llama\.yaml: field 'notes\[0\]': expected a mapping with 'title' and "
+                                              "'markdown' strings$"):
+        _inline_notes(family, _notes_source(family, "notes", "llama.notes.md"))
+
+
+def test_verify_that_verifies_nothing_fails_saying_why(tmp_path, monkeypatch, capsys):
+    """``releases: '>=99.0'`` left out the installed release and ``verify llama`` exited 0 having verified nothing."""
+    monkeypatch.setenv("NNCANON_FAMILIES", str(_families(tmp_path, "releases: '>=99.0'")))
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    import transformers
+
+    err = _error(capsys, ["verify", "llama"])
+    assert err == (f"error: {tmp_path}/families/llama.yaml: field 'releases': '>=99.0' leaves out transformers "
+                   f"{transformers.__version__}, the one installed: nothing was verified; run under a release it "
+                   "names, or widen releases\n")
+
+
+def test_verify_with_no_family_fails_saying_why(tmp_path, monkeypatch, capsys):
+    (tmp_path / "families").mkdir()
+    monkeypatch.setenv("NNCANON_FAMILIES", str(tmp_path / "families"))
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    err = _error(capsys, ["verify"])
+    assert err.startswith(f"error: {tmp_path}/families: no family YAML (*.yaml) in it: nothing to verify"), err
+
+
+# ---------------------------------------------------------------- a full disk
+
+
+def _full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")  # as write() raises it: no file name
+
+
+def _full_under(directory: Path, monkeypatch) -> None:
+    """Path.write_text fails as a full disk does, for the files under ``directory`` only."""
+    write_text = Path.write_text
+
+    def write(path, *args, **kwargs):
+        return _full() if directory in Path(path).parents else write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write)
+
+
+def test_a_full_disk_under_the_facts_names_the_build_directory(tmp_path, monkeypatch, capsys):
+    import generator.facts.collect as collect
+
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    monkeypatch.setattr(collect, "collect", lambda family, progress, kernels_only: {"family": "llama"})
+    _full_under(tmp_path / "build" / "facts", monkeypatch)
+    err = _error(capsys, ["verify", "llama"])
+    assert err == (f"error: {tmp_path}/build/facts: the disk holding it is full (No space left on device); free space "
+                   "there, or set NNCANON_BUILD to a directory on another disk, and run the command again\n")
+
+
+def test_a_full_disk_under_the_checkpoints_names_the_cache(tmp_path, monkeypatch):
+    from generator.checkpoint import checkpoints
+    from generator.disk import DiskFull
+    from generator.recipe.family import get_family
+
+    monkeypatch.setenv("NNCANON_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(checkpoints, "_build_into", _full)
+    with pytest.raises(DiskFull, match=rf"^{tmp_path}/cache: the disk holding it is full .*NNCANON_CACHE"):
+        checkpoints._temp_build(get_family("llama"))
+    assert not [p for p in (tmp_path / "cache").iterdir()]  # the half-written checkpoint is gone
+
+
+def test_a_full_disk_under_the_survey_names_its_directory(tmp_path, monkeypatch):
+    from generator.disk import DiskFull
+    from generator.survey import run
+
+    monkeypatch.setattr(Path, "write_text", _full)
+    with pytest.raises(DiskFull, match=rf"^{tmp_path}/survey: the disk holding it is full .*NNCANON_CACHE"):
+        run._write(tmp_path / "survey" / "llama.json", {})
+
+
+def test_a_full_disk_under_the_rendered_pages_names_the_build_directory(tmp_path, monkeypatch):
+    from generator.disk import DiskFull
+    from generator.site.render import render_site
+
+    monkeypatch.setattr(Path, "write_text", _full)
+    with pytest.raises(DiskFull, match=rf"^{tmp_path}: the disk holding it is full .*NNCANON_BUILD"):
+        render_site(REPO / "tests" / "fixtures" / "facts", tmp_path / "docs")
+    assert not list(tmp_path.iterdir())  # the staging directory is gone
+
+
+def test_a_full_disk_under_the_site_names_it_and_the_option(tmp_path, monkeypatch):
+    import mkdocs.commands.build
+
+    from generator.disk import DiskFull
+    from generator.site.mkdocs_run import mkdocs_build
+
+    monkeypatch.setattr(mkdocs.commands.build, "build", _full)
+    (tmp_path / "docs").mkdir()
+    with pytest.raises(DiskFull, match=rf"^{tmp_path}: the disk holding it is full .*--site DIR"):
+        mkdocs_build(tmp_path / "docs", tmp_path / ".site.new")
+
+
+def test_a_full_disk_nothing_else_named_names_every_directory_the_commands_write(tmp_path, monkeypatch, capsys):
+    from generator import __main__ as cli
+
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    monkeypatch.setenv("NNCANON_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(cli.COMMANDS, "verify", cli.Command(help="", run=_full, arguments=cli._verify_only_arguments))
+    err = _error(capsys, ["verify"])
+    assert err.startswith("error: the disk is full (No space left on device): free space on the disk of the build "
+                          f"directory {tmp_path}/build (NNCANON_BUILD), the checkpoint cache {tmp_path}/cache "
+                          "(NNCANON_CACHE) or the site (--site)"), err
