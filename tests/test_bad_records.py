@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from one_line import cli_error
 
 from generator.__main__ import main
 from generator.facts import release_record
@@ -36,13 +37,6 @@ def kept(tmp_path, monkeypatch):
     assert main(["releases"]) == 0
     assert main(["releases", "--check"]) == 0
     return tmp_path
-
-
-def _error(capsys, argv: list[str]) -> str:
-    assert main(argv) == 1
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
-    return err
 
 
 def _edit(path, change) -> None:
@@ -93,7 +87,7 @@ def test_a_damaged_file_is_one_line_naming_it_the_field_and_the_fix(kept, capsys
     if kind == "record" and argv == ["releases"]:  # writing replaces this release's own record: damage another's
         (kept / shown).rename(kept / shown.replace("5.23.0", "5.22.0"))
         shown, fix = shown.replace("5.23.0", "5.22.0"), fix.replace("5.23.0", "5.22.0")
-    err = _error(capsys, argv)
+    err = cli_error(capsys, argv)
     assert err.startswith(f"error: {shown}: ") and fix in err and re.search(says, err), err
 
 
@@ -105,7 +99,7 @@ def test_an_edited_transformers_field_is_named(kept, capsys, argv):
     _edit(other, lambda d: d.update(transformers="5.22.0"))
     assert main(["releases"]) == 0 and main(["releases", "--check"]) == 0
     _edit(other, lambda d: d.update(transformers="5.99.0"))
-    err = _error(capsys, argv)
+    err = cli_error(capsys, argv)
     assert err.startswith("error: releases/transformers-5.22.0.json: field 'transformers' is '5.99.0' but the file is "
                           "named for '5.22.0'; set it back to '5.22.0'"), err
 
@@ -113,11 +107,11 @@ def test_an_edited_transformers_field_is_named(kept, capsys, argv):
 def test_a_record_not_named_for_a_release_is_named(kept, capsys):
     (kept / "releases" / "transformers-latest.json").write_text(
         (kept / FILES["record"]).read_text(encoding="utf-8").replace('"5.23.0"', '"latest"'), encoding="utf-8")
-    err = _error(capsys, ["releases", "--check"])
+    err = cli_error(capsys, ["releases", "--check"])
     assert "releases/transformers-latest.json: 'latest' is not a transformers release" in err, err
 
 
 def test_facts_filed_under_another_familys_name_are_named(kept, capsys):
     _edit(kept / FILES["facts"], lambda d: d.update(family="gpt2"))
-    err = _error(capsys, ["releases", "--check"])
+    err = cli_error(capsys, ["releases", "--check"])
     assert "llama.json: field 'family' is 'gpt2' but the file is named llama.json" in err, err

@@ -12,18 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
-
-from generator.__main__ import main
+from one_line import cli_error as _error
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _error(capsys, argv: list[str]) -> str:
-    """Run the CLI in-process; assert it ended in exactly one ``error:`` line, and return it."""
-    assert main(argv) == 1
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
-    return err
 
 
 # ---------------------------------------------------------------- the build writes only where it owns

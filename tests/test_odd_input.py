@@ -8,18 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from generator.__main__ import main
+from one_line import cli_error
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _error(capsys, argv: list[str]) -> str:
-    """Run the CLI in-process; assert it ended in exactly one ``error:`` line, and return it."""
-    assert main(argv) == 1
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
-    return err
 
 
 def _families(tmp_path: Path, edit: str, name: str = "llama") -> Path:
@@ -58,7 +49,7 @@ def test_verify_that_verifies_nothing_fails_saying_why(tmp_path, monkeypatch, ca
     monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
     import transformers
 
-    err = _error(capsys, ["verify", "llama"])
+    err = cli_error(capsys, ["verify", "llama"])
     assert err == (f"error: {tmp_path}/families/llama.yaml: field 'releases': '>=99.0' leaves out transformers "
                    f"{transformers.__version__}, the one installed: nothing was verified; run under a release it "
                    "names, or widen releases\n")
@@ -68,7 +59,7 @@ def test_verify_with_no_family_fails_saying_why(tmp_path, monkeypatch, capsys):
     (tmp_path / "families").mkdir()
     monkeypatch.setenv("NNCANON_FAMILIES", str(tmp_path / "families"))
     monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
-    err = _error(capsys, ["verify"])
+    err = cli_error(capsys, ["verify"])
     assert err.startswith(f"error: {tmp_path}/families: no family YAML (*.yaml) in it: nothing to verify"), err
 
 
@@ -95,7 +86,7 @@ def test_a_full_disk_under_the_facts_names_the_build_directory(tmp_path, monkeyp
     monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
     monkeypatch.setattr(collect, "collect", lambda family, progress, kernels_only: {"family": "llama"})
     _full_under(tmp_path / "build" / "facts", monkeypatch)
-    err = _error(capsys, ["verify", "llama"])
+    err = cli_error(capsys, ["verify", "llama"])
     assert err == (f"error: {tmp_path}/build/facts: the disk holding it is full (No space left on device); free space "
                    "there, or set NNCANON_BUILD to a directory on another disk, and run the command again\n")
 
@@ -149,7 +140,7 @@ def test_a_full_disk_nothing_else_named_names_every_directory_the_commands_write
     monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
     monkeypatch.setenv("NNCANON_CACHE", str(tmp_path / "cache"))
     monkeypatch.setitem(cli.COMMANDS, "verify", cli.Command(help="", run=_full, arguments=cli._verify_only_arguments))
-    err = _error(capsys, ["verify"])
+    err = cli_error(capsys, ["verify"])
     assert err.startswith("error: the disk is full (No space left on device): free space on the disk of the build "
                           f"directory {tmp_path}/build (NNCANON_BUILD), the checkpoint cache {tmp_path}/cache "
                           "(NNCANON_CACHE) or the site (--site)"), err
