@@ -160,6 +160,10 @@ def run_serve(args: argparse.Namespace) -> int:
     if not SITE.exists():
         print("error: no site/ yet; run `python -m generator build` first", file=sys.stderr)
         return 1
+    if not SITE.is_dir():  # the server started and answered every request with an error, as if the site were broken
+        print(f"error: {SITE} is a file, not a built site: move it away and run `python -m generator build`",
+              file=sys.stderr)
+        return 1
     try:
         server = site_server(SITE, args.port, quiet=False)
     except OSError as e:

@@ -144,3 +144,16 @@ def test_a_full_disk_nothing_else_named_names_every_directory_the_commands_write
     assert err.startswith("error: the disk is full (No space left on device): free space on the disk of the build "
                           f"directory {tmp_path}/build (NNCANON_BUILD), the checkpoint cache {tmp_path}/cache "
                           "(NNCANON_CACHE) or the site (--site)"), err
+
+
+# ---------------------------------------------------------------- serve
+
+
+def test_serve_refuses_a_site_that_is_a_file(capsys, monkeypatch, tmp_path):
+    import generator.build as build
+
+    (tmp_path / "site").write_text("not a site\n")
+    monkeypatch.setattr(build, "SITE", tmp_path / "site")
+    err = cli_error(capsys, ["serve", "--port", "0"])
+    assert err == (f"error: {tmp_path}/site is a file, not a built site: move it away and run "
+                   "`python -m generator build`\n")
