@@ -20,10 +20,30 @@ from __future__ import annotations
 from typing import Any
 
 
+class LensInputError(ValueError):
+    """``unembed`` given what is not a residual stream of the model: names what it got and what to pass."""
+
+
 def unembed(model: Any, x: Any) -> Any:
     """Logits from a residual stream ``x`` (``[..., hidden_size]``): final norm, head, the family's step past it."""
+    import torch
+
+    width = model.hidden_size
+    stream = f"a tensor [..., hidden_size={width}] (a residual stream: model.layers[i].layer_output)"
+    if not isinstance(x, torch.Tensor):
+        raise LensInputError(f"model.unembed(x): x is a {type(x).__name__}; pass {stream}")
+    if x.ndim == 0 or x.shape[-1] != width:
+        raise LensInputError(f"model.unembed(x): x is {list(x.shape)}, its last dimension is not hidden_size={width}; "
+                             f"pass {stream}")
     past = getattr(model.family_module, "past_the_head", None)
     before = getattr(model.family_module, "before_the_head", None)
-    normed = model.norm(x) if getattr(model, "FINAL_NORM", True) else x  # OPT-350m has none (post-norm blocks)
-    logits = model.lm_head(before(model, normed) if before is not None else normed)
+    try:
+        normed = model.norm(x) if getattr(model, "FINAL_NORM", True) else x  # OPT-350m has none (post-norm blocks)
+        logits = model.lm_head(before(model, normed) if before is not None else normed)
+    except RuntimeError as e:
+        # a family may cast the stream itself (mamba2), so a dtype is refused only where the modules refused it
+        held = next(model.lm_head._module.parameters(), x).dtype
+        if x.dtype == held:
+            raise
+        raise LensInputError(f"model.unembed(x): x is {x.dtype}, the model's head {held}: pass x.to({held})") from e
     return past(model, logits) if past is not None else logits
