@@ -223,6 +223,10 @@ def _output_bias(host: Any, kind: str, name: str) -> torch.Tensor | None:
     return module(host, output_projection(host, kind)).bias
 
 
+class WeightTypeError(TypeError):
+    """A weight assigned what is not a real tensor (or nested lists of numbers) it can hold."""
+
+
 class Weight:
     """A plain attribute of a host class: a view of a parameter, read or assigned outside any trace."""
 
@@ -251,7 +255,14 @@ class Weight:
         if current is None:
             raise WeightUnavailable(f"{where} cannot be assigned: the model has no such parameter (a bias its "
                                     f"projection does not have)")
-        new = torch.as_tensor(new)
+        try:
+            new = torch.as_tensor(new)
+        except (TypeError, ValueError, RuntimeError):  # torch says "new(): invalid data type 'str'"
+            raise WeightTypeError(f"{where} = {type(new).__name__}: assign a tensor of shape {list(current.shape)} "
+                                  f"({current.dtype}), or nested lists of numbers") from None
+        if new.is_complex() and not current.is_complex():  # copy_ would drop the imaginary part without a word
+            raise WeightTypeError(f"{where} is {current.dtype}; the assigned tensor is {new.dtype}, whose imaginary "
+                                  f"part would be dropped: assign tensor.real if that is meant")
         if tuple(new.shape) != tuple(current.shape):
             raise ValueError(f"{where} is [{self.dims}] = {list(current.shape)}; got {list(new.shape)}")
         with torch.no_grad():
