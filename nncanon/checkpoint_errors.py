@@ -9,6 +9,7 @@ into a :class:`CheckpointError` naming the file; anything else is left to propag
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .families import CheckpointError
@@ -66,6 +67,13 @@ def explain(directory: Path, error: BaseException) -> CheckpointError | None:
             path, why = broken
             return CheckpointError(f"{path}: not a readable safetensors file ({why}); it is truncated or damaged: "
                                    f"download or build the checkpoint again")
+    if "Weights only load failed" in text:  # torch's 6 lines: pickled objects its safe unpickler will not make
+        refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        held = f" ({refused.group(1)})" if refused else ""
+        files = ", ".join(str(p) for p in sorted(directory.glob("*.bin"))) or str(directory)
+        return CheckpointError(f"{files}: a pickled weights file holding more than tensors{held}, which nncanon "
+                               f"will not unpickle (it could run code): use the checkpoint's .safetensors files, or "
+                               f"save its state dict as safetensors from a copy you trust")
     if "ignore_mismatched_sizes" in text or "size mismatch" in text:
         missing = _missing_sizes(directory)
         why = (f"{', '.join(missing)} missing, so transformers used its default" if missing

@@ -157,3 +157,82 @@ def test_serve_refuses_a_site_that_is_a_file(capsys, monkeypatch, tmp_path):
     err = cli_error(capsys, ["serve", "--port", "0"])
     assert err == (f"error: {tmp_path}/site is a file, not a built site: move it away and run "
                    "`python -m generator build`\n")
+
+
+# ---------------------------------------------------------------- the library
+
+
+@pytest.fixture(scope="module")
+def llama_dir() -> Path:
+    from generator.checkpoint.checkpoints import checkpoint_dir
+
+    return checkpoint_dir("llama")
+
+
+@pytest.fixture(scope="module")
+def llama(llama_dir):
+    import nncanon
+
+    return nncanon.load(llama_dir)
+
+
+STREAM = "pass a tensor [..., hidden_size=40] (a residual stream: model.layers[i].layer_output)"
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda torch: torch.zeros(1, 2, 7), f"x is [1, 2, 7], its last dimension is not hidden_size=40; {STREAM}"),
+    (lambda torch: [[0.0] * 40], f"x is a list; {STREAM}"),
+    (lambda torch: torch.zeros(1, 2, 40, dtype=torch.float64),
+     "x is torch.float64, the model's head torch.float32: pass x.to(torch.float32)"),
+], ids=["width", "list", "float64"])
+def test_unembed_names_what_is_not_a_stream_of_the_model(llama, make, says):
+    """Each once met torch's own message (a size mismatch, 'list' has no dtype, 'double != float')."""
+    import torch
+
+    from nncanon.lens import LensInputError
+
+    with pytest.raises(LensInputError) as caught:
+        llama.unembed(make(torch))
+    assert str(caught.value) == f"model.unembed(x): {says}"
+    with pytest.raises(LensInputError, match="model.unembed"), llama.trace("The cat"):  # inside a trace too
+        llama.unembed(make(torch)).save()
+    assert llama.unembed(torch.zeros(1, 2, 40)).shape == (1, 2, llama.vocab_size)
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda w: "abc", "W_Q = str: assign a tensor of shape [8, 40, 24] (torch.float32), or nested lists of numbers"),
+    (lambda w: [[1, "a"]], "W_Q = list: assign a tensor of shape [8, 40, 24] (torch.float32), or nested lists"),
+    (lambda w: w.to(w.dtype.to_complex()), "W_Q is torch.float32; the assigned tensor is torch.complex64, whose "
+                                            "imaginary part would be dropped: assign tensor.real if that is meant"),
+], ids=["string", "list of a string", "complex"])
+def test_a_weight_assigned_what_it_cannot_hold_is_named(llama, make, says):
+    """A string met torch's "new(): invalid data type 'str'"; a complex tensor was copied with its imaginary part
+    dropped."""
+    from nncanon.weights import WeightTypeError
+
+    attn = llama.layers[0].self_attn
+    before = attn.W_Q.clone()
+    with pytest.raises(WeightTypeError) as caught:
+        attn.W_Q = make(before)
+    assert str(caught.value).startswith(f"model.layers[0].self_attn.{says}"), str(caught.value)
+    assert attn.W_Q.equal(before)
+
+
+def test_a_pickled_weights_file_is_named_not_torchs_six_lines(llama_dir, tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    import nncanon
+    from nncanon.families import CheckpointError
+
+    directory = tmp_path / "llama"
+    shutil.copytree(llama_dir, directory)
+    weights = load_file(directory / "model.safetensors")
+    (directory / "model.safetensors").unlink()
+    torch.save({**weights, "extra": torch.nn.Linear(1, 1)}, directory / "pytorch_model.bin")
+    with pytest.raises(CheckpointError) as caught:
+        nncanon.load(directory)
+    assert str(caught.value) == (
+        f"{directory}/pytorch_model.bin: a pickled weights file holding more than tensors "
+        "(torch.nn.modules.linear.Linear), which nncanon will not unpickle (it could run code): use the checkpoint's "
+        ".safetensors files, or save its state dict as safetensors from a copy you trust")
