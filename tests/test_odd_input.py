@@ -236,3 +236,45 @@ def test_a_pickled_weights_file_is_named_not_torchs_six_lines(llama_dir, tmp_pat
         f"{directory}/pytorch_model.bin: a pickled weights file holding more than tensors "
         "(torch.nn.modules.linear.Linear), which nncanon will not unpickle (it could run code): use the checkpoint's "
         ".safetensors files, or save its state dict as safetensors from a copy you trust")
+
+
+# ---------------------------------------------------------------- the survey's cache
+
+
+def test_a_survey_failure_the_key_cannot_see_is_surveyed_again(tmp_path, monkeypatch):
+    """A config class that raised (here: an optional package it imports is missing) was cached as the type's
+    answer, and only ``survey --force`` cleared it; a failure of the class's own code under the keyed releases is
+    still kept (the Coverage page's answer for that release)."""
+    from generator.survey import measure, run
+
+    monkeypatch.setenv("NNCANON_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    real = measure.tiny_config
+
+    def missing(model_type):
+        raise ModuleNotFoundError("No module named 'einops_but_not_installed'")
+
+    monkeypatch.setattr(measure, "tiny_config", missing)
+    quiet = lambda line: None  # noqa: E731
+    assert run.survey_all(["llama"], progress=quiet)["surveyed"] == 1
+    row = (tmp_path / "build" / "survey" / "llama.json").read_text(encoding="utf-8")
+    assert '"failure": "ModuleNotFoundError: No module named' in row and '"retry": true' in row
+    monkeypatch.setattr(measure, "tiny_config", real)  # the package installed: no --force needed
+    assert run.survey_all(["llama"], progress=quiet)["surveyed"] == 1
+    assert run.survey_all(["llama"], progress=quiet)["surveyed"] == 0
+
+    def own_bug(model_type):
+        raise ValueError("the config class's own check failed")
+
+    monkeypatch.setattr(measure, "tiny_config", own_bug)
+    assert run.survey_all(["llama"], progress=quiet, force=True)["surveyed"] == 1
+    assert run.survey_all(["llama"], progress=quiet)["surveyed"] == 0  # deterministic under the key: kept
+
+
+def test_the_survey_key_changes_with_torch_and_nnsight(monkeypatch):
+    from generator.survey import run
+
+    before, release = run.cache_key("llama", "code"), run._release
+    for package in ("torch", "nnsight"):
+        monkeypatch.setattr(run, "_release", lambda name, package=package: "0.0" if name == package else release(name))
+        assert run.cache_key("llama", "code") != before, package

@@ -43,6 +43,12 @@ class OverBudget(TimeoutError):
     """One model type took longer than the survey gives it."""
 
 
+#: failures whose cause the row's cache key cannot see: an optional package not installed (a config or model
+#: class importing it), the machine's load (the time budget), its memory, a file it could not read. Installing the
+#: package or rerunning on a quiet machine changes the answer, so such a row is not kept as the type's answer
+OUTSIDE_THE_KEY = (ImportError, OverBudget, MemoryError, OSError)
+
+
 @contextlib.contextmanager
 def budget(seconds: int):
     import signal
@@ -187,6 +193,8 @@ def survey(model_type: str) -> dict:
             facts["relations"] = check_relations(standard, args, kwargs, facts["values"])
         except (Exception, NoTree, OverBudget) as error:  # any failure is the answer for this model type, in one line
             facts["failure"] = one_line(error)
+            if isinstance(error, OUTSIDE_THE_KEY):
+                facts["retry"] = True  # run.py's: the row is shown, and surveyed again next time
     return facts
 
 

@@ -2,10 +2,11 @@
 
 The model types are transformers' own lists (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` and
 ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``), so a release that adds one adds a row. Each type's facts
-are cached as ``<build>/survey/<model_type>.json`` under a key of the transformers and TransformerLens
+are cached as ``<build>/survey/<model_type>.json`` under a key of the transformers, torch and nnsight
 releases, the survey code's hash and the model type, and shared with every build directory on the machine
 (``$NNCANON_CACHE/survey``, beside the tiny checkpoints): a rerun with nothing changed reads them back and
-runs nothing, and the site's build runs the survey before it renders (`survey_all`); ``build --force``
+runs nothing (but a row that failed on what the key cannot see, a package not installed or the time budget on
+a loaded machine, is surveyed again: ``measure.OUTSIDE_THE_KEY``), and the site's build runs the survey before it renders (`survey_all`); ``build --force``
 collects the families again, not the survey (``survey --force`` does). The comparison columns are no
 measurement and are not cached: each whole survey writes them into ``index.json`` for every model type,
 TransformerLens's bridge from the installed package's own list of architectures, nnterp's status from the
@@ -87,7 +88,9 @@ def code_hash() -> str:
 
 
 def cache_key(model_type: str, code: str) -> str:
-    payload = {"transformers": _release("transformers"), "code": code, "model_type": model_type, "schema": SCHEMA}
+    # torch and nnsight build, run and wrap each type as much as transformers does: an upgrade must survey again
+    payload = {"transformers": _release("transformers"), "torch": _release("torch"), "nnsight": _release("nnsight"),
+               "code": code, "model_type": model_type, "schema": SCHEMA}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -131,7 +134,7 @@ def cached(model_type: str, key: str) -> dict | None:
             data = json.loads((directory / f"{model_type}.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if data.get("key") == key:
+        if data.get("key") == key and not data.get("retry"):
             if directory != survey_dir():
                 _write(survey_dir() / f"{model_type}.json", data)
             return data["facts"]
@@ -179,8 +182,10 @@ def _survey_one(model_type: str, key: str, progress: Callable[[str], None]) -> d
 
     began = time.perf_counter()
     facts = survey(model_type)
+    # a failure the key cannot see (measure.OUTSIDE_THE_KEY) is the page's row for now, never a cache hit
+    retry = {"retry": True} if facts.pop("retry", False) else {}
     for directory in (survey_dir(), shared_dir()):
-        _write(directory / f"{model_type}.json", {"key": key, "facts": facts})
+        _write(directory / f"{model_type}.json", {"key": key, "facts": facts, **retry})
     progress(f"survey {model_type}: {summary(facts)} ({time.perf_counter() - began:.1f} s)")
     return facts
 
