@@ -70,7 +70,14 @@ def named() -> str:
 def verified_on(family: str) -> list[str]:
     """The transformers releases ``family``'s facts were verified under (``nncanon/verified_releases.json``, which
     ``python -m generator releases`` writes from the kept release records; CI checks each against its facts)."""
-    kept = json.loads(files("nncanon").joinpath("verified_releases.json").read_text(encoding="utf-8"))
+    path = files("nncanon").joinpath("verified_releases.json")
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:  # cut short or not text: support() would fail on every model with json's message
+        kept = error
+    if not isinstance(kept, dict) or not all(isinstance(on, list) for on in kept.values()):
+        raise ValueError(f"{path}: damaged ({kept if isinstance(kept, ValueError) else 'not a family -> releases map'});"
+                         f" reinstall nncanon, or in a checkout: git checkout -- nncanon/verified_releases.json")
     return kept.get(family, [])
 
 

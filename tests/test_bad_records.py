@@ -115,3 +115,15 @@ def test_facts_filed_under_another_familys_name_are_named(kept, capsys):
     _edit(kept / FILES["facts"], lambda d: d.update(family="gpt2"))
     err = cli_error(capsys, ["releases", "--check"])
     assert "llama.json: field 'family' is 'gpt2' but the file is named llama.json" in err, err
+
+
+@pytest.mark.parametrize("text", ['{"llama": ["5.2', "[]", '{"llama": "5.23.0"}'])
+def test_the_library_names_its_damaged_record(tmp_path, monkeypatch, text):
+    """support() reads nncanon/verified_releases.json on every model: json's message named no file."""
+    from nncanon import releases
+
+    (tmp_path / "verified_releases.json").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(releases, "files", lambda package: tmp_path)
+    with pytest.raises(ValueError, match=rf"^{tmp_path}/verified_releases.json: damaged \(.*\); reinstall nncanon, "
+                                         "or in a checkout: git checkout -- nncanon/verified_releases.json$"):
+        releases.verified_on("llama")
