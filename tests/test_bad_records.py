@@ -52,7 +52,7 @@ FIXES = {"record": "git checkout -- releases/transformers-5.23.0.json) or write 
          "facts": "collect it again: python -m generator verify --force llama"}
 #: (what is done to the file, what the error says of it)
 DAMAGE = {
-    "cut short": (lambda p: p.write_bytes(p.read_bytes()[:-9]), r"not valid JSON \(.* at line \d+, column \d+\)"),
+    "cut short": (lambda p: p.write_bytes(p.read_bytes()[:-9]), r"not valid JSON \(.*: line \d+, column \d+\)"),
     "binary": (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff"), r"not UTF-8 text \(byte \d\)"),
     "an array": (lambda p: p.write_text("[]"), "the file is an array, expected an object"),
 }

@@ -88,7 +88,7 @@ def read_json(path: Path, shape, fix: str):
     except UnicodeDecodeError as e:
         raise ReleaseRecordError(f"{shown}: not UTF-8 text (byte {e.start}), a damaged file; {fix}") from None
     except json.JSONDecodeError as e:
-        raise ReleaseRecordError(f"{shown}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}), "
+        raise ReleaseRecordError(f"{shown}: not valid JSON ({e.msg}: line {e.lineno}, column {e.colno}), "
                                  f"a file cut short or edited; {fix}") from None
     if (found := misshapen(data, shape)) is not None:
         raise ReleaseRecordError(f"{shown}: {found}; {fix}")
