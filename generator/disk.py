@@ -25,9 +25,9 @@ class DiskFull(OSError):
 
 
 @contextlib.contextmanager
-def room(directory: Path, moved_by: str) -> Iterator[None]:
+def room(directory: Path, moved_by: str | None = None) -> Iterator[None]:
     """Turn a full disk (or quota) met inside the block into a :class:`DiskFull` naming ``directory`` and how to
-    free it or move it (``moved_by``: the setting or option that points the writes elsewhere)."""
+    free it or move it (``moved_by``: the setting or option that points the writes elsewhere, if any)."""
     try:
         yield
     except DiskFull:
@@ -36,5 +36,6 @@ def room(directory: Path, moved_by: str) -> Iterator[None]:
         if e.errno not in FULL:
             raise
         file = f" ({e.filename})" if e.filename else ""
+        elsewhere = f", or {moved_by}," if moved_by else ""
         raise DiskFull(e.errno, f"{directory}: the disk holding it is full ({os.strerror(e.errno)}){file}; free "
-                                f"space there, or {moved_by}, and run the command again") from None
+                                f"space there{elsewhere} and run the command again") from None

@@ -127,3 +127,21 @@ def test_the_library_names_its_damaged_record(tmp_path, monkeypatch, text):
     with pytest.raises(ValueError, match=rf"^{tmp_path}/verified_releases.json: damaged \(.*\); reinstall nncanon, "
                                          "or in a checkout: git checkout -- nncanon/verified_releases.json$"):
         releases.verified_on("llama")
+
+
+def test_a_full_disk_names_the_records_directory_and_keeps_the_records_whole(kept, capsys, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    before = {p: p.read_bytes() for p in (kept / FILES["record"], kept / FILES["library"])}
+    write_text = Path.write_text
+
+    def full(path, text, *args, **kwargs):
+        write_text(path, text[: len(text) // 2], *args, **kwargs)  # as a disk filling up mid-file does
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    err = cli_error(capsys, ["releases"])
+    assert err == (f"error: {kept}/releases: the disk holding it is full (No space left on device); free space there "
+                   "and run the command again\n")
+    assert {p: p.read_bytes() for p in before} == before and not list((kept / "releases").glob(".*"))

@@ -184,11 +184,21 @@ def write(facts_dir: Path) -> Path:
     """Write the record of ``facts_dir``'s release, and the library's list of verified releases."""
     made = record(facts_dir)
     path = record_path(made["transformers"])
-    with room(RECORDS, "restore both from git (git checkout -- releases nncanon/verified_releases.json)"):
+    with room(RECORDS):
         RECORDS.mkdir(exist_ok=True)
-        path.write_text(_dump(made), encoding="utf-8")
-        LIBRARY_RECORD.write_text(_dump(library_record()), encoding="utf-8")
+        _replace(path, _dump(made))
+        _replace(LIBRARY_RECORD, _dump(library_record()))
     return path
+
+
+def _replace(path: Path, text: str) -> None:
+    # whole or not at all: a write cut short by a full disk would leave a record the next check cannot read
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def check(facts_dir: Path) -> Path:
