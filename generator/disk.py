@@ -15,6 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
+#: what moves each directory the build writes to another disk (the ``moved_by`` of :func:`room`)
+BUILD = "set NNCANON_BUILD to a directory on another disk"
+CACHE = "set NNCANON_CACHE to a directory on another disk"
+SHARED = "set NNCANON_CACHE and NNCANON_BUILD to directories on another disk"
 
 
 class DiskFull(OSError):

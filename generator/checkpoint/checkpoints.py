@@ -47,7 +47,7 @@ from generator.checkpoint.tiny_tokenizer import (
     tokenizer_kind,
     transformers_class,
 )
-from generator.disk import room
+from generator.disk import CACHE, room
 from generator.recipe.family import Family, get_family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError, _display
 from generator.recipe.tokenizer_presets import CORPUS
@@ -286,7 +286,7 @@ def _temp_build(fam: Family) -> tuple[Path, str, dict[str, str]]:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{fam.family}-", dir=root))
     try:
-        with room(root, "set NNCANON_CACHE to a directory on another disk"):
+        with room(root, CACHE):
             digest, files = _build_into(fam, tmp)
         _usual_permissions(tmp)
         return tmp, digest, files

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from generator.disk import room
+from generator.disk import BUILD, room
 from generator.facts import source_lines
 from generator.facts.claim_error import ClaimError
 from generator.facts.claims import block_of_kind, check_identities, check_value_claims
@@ -410,7 +410,7 @@ def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
             progress(f"{name}: facts cached ({key})")
             return facts, False
     facts = collect(family, progress=progress, kernels_only=kernels_only)
-    with room(directory, "set NNCANON_BUILD to a directory on another disk"):
+    with room(directory, BUILD):
         directory.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{name}.json.{os.getpid()}.tmp")  # its own: another process may write the same facts
         tmp.write_text(json.dumps(facts, sort_keys=True, indent=1) + "\n")

@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from generator.disk import SHARED, room
+
 BLOCK = 1
 PROMPT = "The cat sat on the mat"
 #: the same tensor up to its last step summed in another order (the bridge reads gpt2's Conv1D through its
@@ -211,8 +213,9 @@ def _write(path: Path, data: dict) -> None:
     import os
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    with room(path.parent, SHARED):
+        tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+        tmp.replace(path)
 
 
 def main(argv: list[str]) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from generator.disk import room
+from generator.disk import BUILD, room
 from generator.site.block_diagram import block_diagram
 from generator.site.config_matrix import config_matrix, layouts
 from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data
@@ -447,7 +447,7 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     staged = Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))
     staged.chmod(0o755)
     try:
-        with room(out_dir.parent, "set NNCANON_BUILD to a directory on another disk"):
+        with room(out_dir.parent, BUILD):
             _write_tree(loaded, staged, interiors, survey)
             (staged / "releases.md").write_text(releases_page(records), encoding="utf-8")
     except BaseException:

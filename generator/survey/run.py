@@ -23,7 +23,7 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from generator.disk import room
+from generator.disk import SHARED, room
 
 SCHEMA = 1
 HERE = Path(__file__).resolve().parent
@@ -120,7 +120,7 @@ def comparison(cls: str | None, bridged: set[str], verified: dict[str, int], nnt
 
 
 def _write(path: Path, data: dict) -> None:
-    with room(path.parent, "set NNCANON_CACHE and NNCANON_BUILD to directories on another disk"):
+    with room(path.parent, SHARED):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
