@@ -28,19 +28,14 @@ def _families(tmp_path: Path, edit: str, name: str = "llama") -> Path:
 # ---------------------------------------------------------------- the family YAML
 
 
-def test_notes_that_are_a_list_of_strings_name_the_field(tmp_path):
-    """``notes: ['oops']`` once met ``Path / list`` (TypeError) where the build looks for new --like's markers."""
-    from generator.facts.identity import check_markers
-    from generator.notes.examples import _notes_source
-    from generator.notes.notes_parse import _inline_notes
-    from generator.recipe.family import load_family
-    from generator.recipe.fields import FamilyYamlError
-
-    family = load_family(_families(tmp_path, "notes: ['oops']") / "llama.yaml")
-    check_markers(family)  # inline notes are in the YAML, which it reads already
-    with pytest.raises(FamilyYamlError, match=r"llama\.yaml: field 'notes\[0\]': expected a mapping with 'title' and "
-                                              "'markdown' strings$"):
-        _inline_notes(family, _notes_source(family, "notes", "llama.notes.md"))
+def test_notes_that_are_a_list_of_strings_name_the_field(tmp_path, monkeypatch, capsys):
+    """``notes: ['oops']`` once met ``Path / list`` (TypeError) where the build looks for new --like's markers; the
+    notes are now parsed before anything is collected."""
+    monkeypatch.setenv("NNCANON_FAMILIES", str(_families(tmp_path, "notes: ['oops']")))
+    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
+    err = cli_error(capsys, ["verify", "llama"])
+    assert err == (f"error: {tmp_path}/families/llama.yaml: field 'notes[0]': expected a mapping with 'title' and "
+                   "'markdown' strings\n")
 
 
 def test_verify_that_verifies_nothing_fails_saying_why(tmp_path, monkeypatch, capsys):

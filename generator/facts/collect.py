@@ -30,6 +30,7 @@ from generator.facts.loads import Models, resolve_loads
 from generator.facts.measure import full_size_notes, host_rows, run_inputs
 from generator.facts.tags import checkpoint_settings
 from generator.facts.traits import check_tags, norm_kinds, traits
+from generator.notes.notes_parse import parse_sources
 from generator.recipe.family import Family, get_family
 from generator.recipe.fields import REPO_ROOT
 
@@ -221,6 +222,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per load would bury the build's own lines
     family = get_family(name)
     check_markers(family)
+    parse_sources(family)
     family_module = import_module(family)
     check_identity(family, family_module)
     prompts = prompts or list(PROMPTS)

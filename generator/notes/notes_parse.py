@@ -233,6 +233,18 @@ def _notes_source(family: Family, key: str, default: str | None) -> Path | list 
     )
 
 
+def parse_sources(family: Family) -> None:
+    """Parse every notes source of the family (files or inline) without running a note: the facts stage calls it
+    first, so a malformed note (``notes: ['oops']``) fails in a second, not after the minutes of collecting."""
+    for key, default in (("notes", f"{family.family}.notes.md"), ("vision_notes", f"{family.family}.vision.md"),
+                         ("shared_vision_notes", None)):
+        source = _notes_source(family, key, default)
+        if isinstance(source, list):
+            _inline_notes(family, source)
+        elif source is not None:
+            parse_notes(source, family.family)
+
+
 def _inline_notes(family: Family, items: list) -> list[Note]:
     """Notes given in the YAML itself: ``[{title, slug?, markdown}]``."""
     text = Path(family.path).read_text(encoding="utf-8").splitlines()
