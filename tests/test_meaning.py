@@ -437,3 +437,31 @@ def test_a_second_family_claiming_a_model_type_is_refused_naming_both_files():
                                          r"already \(nncanon/families/llama_copy\.py\); a model type has one family"):
         check_identity(get_family("llama"), copy)
     check_identity(get_family("llama"), llama)  # its own module is the one owner
+
+
+@pytest.mark.parametrize("model_type, placement", [
+    ("glm4", "sandwich norms"),  # post_self_attn_layernorm / post_mlp_layernorm: named unlike Gemma's
+    ("gemma2", "sandwich norms"),
+    ("olmo2", "post-norm"),  # post_attention_layernorm normalises the attention's output, not its input
+    ("llama", "pre-norm"),
+    ("bloom", "pre-norm"),  # its attention adds the residual itself: the MLP's norm takes the sum
+])
+def test_norm_placement_is_measured_on_the_forward_not_read_off_names(model_type, placement):
+    """issue 48: glm4 read as pre-norm because sandwich norms were recognised by Gemma's module names."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from generator.facts.norm_placement import block_placement, placements
+
+    config = AutoConfig.for_model(model_type, vocab_size=64, pad_token_id=0, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8, n_embed=32, n_layer=2,
+                                  n_head=4)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    for p in model.parameters():  # off their init (norm gains at one, biases at zero): every module does something
+        p.data += 0.1 * torch.randn_like(p)
+    layers = model.base_model.h if hasattr(model.base_model, "h") else model.base_model.layers
+    blocks = [(b, getattr(b, "self_attn", None) or b.self_attention, b.mlp) for b in layers]
+    with torch.no_grad():
+        found = placements(blocks, lambda: model(input_ids=torch.arange(6)[None]))
+    assert block_placement(found) == placement, found

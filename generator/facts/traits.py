@@ -49,7 +49,7 @@ def _child(envoy: Any, name: str) -> Any:
         return None
 
 
-def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> list[str]:
+def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, placement: str | None) -> list[str]:
     """What a block does beyond Llama's, read off the tiny modules (which exist) and the full-size config
     (which it sets): softcaps, a parallel block, post- or sandwich norms, multipliers, fused projections,
     learned positions."""
@@ -64,12 +64,8 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
     if getattr(config, "use_parallel_residual", False) or any(
             relation.compute is parallel_sum.compute for relation in getattr(type(tiny.layers[0]), "RELATIONS", ())):
         found.append("parallel block")
-    sandwich = [hasattr(layer, "pre_feedforward_layernorm") for layer in layers]
-    post = [hasattr(layer, "post_feedforward_layernorm") for layer in layers]
-    if any(sandwich) and any(post):
-        found.append("sandwich norms")
-    elif any(post):
-        found.append("post-norm")
+    if placement in ("sandwich norms", "post-norm"):  # measured on the forward (norm_placement), not by names
+        found.append(placement)
     if any(getattr(config, name, None) not in (None, 1, 1.0) for name in
            ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
         found.append("multipliers")
@@ -85,6 +81,23 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any) -> l
     if getattr(decoder, "project_in", None) is not None:  # OPT-350m: an embedding narrower than the stream
         found.append("projected embeddings")
     return found
+
+
+def norm_placement(tiny: Any) -> str | None:
+    """"sandwich norms", "post-norm", "pre-norm" or None (no norm next to a sublayer), from where each block's norms
+    take their input and give their output in one forward of the tiny checkpoint (generator/facts/norm_placement.py)."""
+    import torch
+
+    from generator.facts.norm_placement import block_placement, placements
+    from generator.facts.proof import mixer_of
+
+    blocks = [tiny.layers[i] for i in range(tiny.num_layers)]
+    spec = [(block._module, _child(block, mixer) if (mixer := mixer_of(block)) else None, _child(block, "mlp"))
+            for block in blocks]
+    vocab = getattr(tiny._module.config.get_text_config(), "vocab_size", None) or 2
+    ids = (torch.arange(8)[None] * 7) % min(vocab, 64)  # any tokens: where a norm sits does not depend on them
+    with torch.no_grad():
+        return block_placement(placements(spec, lambda: tiny._module(input_ids=ids)))
 
 
 def heads_of(config: Any) -> int | None:
@@ -114,6 +127,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     norms = _in_order(type(norm).__name__ for norm in block_norms)
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
+    placement = norm_placement(tiny)
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
     if any(hasattr(attn, "q_norm") or hasattr(attn, "q_layernorm") for attn in attentions):  # StableLM's per head
@@ -155,7 +169,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
             "norm_topk_prob": any(getattr(r, "norm_topk_prob", False) for r in routers) if any(
                 hasattr(r, "norm_topk_prob") for r in routers)
             else bool(getattr(tiny._module.config.get_text_config(), "norm_topk_prob", False)),
-            "norm_gain": gain, "attention": quirks, "block": block_mechanics(tiny, layers, attentions, config),
+            "norm_gain": gain, "attention": quirks, "norm_placement": placement,
+            "block": block_mechanics(tiny, layers, attentions, config, placement),
             "block_kinds": sorted(set(family_module.layer_types(full)))}
 
 

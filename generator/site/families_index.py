@@ -111,7 +111,9 @@ def facets(facts: dict) -> dict[str, list[str]]:
     """The family's terms per facet, from its measured traits."""
     traits = facts.get("traits") or {}
     block = list(traits.get("block", []))
-    placement = [m for m in block if m in PLACEMENTS] or ["pre-norm"]
+    # measured on the forward (generator/facts/norm_placement.py); facts from before it name only the exceptions
+    measured = traits.get("norm_placement")
+    placement = [measured] if measured else [m for m in block if m in PLACEMENTS]
     gain = traits.get("norm_gain", "")
     norms = placement + [n for n in traits.get("norm", "").split(" / ") if n]
     norms += [GAINS.get(g, f"gain {g}") for g in gain.split(" / ") if g and g != "weight"]

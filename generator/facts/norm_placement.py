@@ -1,0 +1,112 @@
+"""Where a block's norms sit, measured on the forward: before a sublayer, on its output (before the add), or
+both (a sandwich). Never read off module names: a norm is found by where its input comes from and where its
+output goes in a forward of the tiny checkpoint, and is a norm because its output does not change when its
+input is scaled (issue 48: glm4's post_self_attn_layernorm / post_mlp_layernorm, named unlike Gemma's, made a
+sandwich block read as pre-norm).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: the two scales a candidate norm is run at: both far above any epsilon, so a norm gives the same output at both
+_SCALES = (10.0, 1000.0)
+
+
+def _first_tensor(args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    for value in (*args, kwargs.get("hidden_states"), *kwargs.values()):
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value
+    return None
+
+
+def _out(output: Any) -> Any:
+    return output[0] if isinstance(output, tuple) else output
+
+
+def _same(a: Any, b: Any) -> bool:
+    import torch
+
+    # the same tensor handed on, or recomputed in the same float32 ops: equal to rounding of the stream's scale
+    if a is None or b is None or a.shape != b.shape:
+        return False
+    scale = max(float(a.abs().max()), float(b.abs().max()), 1e-30)
+    return bool(torch.allclose(a, b, rtol=0, atol=1e-5 * scale))
+
+
+def _is_norm(module: Any, x: Any) -> bool:
+    """Scale invariance, measured: the module's output at two scales of its input agrees (a norm divides the scale
+    out); a projection, an activation or a multiplier scales with it."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            low, high = (_out(module(x * s)) for s in _SCALES)
+    except Exception:  # a module that takes more than one tensor is not a norm of the stream
+        return False
+    if not isinstance(low, torch.Tensor) or low.shape != x.shape:
+        return False
+    scale = max(float(low.abs().max()), 1e-30)
+    return bool(torch.allclose(low, high, rtol=0, atol=1e-3 * scale))
+
+
+def placements(blocks: list[tuple[Any, Any, Any]], run: Any) -> list[set[str]]:
+    """The norm positions found on each block: "pre-mixer", "post-mixer", "pre-mlp", "post-mlp".
+
+    ``blocks``: (block, mixer, mlp) native modules per block (mixer or mlp None where the block has none); ``run``
+    runs the model's forward once. A candidate is any module of a block outside its mixer and MLP."""
+    seen: dict[int, list] = {}
+
+    def keep(key: int):
+        def hook(module, args, kwargs, output):
+            if key not in seen:  # the first call: a module shared across blocks is called again later
+                seen[key] = [_first_tensor(args, kwargs), _out(output)]
+        return hook
+
+    candidates = []
+    for block, mixer, mlp in blocks:
+        inside = {id(m) for sub in (mixer, mlp) if sub is not None for m in sub.modules()}
+        candidates.append([m for m in block.modules() if m is not block and id(m) not in inside])
+    modules = {id(m): m for (_, mixer, mlp), own in zip(blocks, candidates) for m in (mixer, mlp, *own)
+               if m is not None}
+    hooks = [m.register_forward_hook(keep(key), with_kwargs=True) for key, m in modules.items()]
+    try:
+        run()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [_found(seen, mixer, mlp, own) for (_, mixer, mlp), own in zip(blocks, candidates)]
+
+
+def _found(seen: dict, mixer: Any, mlp: Any, candidates: list) -> set[str]:
+    mixer_in, mixer_out = seen.get(id(mixer), (None, None))
+    mlp_in, mlp_out = seen.get(id(mlp), (None, None))
+    found = set()
+    for module in candidates:
+        x, y = seen.get(id(module), (None, None))
+        if x is None or not _is_norm(module, x):
+            continue
+        # what a norm feeds decides first: a mixer that adds the residual itself (BLOOM's) hands the MLP's norm
+        # the sum, which is that norm's input and the mixer's output at once
+        if _same(y, mixer_in):
+            found.add("pre-mixer")
+        elif _same(y, mlp_in):
+            found.add("pre-mlp")
+        elif _same(x, mixer_out):
+            found.add("post-mixer")
+        elif _same(x, mlp_out):
+            found.add("post-mlp")
+    return found
+
+
+def block_placement(found: list[set[str]]) -> str | None:
+    """"sandwich norms" where a sublayer is normed before and on its output, "post-norm" where sublayer outputs are
+    normed and no input is, "pre-norm" where only inputs are, else None (no norm next to a sublayer)."""
+    for sub in ("mixer", "mlp"):
+        if any({f"pre-{sub}", f"post-{sub}"} <= f for f in found):
+            return "sandwich norms"
+    if any(f & {"post-mixer", "post-mlp"} for f in found):
+        return "post-norm"
+    return "pre-norm" if any(found) else None
