@@ -465,3 +465,23 @@ def test_norm_placement_is_measured_on_the_forward_not_read_off_names(model_type
     with torch.no_grad():
         found = placements(blocks, lambda: model(input_ids=torch.arange(6)[None]))
     assert block_placement(found) == placement, found
+
+
+@pytest.mark.parametrize("name, renormalises", [("olmoe", False), ("qwen3_moe", True)])
+@pytest.mark.parametrize("phrase", ["renormalised", "re-normalized to sum to one", "normalized to sum to one",
+                                    "rescaled so that they sum to 1", "normalised so the chosen weights sum to one"])
+def test_renormalisation_is_checked_by_meaning_in_both_directions(tmp_path, name, renormalises, phrase):
+    """issue 48: OLMoE, which does not renormalise, was accepted with "re-normalized to sum to one"; each paraphrase
+    is held to the routing relation, said and negated."""
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.traits import check_tags
+
+    family, facts = pseudo_facts(name)
+    said, negated = f"A softmax router's top k weights, {phrase}.", f"A softmax router's top k weights, not {phrase}."
+    for tagline, true in ((said, renormalises), (negated, not renormalises)):
+        check = lambda: check_tags(with_yaml(family, tmp_path, tagline=tagline), facts)  # noqa: E731
+        if true:
+            check()
+        else:
+            with pytest.raises(ClaimError, match="tagline phrase .*top-k weights renormalised"):
+                check()

@@ -326,7 +326,10 @@ PHRASES = (
         x.startswith("partial rotary") for x in e.traits["attention"])),
 )
 ROUTING_PHRASES = (
-    Phrase(r"\brenormali[sz]", "top-k weights renormalised", lambda e: e.renormalised() is not False, negatable=True),
+    # by meaning, not one stem (issue 48): "renormalised", "re-normalized", "normalized to sum to one", "rescaled so
+    # they sum to 1" all claim the chosen weights are renormalised
+    Phrase(r"\bre-?normali[sz]|\b(?:normali[sz]|rescal)\w*(?:\s+\w+){0,4}?\s+sums?\s+to\s+(?:one|1)\b",
+           "top-k weights renormalised", lambda e: e.renormalised() is not False, negatable=True),
 )
 
 
