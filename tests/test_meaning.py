@@ -479,9 +479,9 @@ def test_renormalisation_is_checked_by_meaning_in_both_directions(tmp_path, name
     family, facts = pseudo_facts(name)
     said, negated = f"A softmax router's top k weights, {phrase}.", f"A softmax router's top k weights, not {phrase}."
     for tagline, true in ((said, renormalises), (negated, not renormalises)):
-        check = lambda: check_tags(with_yaml(family, tmp_path, tagline=tagline), facts)  # noqa: E731
+        mutated = with_yaml(family, tmp_path, tagline=tagline)
         if true:
-            check()
+            check_tags(mutated, facts)
         else:
             with pytest.raises(ClaimError, match="tagline phrase .*top-k weights renormalised"):
-                check()
+                check_tags(mutated, facts)
