@@ -26,6 +26,7 @@ from ..hosts import host
 from ..layouts import Pattern
 from ..locators import call, op
 from ..model import StandardModel
+from ..norm_forms import norm_epsilon
 from ..parts.attention import (
     ATTENTION_RELATIONS,
     EAGER,
@@ -61,7 +62,7 @@ RENAME = TEXT_RENAME
 def gemma_rms(norm, x):
     """Gemma's RMSNorm: ``x / rms(x) · (1 + weight)``, in float64."""
     x = x.double()
-    return x * (x.pow(2).mean(-1, keepdim=True) + norm.eps).rsqrt() * (1.0 + norm.weight.double())
+    return x * (x.pow(2).mean(-1, keepdim=True) + norm_epsilon(norm)).rsqrt() * (1.0 + norm.weight.double())
 
 
 def softcap(x, cap):

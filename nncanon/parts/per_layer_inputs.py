@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..layouts import Residual, layout
 from ..locators import child, own
+from ..norm_forms import norm_epsilon
 from ..relations import relation
 from ..values import Value
 
@@ -28,7 +29,8 @@ PerLayerInput = layout("PerLayerInput", "batch seq hidden_size_per_layer_input")
 def rms(norm, x):
     """A Gemma 4 RMSNorm in float64: ``x / sqrt(mean(x²) + eps) · weight`` (no weight: unscaled)."""
     x = x.double()
-    out = x * (x.pow(2).mean(-1, keepdim=True) + norm.eps) ** -0.5
+    # the epsilon wherever the release keeps it (5.25 renamed Gemma4RMSNorm.eps to variance_epsilon)
+    out = x * (x.pow(2).mean(-1, keepdim=True) + norm_epsilon(norm)) ** -0.5
     return out * norm.weight.double() if getattr(norm, "with_scale", True) else out
 
 
