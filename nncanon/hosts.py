@@ -101,7 +101,7 @@ class Host(Envoy):
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return super(Host, self).__getattr__(name)
+            found = super(Host, self).__getattr__(name)
         except AttributeError:
             model = self.__dict__.get("_std_model")
             explain = getattr(model, "_explain_missing", None)
@@ -110,6 +110,14 @@ class Host(Envoy):
                 if message:
                     raise NotOnHost(message) from None
             raise
+        if found is None and name in (getattr(type(self), "MIXERS", None) or ()):
+            # a hybrid block may keep the mixer it lacks as a None attribute (granitemoehybrid's self_attn): reading
+            # a value there was a bare "'NoneType' object has no attribute"; say which mixer the block has instead
+            explain = getattr(self.__dict__.get("_std_model"), "_explain_missing", None)
+            raise NotOnHost((explain and explain(self, name)) or f"{self._std_path} has no {name}: its module "
+                            f"({type(self._module).__name__}) holds None there; print(model.support()) lists what "
+                            "each block has")
+        return found
 
 
 def pattern(path: str) -> str:
