@@ -485,3 +485,38 @@ def test_renormalisation_is_checked_by_meaning_in_both_directions(tmp_path, name
         else:
             with pytest.raises(ClaimError, match="tagline phrase .*top-k weights renormalised"):
                 check_tags(mutated, facts)
+
+
+TRUE_30B = ("Qwen3-30B-A3B has 48 layers, 32 query heads over 4 key-value heads, 128 experts with the top-8 chosen, a "
+            "hidden size of 2048, a 40960-token context and a 151,936-token vocabulary.")
+
+
+@pytest.mark.parametrize("wrong, says", [
+    ("Qwen3-30B-A3B has 32 layers.", "says Qwen/Qwen3-30B-A3B has 32 layers .*num_hidden_layers is 48"),
+    ("Qwen3-30B-A3B has 48 layers and 40 query heads.", "has 40 heads .*num_attention_heads is 32"),
+    ("Qwen3-30B-A3B shares 8 key-value heads.", "has 8 kv heads .*num_key_value_heads is 4"),
+    ("Qwen/Qwen3-30B-A3B routes to the top-2 of 128 experts.", "has 2 top-k .*num_experts_per_tok is 8"),
+    ("Qwen3-30B-A3B has 64 experts.", "has 64 experts .*num_experts is 128"),
+    ("Qwen3-30B-A3B reads a 32K-token context.", "has 32,768 context .*max_position_embeddings is 40,960"),
+    ("Qwen3-30B-A3B has a vocabulary of 152,064.", "has 152,064 vocabulary .*vocab_size is 151,936"),
+])
+def test_a_number_in_prose_is_checked_against_the_checkpoint_it_names(tmp_path, wrong, says):
+    """issue 48: "Seed-OSS-36B has 32 layers and 40 query heads" built green in a tagline and notes; the config says
+    64 and 80. A sentence naming a full-size checkpoint is held to its config, in the tagline and in the notes."""
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.prose_numbers import check_numbers
+    from generator.recipe.family import get_family
+
+    family = get_family("qwen3_moe")
+    check_numbers(family, "tagline", TRUE_30B)
+    check_numbers(family, "tagline", "The tiny checkpoint has 2 layers and 4 experts.")  # names no checkpoint
+    with pytest.raises(ClaimError, match=f"tagline number .*{says}"):
+        check_numbers(family, "tagline", wrong)
+    mutated = with_yaml(family, tmp_path)
+    notes = mutated.path.parent / mutated.get("notes")
+    notes.write_text(notes.read_text() + f"\nWhat it is at full size. {wrong}\n")
+    from generator.facts.tags import notes_prose
+
+    with pytest.raises(ClaimError, match=f"qwen3_moe.notes.md number .*{says}"):
+        for field, text in notes_prose(mutated):
+            check_numbers(mutated, field, text)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator.facts.claim_error import ClaimError
+from generator.facts.prose_numbers import check_numbers
 from generator.recipe.family import Family
 
 #: the full-size config settings a tag may be checked against, per checkpoint (text config, defaults filled)
@@ -276,8 +277,10 @@ def check_tags(family: Family, facts: dict) -> None:
             raise ClaimError(family.family, f"tag {tag!r}", f"needs {needs}, which the measured traits "
                                                             f"{_shown(facts['traits'])} do not show")
     check_phrases(family.family, "tagline", " ".join(family.tagline.split()), evidence, PHRASES + ROUTING_PHRASES)
+    check_numbers(family, "tagline", family.tagline)
     for field, text in notes_prose(family):
         check_phrases(family.family, field, text, evidence, ROUTING_PHRASES)
+        check_numbers(family, field, text)
 
 
 def variant_evidence(facts: dict) -> list[Evidence]:
