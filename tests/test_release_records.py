@@ -73,6 +73,18 @@ def test_the_releases_page_says_what_moved_and_what_did_not():
         in page
     assert "eager: 1e-06" in page
     assert verified_on([before, after]) == {"llama": ["5.23.0", "5.24.0"], "gpt2": ["5.23.0", "5.24.0"]}
+    assert "Every family (2) is verified under every transformers release below (5.23.0, 5.24.0)" in page
+
+
+def test_the_releases_page_names_each_family_not_verified_on_every_release_and_its_range():
+    """issue 52: the page said every family is verified under each release while gptj and codegen were not."""
+    before = {"transformers": "5.23.0", "families": {
+        "llama": release_record.digest(_facts("llama", "5.23.0")), "gptj": release_record.digest(_facts("gptj", "5.23.0"))}}
+    after = {"transformers": "5.24.0", "families": {"llama": release_record.digest(_facts("llama", "5.24.0"))}}
+    page = releases_page([before, after], {"gptj": ">=5.23,<5.24"})
+    assert "Every family" not in page
+    assert "1 of 2 families are verified under every transformers release below (5.23.0, 5.24.0)" in page
+    assert "- gptj is verified on 5.23.0 only: its YAML narrows it to transformers `>=5.23,<5.24`" in page
 
 
 def test_support_says_when_the_installed_release_was_not_verified_for_the_family(model, monkeypatch):

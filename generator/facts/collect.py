@@ -268,6 +268,7 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
             "tagline": " ".join(family.tagline.split()), "tags": list(family.tags),
             "docstring": (family_module.__doc__ or "").strip(),
+            "releases": family.raw.get("releases"),  # the range the YAML narrows it to (the Releases page says why)
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "nnsight": nnsight.__version__, "nncanon": nncanon.__version__},
             "tiny": {"sha256": family.tiny["sha256"], "num_layers": tiny.num_layers,

@@ -69,14 +69,29 @@ def _cell(text: str) -> str:
     return escape_markdown_inline(text)
 
 
-def releases_page(records: list[dict]) -> str:
-    lines = ["# Releases", "",
-             "Every family is verified under each transformers release below: its facts collected on the tiny "
-             "checkpoint under that release, every value read, every relation checked on every block. The site is "
-             "built on the oldest; `make verify-newest` verifies every family again on the newest. This page is made "
-             "from the kept records of those runs (`releases/`, checked against the facts in CI).", ""]
+def releases_page(records: list[dict], declared: dict[str, str] | None = None) -> str:
+    """The page; ``declared``: family -> the release range its YAML narrows it to (``releases:``), said for each
+    family not verified on every release below."""
+    lines = ["# Releases", ""]
     if not records:
         return "\n".join(lines + ["No release record is kept yet.", ""])
+    on = verified_on(records)
+    everywhere = [f for f, releases in on.items() if len(releases) == len(records)]
+    others = sorted(set(on) - set(everywhere))
+    releases = ", ".join(_cell(r["transformers"]) for r in records)
+    lead = (f"{len(everywhere)} of {len(on)} families are verified under every transformers release below ({releases})"
+            if others else f"Every family ({len(on)}) is verified under every transformers release below ({releases})")
+    lines += [f"{lead}: its facts collected on the tiny checkpoint under that release, every value read, every "
+              "relation checked on every block. The site is built on the oldest; `make verify-newest` verifies every "
+              "family again on the newest. This page is made from the kept records of those runs (`releases/`, "
+              "checked against the facts in CI).", ""]
+    for family in others:
+        spec = (declared or {}).get(family)
+        why = (f": its YAML narrows it to transformers `{spec}` (the comment above `releases:` in "
+               f"families/{_cell(family)}.yaml says why)") if spec else ""
+        lines += [f"- {_cell(family)} is verified on {', '.join(on[family])} only{why}."]
+    if others:
+        lines.append("")
     lines += ["| release | families verified |", "|---|---|"]
     lines += [f"| transformers {_cell(r['transformers'])} | {len(r['families'])} |" for r in records]
     lines.append("")

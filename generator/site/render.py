@@ -449,7 +449,8 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     try:
         with room(out_dir.parent, BUILD):
             _write_tree(loaded, staged, interiors, survey)
-            (staged / "releases.md").write_text(releases_page(records), encoding="utf-8")
+            declared = {f["family"]: f["releases"] for f in loaded if f.get("releases")}
+            (staged / "releases.md").write_text(releases_page(records, declared), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
