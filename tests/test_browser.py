@@ -539,3 +539,37 @@ def test_embedded_facts_are_escaped_json(base, facts):
     for k in facts["stack"]["block_kinds"]:
         drawn = {p["path"] for p in data["parts"].values() if p["kind"] == k["kind"]}
         assert drawn == {p["id"] for p in k["parts"]} | {row[len("model."):] for row in k["sequence"]}
+
+
+def test_walking_a_block_part_by_part_no_card_covers_the_next_part(tab, base):
+    """issue 52: at 1440 × 900 the card of post_attention_layernorm lay over mlp, so moving right to the next part
+    landed on the card. Every part of the drawing in order, with the part near the window's bottom (the space
+    under the figure off screen) and near its top: its card is in the window and does not cover the next part (the
+    card may go above the part's row, over the parts already walked)."""
+    page = tab.open(family_url(base, "?block=3"))
+    page.set_viewport_size({"width": 1440, "height": 900})
+    drawing = ".nc-block-figure.nc-current .nc-scroll .nc-part"
+    paths = page.eval_on_selector_all(drawing, "ps => ps.filter(p => p.getClientRects().length).map(p => p.dataset.path)")
+    assert len(paths) >= 5, paths
+    rect = "e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom] }"
+    problems = []
+    for i, path in enumerate(paths):
+        here = part(page, path)
+        for where in ("bottom", "top"):
+            page.mouse.move(1, 1)
+            shift = ("p => scrollBy(0, p.getBoundingClientRect().bottom - innerHeight + 20)" if where == "bottom"
+                     else "p => scrollBy(0, p.getBoundingClientRect().top - 80)")
+            here.evaluate(shift)
+            here.hover(position={"x": 4, "y": 4})  # a corner: a part drawn inside (mlp's router) has the centre
+            until(page, "() => !document.getElementById('nc-card-text').hidden", what=f"the card of {path}")
+            settled_card = card(page).evaluate(rect)
+            if not (0 <= settled_card[1] < 900):
+                problems.append(f"{path} near the window's {where}: its card starts at y={settled_card[1]:.0f}")
+            following = paths[i + 1] if i + 1 < len(paths) else None
+            if following is None or following.startswith(path + "."):
+                continue  # the last part, or a part drawn inside this one (the mixture's router in mlp)
+            other = part(page, following).evaluate(rect)
+            if (settled_card[0] < other[2] and other[0] < settled_card[2] and settled_card[1] < other[3]
+                    and other[1] < settled_card[3]):
+                problems.append(f"{path} near the window's {where}: its card covers the next part, {following}")
+    assert not problems, "\n".join(problems)

@@ -162,15 +162,38 @@
     var next = under.nextElementSibling;
     if (next && next.classList.contains("nc-identity")) under = next;
     var top = Math.max(r.bottom, under.getBoundingClientRect().bottom);
-    // a card that would start below the window goes just under the part instead: on the diagram, but seen.
-    // Chosen when the card is shown (fresh): re-placed on a scroll, a card that switched sides as the window
-    // moved would jump away from the pointer reaching for its links
-    if (fresh || card.__ncOnPart === undefined) {
-      card.__ncOnPart = top + Math.min(card.offsetHeight, window.innerHeight / 2) > window.innerHeight;
-    }
-    if (card.__ncOnPart) top = r.bottom;
-    var width = card.offsetWidth;
+    var width = card.offsetWidth, height = card.offsetHeight;
     var left = Math.max(0, Math.min(r.left - box.left, box.width - width));
+    // the parts of the drawing the card's columns span: a card lying over the next part would catch the pointer
+    // walking the block part by part (issue 52)
+    var scroll = part.closest(".nc-scroll") || figure || part;
+    var across = Array.prototype.filter.call(scroll.querySelectorAll(".nc-part"), function (p) {
+      if (!p.getClientRects().length) return false;
+      var q = p.getBoundingClientRect();
+      return q.left < box.left + left + width && q.right > box.left + left;
+    }).map(function (p) {
+      return p.getBoundingClientRect();
+    });
+    // The side, chosen when the card is shown (fresh): re-placed on a scroll, a card that switched sides as the
+    // window moved would jump away from the pointer reaching for its links. Under the figure where that starts in
+    // the window; else above the part's row (over the parts before it, not the ones after) where that is in the
+    // window; else just under the part and every part of its row the card spans.
+    if (fresh || card.__ncSide === undefined) {
+      var rowTop = across.reduce(function (t, q) {
+        return q.top <= r.top && q.bottom >= r.top ? Math.min(t, q.top) : t;
+      }, r.top);
+      card.__ncSide = top + Math.min(height, window.innerHeight / 2) <= window.innerHeight ? "figure"
+        : rowTop - 8 - height >= 0 ? "above" : "part";
+    }
+    if (card.__ncSide === "above") {
+      top = across.reduce(function (t, q) {
+        return q.top <= r.top && q.bottom >= r.top ? Math.min(t, q.top) : t;
+      }, r.top) - 8 - height;
+    } else if (card.__ncSide === "part") {
+      top = across.reduce(function (t, q) {
+        return q.top <= r.bottom && q.bottom > t ? q.bottom : t;
+      }, r.bottom);
+    }
     card.style.left = Math.round(left) + "px";
     card.style.top = Math.round(top - box.top + 4) + "px";
   }
