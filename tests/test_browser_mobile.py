@@ -57,8 +57,23 @@ BROKEN_NAMES = """sel => {
 }"""
 
 
+#: visible text drawn under 12 px, by element and size (SVG text is the drawings', checked at its rendered size by
+#: tests/test_site_index.py)
+SMALL_TEXT = """() => { const out = {}; const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (w.nextNode()) {
+    const e = w.currentNode.parentElement;
+    if (!w.currentNode.textContent.trim() || !e || !e.getClientRects().length || e.closest('svg')) continue;
+    const style = getComputedStyle(e), px = parseFloat(style.fontSize);
+    if (style.visibility !== 'hidden' && px < 12) {
+      const key = `${e.tagName.toLowerCase()}${[...e.classList].map(c => '.' + c).join('')} at ${px} px`;
+      out[key] = (out[key] || 0) + 1;
+    }
+  }
+  return Object.entries(out).map(([k, n]) => `${n} × ${k}`); }"""
+
+
 def _problems_on(page, width: int, axe=None) -> list[str]:
-    out = []
+    out = [f"text under 12 px: {t}" for t in page.evaluate(SMALL_TEXT)]
     overflow = page.evaluate("document.documentElement.scrollWidth")
     if overflow > width:
         out.append(f"the page is {overflow} px wide")
@@ -68,7 +83,7 @@ def _problems_on(page, width: int, axe=None) -> list[str]:
 
 
 def test_every_page_on_a_phone_and_a_desktop(browser, crawl, base):
-    """No horizontal overflow and no name broken mid-identifier on every page at 375 px (a touch
+    """No horizontal overflow, no name broken mid-identifier and no text under 12 px on every page at 375 px (a touch
     screen) and 1440 px; at 375 px, light and dark, no serious or critical axe violation either.
     The family page is measured with a part's card pinned. (axe at 1440 px, both schemes, is
     tests/test_browser.py's: axe takes most of a minute on the family page, so each screen once.)"""
