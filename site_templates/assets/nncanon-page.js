@@ -111,11 +111,13 @@
   window.__nncanonReveal = reveal;
 
   // A row just shown in an opened fold: scrolled into view again on the next frames while it is not in view
-  // (a scroll made before a busy machine laid the fold out lands short), for at most a second, and never after
-  // the reader has scrolled on their own (a wheel, a touch or a key).
-  // While it keeps a row, the row carries data-nc-keeping: the state a reader's script (or a test) can wait out.
+  // (a scroll made before a busy machine laid the fold out lands short), until it has been in view, for at most
+  // 600 frames (counted in frames, not seconds: a loaded machine that lays the fold out late draws fewer frames
+  // too, where a one-second limit gave up before the layout came), and never after the reader has scrolled on
+  // their own (a wheel, a touch or a key). While it keeps a row, the row carries data-nc-keeping: the state a
+  // reader's script (or a test) can wait out.
   function keepInView(target) {
-    var until = Date.now() + 1000;
+    var frames = 0;
     var stopped = false;
     var keeping = (parseInt(target.getAttribute("data-nc-keeping") || "0", 10) || 0) + 1;
     target.setAttribute("data-nc-keeping", String(keeping));
@@ -134,10 +136,10 @@
       window.addEventListener(type, stop, { once: true, capture: true, passive: true });
     });
     function check() {
-      if (stopped || Date.now() > until) return done();
+      if (stopped || frames++ > 600) return done();
       var r = target.getBoundingClientRect();
       // once it has been in view, the job is done: a later scroll (the reader's or a script's) is not fought
-      if (r.height && r.top >= 0 && r.bottom <= window.innerHeight) return done();
+      if (r.height && r.top >= 0 && (r.bottom <= window.innerHeight || r.height > window.innerHeight)) return done();
       if (r.height) target.scrollIntoView();
       requestAnimationFrame(check);
     }
