@@ -90,7 +90,7 @@ def test_contributing_steps_add_a_family_that_verifies(copy):
 
     before = kept()
     steps = contributing_steps()
-    assert [s.split()[3] for s in steps] == ["new", "pin", "claims", "verify"]
+    assert [s.split()[3] for s in steps] == ["new", "pin", "claims", "verify", "releases"]
     done = run(copy, steps[0])
     assert done.returncode == 0, done.stderr
     point_at(copy, "olmo", "Llama", "Olmo", "olmo")
@@ -520,3 +520,14 @@ def test_a_number_in_prose_is_checked_against_the_checkpoint_it_names(tmp_path, 
     with pytest.raises(ClaimError, match=f"qwen3_moe.notes.md number .*{says}"):
         for field, text in notes_prose(mutated):
             check_numbers(mutated, field, text)
+
+
+def test_the_contributing_page_lists_the_tag_vocabulary_as_the_build_checks_it():
+    """issue 48: the vocabulary was documented only in code."""
+    from generator.facts.tags import vocabulary_table
+
+    text = (REPO / "docs_src" / "contributing.md").read_text()
+    listed = re.search(r"<!-- the tag vocabulary: .*? -->\n(.*?)\n<!-- end of the tag vocabulary -->", text, re.S)
+    assert listed, "contributing.md lists no tag vocabulary"
+    assert listed.group(1) == vocabulary_table(), ("the page's tag table differs from TAGS: paste "
+                                                    "generator.facts.tags.vocabulary_table() into it")

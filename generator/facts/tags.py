@@ -253,11 +253,22 @@ SPELLED = {"(?:Q/K/V|QKV) bias|Attention bias(?:es)?": "Q/K/V bias, QKV bias, At
            "(\\d+):(\\d+) sliding window": "<sliding>:<full> sliding window",
            "Fused (?:QKV|query_key_value).*": "Fused QKV ..., Fused query_key_value ...",
            "GELU MLP(?: \\(not gated\\))?": "GELU MLP", "(?:muP|µP) multipliers": "µP multipliers",
-           "Top-(\\d+) of (\\d+) experts": "Top-<k> of <n> experts"}
+           "Top-(\\d+) of (\\d+) experts": "Top-<k> of <n> experts",
+           "xIELU MLP(?: \\(not gated\\))?": "xIELU MLP"}
+
+
+def vocabulary_table() -> str:
+    """The tag vocabulary as the contributing page lists it (tests/test_meaning.py keeps the page's copy equal)."""
+    rows = [f"| `{_spelled(p)}` | {needs} |" for p, (needs, _) in TAGS.items()]
+    return "\n".join(["| tag | holds when the facts show |", "|---|---|", *rows])
+
+
+def _spelled(pattern: str) -> str:
+    return SPELLED.get(pattern) or re.sub(r"\\(.)", r"\1", pattern).replace("|", ", ")
 
 
 def vocabulary() -> str:
-    return ", ".join(SPELLED.get(p) or re.sub(r"\\(.)", r"\1", p).replace("|", ", ") for p in TAGS)
+    return ", ".join(_spelled(p) for p in TAGS)
 
 
 def check_tags(family: Family, facts: dict) -> None:
