@@ -681,3 +681,28 @@ def test_new_writes_the_model_type_as_a_literal_and_parses_the_module(tmp_path, 
     with pytest.raises(FamilyYamlError, match=r"does not parse \(line \d+: .*\); nothing was written"):
         contribute.new_family("other", "llama", "olmo")
     assert not (modules / "other.py").exists() and not (tmp_path / "families" / "other.yaml").exists()
+
+
+def test_a_config_class_default_token_outside_the_tiny_vocabulary_names_the_field(tmp_path):
+    """issue 48: `pin` on a tiny config whose config class's default pad_token_id fell outside the shrunk vocabulary
+    was torch's bare 'Padding_idx must be within num_embeddings' with a 40-line traceback (an id the YAML sets is
+    refused when the YAML loads)."""
+    import json
+
+    from generator.checkpoint.checkpoints import _check_token_ids
+    from generator.checkpoint.tiny_tokenizer import transformers_class
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
+
+    family = load_family(_family_dir(tmp_path) / "qwen3.yaml")
+    config = transformers_class(family, family.tiny["class"], "tiny.class").config_class(
+        **json.loads(json.dumps(family.tiny["config"])))
+    _check_token_ids(family, config)
+    config.pad_token_id = 151_643  # what a config class's default holds for a full-size vocabulary
+    with pytest.raises(FamilyYamlError) as caught:
+        _check_token_ids(family, config)
+    vocab = family.tiny["config"]["vocab_size"]
+    assert str(caught.value).endswith(
+        f"qwen3.yaml: field 'tiny.config.pad_token_id': 151643 (Qwen3Config's default) is outside the tiny vocabulary "
+        f"(vocab_size {vocab}); set tiny.config.pad_token_id to an id below {vocab} (or null), or make vocab_size "
+        "large enough to hold it")

@@ -174,9 +174,12 @@ def build_model(family: str | Path | Family):
     torch.manual_seed(tiny["seed"])  # the init only decides which vectors are constant, and at what
     try:
         config = model_cls.config_class(**json.loads(json.dumps(tiny["config"])))
+        _check_token_ids(fam, config)
         with _default_dtype(torch.float32):
             model = model_cls(config)
-    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError, AssertionError) as e:
+        if isinstance(e, FamilyYamlError):
+            raise
         raise FamilyYamlError(fam.path, "tiny.config", f"{model_cls.__name__} cannot be built from it: "
                                                        f"{type(e).__name__}: {e}") from None
     model = model.to(torch.float32).eval()
@@ -196,6 +199,23 @@ def build_model(family: str | Path | Family):
             f"{fam.family}: the tiny model's weights are not all random and finite: {'; '.join(bad)}"
         )
     return model
+
+
+def _check_token_ids(fam: Family, config) -> None:
+    """A special token id outside the tiny vocabulary (often the config class's default, for a vocabulary shrunk
+    tiny) fails torch's embedding with a bare assertion: name the field and the fix instead."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    vocab = getattr(text, "vocab_size", None)
+    if not isinstance(vocab, int):
+        return
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        value = getattr(text, key, None)
+        for token in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(token, int) and not 0 <= token < vocab:
+                given = "" if key in fam.tiny["config"] else f" ({type(config).__name__}'s default)"
+                raise FamilyYamlError(fam.path, f"tiny.config.{key}", f"{token}{given} is outside the tiny vocabulary "
+                                      f"(vocab_size {vocab}); set tiny.config.{key} to an id below {vocab} (or null), or "
+                                      "make vocab_size large enough to hold it")
 
 
 def _check_class_is_the_familys(fam: Family, model_cls: type) -> None:
