@@ -706,3 +706,23 @@ def test_a_config_class_default_token_outside_the_tiny_vocabulary_names_the_fiel
         f"qwen3.yaml: field 'tiny.config.pad_token_id': 151643 (Qwen3Config's default) is outside the tiny vocabulary "
         f"(vocab_size {vocab}); set tiny.config.pad_token_id to an id below {vocab} (or null), or make vocab_size "
         "large enough to hold it")
+
+
+def test_a_full_size_config_naming_another_models_class_names_the_field(tmp_path):
+    """issue 48: architectures naming another model's class was a traceback from deep in that class's __init__."""
+    import yaml
+
+    from generator.checkpoint.checkpoints import meta_config
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
+
+    path = _family_dir(tmp_path) / "qwen3.yaml"
+    data = yaml.safe_load(path.read_text())
+    item = next(i for i, c in enumerate(data["checkpoints"]) if "config" in c)
+    data["checkpoints"][item]["config"]["architectures"] = ["Gemma2ForCausalLM"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    family = load_family(path)
+    with pytest.raises(FamilyYamlError, match=rf"field 'checkpoints\[{item}\].config.architectures': Gemma2ForCausalLM "
+                                              r"is a 'gemma2' model, but this config's model_type is 'qwen3'; write "
+                                              "the class the checkpoint's own config.json names"):
+        meta_config(family, data["checkpoints"][item]["id"])

@@ -469,6 +469,12 @@ def meta_config(family: str | Path | Family, checkpoint_id: str):
     index = fam.checkpoint_ids.index(checkpoint_id)
     name = (config.get("architectures") or [fam.tiny["class"]])[0]
     model_cls = transformers_class(fam, name, f"checkpoints[{index}].config.architectures")
+    built = getattr(getattr(model_cls, "config_class", None), "model_type", None)
+    if config.get("model_type") and built and built != config["model_type"]:
+        # another model's class would be built from this config: a traceback deep in its __init__, naming no field
+        raise FamilyYamlError(fam.path, f"checkpoints[{index}].config.architectures",
+                              f"{name} is a {built!r} model, but this config's model_type is {config['model_type']!r}; "
+                              "write the class the checkpoint's own config.json names in architectures")
     try:
         return model_cls.config_class(**config), model_cls
     except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
