@@ -531,3 +531,24 @@ def test_the_contributing_page_lists_the_tag_vocabulary_as_the_build_checks_it()
     assert listed, "contributing.md lists no tag vocabulary"
     assert listed.group(1) == vocabulary_table(), ("the page's tag table differs from TAGS: paste "
                                                     "generator.facts.tags.vocabulary_table() into it")
+
+
+def test_a_read_point_that_does_not_resolve_is_one_claim_line(monkeypatch):
+    """issue 48: `claims` (and `verify`) on a llama copy pointed at glm4 ended in a 40-line traceback whose last line
+    was the library's own FamilyMismatch (Glm4MLP has no act_fn)."""
+    from generator.facts import measure
+    from generator.facts.claim_error import ClaimError
+    from generator.recipe.family import get_family
+    from nncanon.locators import FamilyMismatch
+
+    said = ("model.layers[0].mlp.mlp_activation (MLP on Glm4MLP) is read at the child module act_fn's output, which "
+            "does not resolve")
+
+    def unresolved(*args):
+        raise FamilyMismatch(said)
+
+    monkeypatch.setattr(measure, "_host_rows", unresolved)
+    with pytest.raises(ClaimError) as caught:
+        measure.host_rows(None, get_family("llama"), None, [])
+    assert str(caught.value).startswith(f"llama: claim values: {said}; point the family module's RENAME, ENVOYS")
+    assert "\n" not in str(caught.value)

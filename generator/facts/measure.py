@@ -79,6 +79,20 @@ def check_dims(family: str, where: str, dims: tuple[str, ...], shape: list[int] 
 
 
 def host_rows(models: Models, family: Family, family_module: Any, prompts: list[str]) -> list[dict]:
+    """:func:`_host_rows`, with a value whose read point does not resolve on this model (a module copied from another
+    family reading a child this one names otherwise) one ClaimError line, as the library words it, not a traceback
+    (issue 48: `claims` and `verify` on a llama copy pointed at glm4)."""
+    from nncanon.locators import FamilyMismatch
+
+    try:
+        return _host_rows(models, family, family_module, prompts)
+    except FamilyMismatch as e:
+        raise ClaimError(family.family, "values", f"{e}; point the family module's RENAME, ENVOYS or the value's "
+                                                  "locator at this family's own modules (python -m generator survey "
+                                                  "<model_type> lists what the generic parts resolve)") from None
+
+
+def _host_rows(models: Models, family: Family, family_module: Any, prompts: list[str]) -> list[dict]:
     """One entry per host kind (standard path, module class) with the blocks it covers and every value:
     layout, read at, conditions, availability per load, measured shape."""
     by_kind: dict[tuple[str, str], dict] = {}
