@@ -33,7 +33,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import nncanon  # noqa: E402
 from nncanon.families import family_module
-from nncanon.parts import deltanet
+from nncanon.parts.recurrent import deltanet
 
 FAMILY = "qwen3_5_moe_text"
 TEXT = ("The cat sat on the mat because it was warm, and the dog ran after a ball in the garden "

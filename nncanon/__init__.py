@@ -6,16 +6,16 @@
         logits = model.layers[1].mlp.router_logits.save()
 """
 
-from .errors import ReadOrderError, ShapeMismatch
+from .core.hosts import HostKind
+from .core.kernels import route_kernels
+from .core.loading import from_config, load
+from .core.model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, wrap
+from .core.remote import NotRemotable
+from .core.values import NotOnHost, Unavailable
 from .families import CheckpointError, UnsupportedModelType
-from .grads import NoGradient
-from .hosts import HostKind
-from .kernels import route_kernels
-from .loading import from_config, load
-from .model import FamilyMismatch, ImplementationError, MissingOp, StandardModel, Support, wrap
-from .readonly import ReadOnly
-from .remote import NotRemotable
-from .values import NotOnHost, Unavailable
+from .guards.errors import ReadOrderError, ShapeMismatch
+from .guards.readonly import ReadOnly
+from .research.grads import NoGradient
 
 __version__ = "0.1.0"
 

@@ -12,7 +12,7 @@ and S by the value's scale, floored where a result cancels to far less than the 
 
 from __future__ import annotations
 
-from nncanon.precision import reordered  # the same error model the relations' tolerances come from
+from nncanon.core.precision import reordered  # the same error model the relations' tolerances come from
 
 
 def within(actual, expected, n: int, floor: float = 0.0) -> None:

@@ -258,7 +258,7 @@ CASES = {
     "notes not a path": (_set("notes", value=3), "notes", "expected a path to a markdown file or a list of notes"),
     "module elsewhere": (_set("module", value="os"), "module", "'os' is not a family module"),
     "module missing": (_set("module", value="nncanon.families.qwen9"), "module", ", llama, "),
-    "module shared helper": (_set("module", value="nncanon.parts.decoder"), "module", "not a family module"),
+    "module shared helper": (_set("module", value="nncanon.parts.blocks.decoder"), "module", "not a family module"),
 }
 
 

@@ -120,7 +120,7 @@ def test_facts_filed_under_another_familys_name_are_named(kept, capsys):
 @pytest.mark.parametrize("text", ['{"llama": ["5.2', "[]", '{"llama": "5.23.0"}'])
 def test_the_library_names_its_damaged_record(tmp_path, monkeypatch, text):
     """support() reads nncanon/verified_releases.json on every model: json's message named no file."""
-    from nncanon import releases
+    from nncanon.guards import releases
 
     (tmp_path / "verified_releases.json").write_text(text, encoding="utf-8")
     monkeypatch.setattr(releases, "files", lambda package: tmp_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nncanon.parts.xielu import xielu
+from nncanon.parts.blocks.xielu import xielu
 
 
 def _activation(alpha_p: float, alpha_n: float):

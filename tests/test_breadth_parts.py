@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from nncanon.parts import rotary
-from nncanon.parts.alibi import bias, slopes
+from nncanon.parts.attention import rotary
+from nncanon.parts.attention.alibi import bias, slopes
 
 
 @pytest.mark.parametrize("heads", [1, 2, 3, 5, 8, 12, 16, 24, 32, 71, 112])
@@ -58,8 +58,8 @@ def test_a_layout_the_family_does_not_serve_is_refused_naming_it(family, cls, ov
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.recipe.family import get_family
+    from nncanon.core.model import FamilyMismatch
     from nncanon.families import family_module
-    from nncanon.model import FamilyMismatch
     from nncanon.parts import loading
 
     causal = getattr(transformers, cls)

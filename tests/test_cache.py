@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import nncanon
-from nncanon.cache import CacheError
+from nncanon.core.cache import CacheError
 from tests.conftest import PROMPTS
 
 

@@ -246,7 +246,7 @@ def test_chat_template_opens_or_closes_thinking(tokenizer):
 def test_processor_and_model_on_an_image(ckpt, family):
     from transformers import Qwen2VLImageProcessorPil, Qwen3_5MoeForConditionalGeneration
 
-    from nncanon.processing import QwenImageTextProcessor, load_processor
+    from nncanon.core.processing import QwenImageTextProcessor, load_processor
 
     processor = load_processor(ckpt)
     assert isinstance(processor, QwenImageTextProcessor)
@@ -277,7 +277,7 @@ def test_processor_and_model_on_an_image(ckpt, family):
 
 
 def test_processor_refuses_videos(ckpt):
-    from nncanon.processing import load_processor
+    from nncanon.core.processing import load_processor
 
     with pytest.raises(ValueError, match="torchvision"):
         load_processor(ckpt)(

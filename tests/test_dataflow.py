@@ -121,7 +121,7 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
     from generator.facts.claims import block_of_kind
     from generator.facts.dataflow import dataflow
     from nncanon.families import qwen3_5_moe_text as family_module
-    from nncanon.order import block_sequence
+    from nncanon.guards.order import block_sequence
 
     index = int(block_of_kind(model, family_module, "linear_attention").rsplit(".", 1)[-1])
     rows = [f"{h}.{n}" for h, n in block_sequence(model, index)]
@@ -165,7 +165,7 @@ def test_the_vision_blocks_order_is_the_order_plain_hooks_see(checkpoint):
 
     import nncanon
     from nncanon.families import qwen3_5_moe_text as family_module
-    from nncanon.order import vision_block_sequence
+    from nncanon.guards.order import vision_block_sequence
 
     vision = nncanon.load(checkpoint, task="image-text-to-text")
     args, kwargs = family_module.trace_inputs(vision)

@@ -1,4 +1,4 @@
-"""The residual decomposition (nncanon.decompose) against plain PyTorch: the accumulated stream is what plain forward
+"""The residual decomposition (nncanon.research.decompose) against plain PyTorch: the accumulated stream is what plain forward
 hooks see entering each block and leaving the last; the components are the embedding, each attention's and each
 MLP's output as plain hooks see them, and sum to the last block's output; the final norm applied to the stack sums
 to the norm of the stream (less its bias). Families: llama (sequential), gpt2 (LayerNorm, learned positions),
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import nncanon
-from nncanon import decompose
-from nncanon.precision import SUBBLOCK
+from nncanon.core.precision import SUBBLOCK
+from nncanon.research import decompose
 
 #: one prompt: a family pads a batch on its own side, which a plain forward of the tokenizer need not repeat
 PROMPTS = ["The cat sat on the mat because it was warm."]

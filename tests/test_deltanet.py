@@ -31,8 +31,8 @@ from limits import HANG
 from plain_hooks import mixer_calls
 
 import nncanon
-from nncanon import kernels
-from nncanon.parts import deltanet
+from nncanon.core import kernels
+from nncanon.parts.recurrent import deltanet
 
 DELTA = 1  # a DeltaNet block of the tiny checkpoint (layer_types: linear x3 + full, twice)
 LINEAR = (0, 1, 2, 4, 5, 6)

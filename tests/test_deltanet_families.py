@@ -128,7 +128,7 @@ def test_token_route_states_end_in_state_output(hybrid, prompts):
     assert states.shape[2:] == (config.linear_num_value_heads, config.linear_key_head_dim,
                                 config.linear_value_head_dim)
     assert torch.equal(states[:, -1], last)
-    assert nncanon.kernels.route(hybrid.family) == "fla"  # undone on exit
+    assert nncanon.core.kernels.route(hybrid.family) == "fla"  # undone on exit
 
 
 def test_time_steps_and_decay_rates_factor_the_decays(hybrid, prompts):

@@ -55,7 +55,7 @@ def test_the_measured_order_is_the_order_plain_hooks_see(model):
     before the router (Qwen3.5-MoE's order, not the declared one) and both before the mixture returns."""
     from generator.facts.claims import block_of_kind
     from nncanon.families import qwen3_5_moe_text as family_module
-    from nncanon.order import block_sequence
+    from nncanon.guards.order import block_sequence
 
     index = int(block_of_kind(model, family_module, "linear_attention").rsplit(".", 1)[-1])
     layer = model._module.model.layers[index]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import nncanon
-from nncanon.locators import Tap
+from nncanon.core.locators import Tap
 from tests.conftest import PROMPTS
 
 
@@ -131,7 +131,7 @@ def _patch_in_a_loop(model, safe: bool, sliced: bool = False) -> list[float]:
     slice; and it binds ``ids`` too, which the corrupt invoke never reads."""
     import warnings
 
-    from nncanon.stale import StaleValueWarning
+    from nncanon.guards.stale import StaleValueWarning
 
     errors = []
     with warnings.catch_warnings(record=True) as caught:
@@ -260,7 +260,7 @@ def test_a_value_the_model_serves_elsewhere_and_a_plain_typo(llama):
 
 
 def test_reading_a_module_boundary_outside_a_trace_names_the_standard_value(llama):
-    from nncanon.errors import OutsideTrace
+    from nncanon.guards.errors import OutsideTrace
 
     for read, path, standard in [(lambda: llama.layers[0].output, "model.layers[0].output", "model.layers[0].layer_output"),
                                  (lambda: llama.layers[0].input, "model.layers[0].input", "model.layers[0].layer_input"),

@@ -101,7 +101,7 @@ def test_the_rw_layout_adds_alibi_twice_under_eager():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.recipe.family import load_family
-    from nncanon.parts.alibi import bias
+    from nncanon.parts.attention.alibi import bias
 
     family = load_family(ROOT / "families" / "falcon.yaml")
     directory = checkpoint_dir(family.variant("rw"))

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from generator.recipe.family import all_families
-from nncanon.parts import attention, decoder, mixture, mlp
+from nncanon.parts.attention import softmax as attention
+from nncanon.parts.blocks import decoder, mixture, mlp
 
 
 def _plain(family) -> bool:
@@ -372,8 +373,8 @@ def test_qwen3_moe_refuses_dense_blocks():
 
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
+    from nncanon.core.model import FamilyMismatch
     from nncanon.families import qwen3_moe
-    from nncanon.model import FamilyMismatch
     from nncanon.parts import loading
 
     config = Qwen3MoeConfig(hidden_size=40, intermediate_size=56, moe_intermediate_size=28, num_experts=10,

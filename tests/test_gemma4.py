@@ -25,7 +25,7 @@ def _ids(model):
 
 
 def test_kv_sources_are_transformers_store_and_reuse_blocks(model):
-    from nncanon.parts.kv_sharing import kv_sources, sources_of
+    from nncanon.parts.attention.kv_sharing import kv_sources, sources_of
 
     modes = model.text_config.kv_sharing_modes
     sources = sources_of(model)
@@ -69,7 +69,7 @@ def test_shared_keys_values_are_what_the_forward_hands_on(model):
 
 
 def test_per_layer_inputs_are_the_blocks_arguments(model):
-    from nncanon.parts.per_layer_inputs import per_layer_inputs
+    from nncanon.parts.blocks.per_layer_inputs import per_layer_inputs
 
     seen = {}
     def record(i):

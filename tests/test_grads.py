@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import nncanon
-from nncanon.grads import NoGradient
+from nncanon.research.grads import NoGradient
 from tests.conftest import PROMPTS
 
 FAMILIES = ["llama", "qwen3_moe", "qwen3_5_moe_text"]
@@ -138,7 +138,7 @@ def _wrap_kernels(mixer, seen):
     """Catch the delta-rule kernel's arguments and output by wrapping the modeling module's kernel names."""
     import inspect
 
-    from nncanon.parts.deltanet import KERNELS
+    from nncanon.parts.recurrent.deltanet import KERNELS
 
     modeling = inspect.getmodule(type(mixer))
     saved = {name: getattr(modeling, name) for name in KERNELS}

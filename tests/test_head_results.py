@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import nncanon
-from nncanon.precision import STEP, SUBBLOCK
+from nncanon.core.precision import STEP, SUBBLOCK
 
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 PROJECTION = {"llama": "o_proj", "gpt2": "c_proj", "gpt_oss": "o_proj", "deepseek_v3": "o_proj"}

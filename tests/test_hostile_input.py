@@ -472,7 +472,7 @@ def test_a_damaged_checkpoint_names_the_file(tmp_path, llama_dir, edit, names):
 def test_a_bad_trace_input_names_the_argument(llama, value, says):
     import torch  # noqa: F401 - the tensor cases are written as text, so their ids read well
 
-    from nncanon.inputs import InputError
+    from nncanon.core.inputs import InputError
 
     value = eval(value) if isinstance(value, str) else value
     with pytest.raises(InputError, match=re.escape(says)):
@@ -481,14 +481,14 @@ def test_a_bad_trace_input_names_the_argument(llama, value, says):
 
 
 def test_the_cache_names_a_name_that_is_not_a_string(llama):
-    from nncanon.inputs import InputError
+    from nncanon.core.inputs import InputError
 
     with pytest.raises(InputError, match=r"model.cache\(names\): 123 \(int\) is not a name"):
         llama.cache([123], "hello")
 
 
 def test_a_value_read_outside_a_trace_is_named_in_standard_names(llama):
-    from nncanon.errors import OutsideTrace
+    from nncanon.guards.errors import OutsideTrace
 
     with pytest.raises(OutsideTrace, match=r"^model\.logits is read inside a `with model\.trace"):
         llama.logits.save()
@@ -576,7 +576,7 @@ def test_a_symlink_loop_among_the_families_is_one_line(tmp_path, monkeypatch, ca
 def test_an_edit_that_is_not_a_tensor_of_the_values_dtype_is_named(llama, value, says):
     import torch  # noqa: F401 - used by the eval'd cases
 
-    from nncanon.errors import EditTypeError
+    from nncanon.guards.errors import EditTypeError
 
     with pytest.raises(EditTypeError, match=r"^model\.layers\[0\]\.layer_output .*" + re.escape(says)):
         with llama.trace("hello"):
@@ -587,7 +587,7 @@ def test_an_edit_that_is_not_a_tensor_of_the_values_dtype_is_named(llama, value,
 def test_a_prompt_over_the_position_embedding_is_named():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
-    from nncanon.inputs import InputError
+    from nncanon.core.inputs import InputError
 
     gpt2 = nncanon.load(checkpoint_dir("gpt2"))
     for value in ([[1] * 513], "hello " * 600, ["hi", "hello " * 600]):
@@ -600,8 +600,8 @@ def test_remote_with_ndif_unreachable_names_the_host(llama_dir, tmp_path, monkey
     from huggingface_hub import constants
 
     import nncanon
-    from nncanon.hubcache import lay_out
-    from nncanon.remote import RemoteUnreachable
+    from nncanon.core.hubcache import lay_out
+    from nncanon.core.remote import RemoteUnreachable
 
     lay_out(llama_dir, "nncanon-tiny/llama", tmp_path)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))

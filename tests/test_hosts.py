@@ -23,10 +23,10 @@ def mixed_family() -> types.ModuleType:
     """qwen3_moe with the dense MLP as a host too, and no refusal of dense blocks."""
     from transformers.models.qwen3_moe import modeling_qwen3_moe as hf
 
+    from nncanon.core.hosts import host
+    from nncanon.core.model import StandardModel
     from nncanon.families import qwen3, qwen3_moe
-    from nncanon.hosts import host
-    from nncanon.model import StandardModel
-    from nncanon.parts import decoder, mixture, mlp
+    from nncanon.parts.blocks import decoder, mixture, mlp
 
     family = types.ModuleType("mixed_qwen3_moe")
     family.FAMILY = "qwen3_moe_mixed"
@@ -182,10 +182,10 @@ def test_an_index_past_the_stack_names_its_size(model):
 
 def family_reading(op_chain: tuple[str, ...], name: str = "attention_scores") -> types.ModuleType:
     """The mixed family with ``name`` read at ``op_chain`` (a locator the family's forward may not have)."""
-    from nncanon.hosts import host
-    from nncanon.locators import op
-    from nncanon.parts import attention as shared_attention
-    from nncanon.values import Value
+    from nncanon.core.hosts import host
+    from nncanon.core.locators import op
+    from nncanon.core.values import Value
+    from nncanon.parts.attention import softmax as shared_attention
 
     original = next(v for v in shared_attention.Attention.values() if v.name == name)
     moved = Value(name, original.layout, original.description, op(*op_chain, io=original.locator.io),
@@ -233,7 +233,7 @@ def test_an_op_a_release_outside_the_verified_range_lacks_is_unavailable_naming_
     """Outside the verified releases a missing op is the release's, not the family's: the load goes on and the
     one value is Unavailable, naming the release, in a read and in support()."""
     import nncanon
-    from nncanon import releases
+    from nncanon.guards import releases
 
     monkeypatch.setattr(releases, "installed", lambda: "5.0.0")
     monkeypatch.setattr(releases, "_warned", set())
@@ -265,7 +265,7 @@ def test_a_first_level_op_the_forward_lacks_fails_the_load(registered, checkpoin
 def test_a_missing_op_read_in_a_trace_names_the_value(registered, checkpoint, monkeypatch):
     """An op the load could not check (resolved only at run time) fails the read with the same message."""
     import nncanon
-    from nncanon import model as model_module
+    from nncanon.core import model as model_module
 
     registered(family_reading(("attention_interface_1", "torch_softmax_0")))
     monkeypatch.setattr(model_module, "check_ops", lambda envoy, ops: None)

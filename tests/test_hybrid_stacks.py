@@ -12,7 +12,7 @@ import torch
 from release_cache import cache_of
 
 import nncanon
-from nncanon.parts import hybrid
+from nncanon.parts.recurrent import hybrid
 
 PROMPT = "The cat sat on the mat because it was warm, and the dog slept."
 

@@ -70,7 +70,7 @@ def test_vision_values_are_the_modules_own(model):
 def test_the_pixel_shuffle_is_the_modules_and_not_the_identity(model):
     """`shuffle` (an independent reshape) against the connector's own pixel_shuffle on the tiny tower's output; the
     image features recomputed from it; and a square's rows really are neighbouring patches."""
-    from nncanon.parts.pixel_shuffle import shuffle
+    from nncanon.parts.vision.pixel_shuffle import shuffle
 
     prompt, images, _ = image_inputs(model)
     connector = model._module.model.connector
@@ -150,7 +150,7 @@ def test_the_wrapper_names_its_family_and_the_text_load_has_no_tower(family):
 
 
 def test_a_grid_the_shuffle_cannot_fold_is_one_line():
-    from nncanon.parts.pixel_shuffle import shuffle
+    from nncanon.parts.vision.pixel_shuffle import shuffle
 
     with pytest.raises(ValueError, match="not a square grid whose side divides by 2") as error:
         shuffle(torch.zeros(1, 9, 4), 2)

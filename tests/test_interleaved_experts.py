@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 import nncanon
-from nncanon.precision import SUBBLOCK
+from nncanon.core.precision import SUBBLOCK
 
 
 def _load():

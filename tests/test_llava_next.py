@@ -1,4 +1,4 @@
-"""LLaVA-NeXT's AnyRes line on its tiny checkpoint: the tiling arithmetic of nncanon.parts.anyres against
+"""LLaVA-NeXT's AnyRes line on its tiny checkpoint: the tiling arithmetic of nncanon.parts.vision.anyres against
 transformers' own functions over a sweep of image shapes, each vision value against plain PyTorch hooks and the
 wrapper's own methods (no nnsight), and each edit by its effect.
 
@@ -30,7 +30,7 @@ SHAPES = [(h, w) for h in (20, 97, 336, 500, 641, 1000, 1777) for w in (13, 240,
 def test_best_pinpoint_is_transformers_choice():
     from transformers.image_processing_utils import select_best_resolution
 
-    from nncanon.parts.anyres import best_pinpoint
+    from nncanon.parts.vision.anyres import best_pinpoint
 
     for h, w in SHAPES:
         assert best_pinpoint(h, w, PINPOINTS) == tuple(select_best_resolution((h, w), PINPOINTS)), (h, w)
@@ -39,7 +39,7 @@ def test_best_pinpoint_is_transformers_choice():
 def test_kept_span_is_what_unpad_image_keeps():
     from transformers.models.llava_next.modeling_llava_next import get_anyres_image_grid_shape, unpad_image
 
-    from nncanon.parts.anyres import grid_of, kept_span
+    from nncanon.parts.vision.anyres import grid_of, kept_span
 
     side = 24  # 336 / 14
     for h, w in SHAPES:
@@ -51,7 +51,7 @@ def test_kept_span_is_what_unpad_image_keeps():
 
 
 def test_the_two_images_get_different_grids_and_unpadding(model):
-    from nncanon.parts.anyres import grid_of, image_token_counts, kept_span, tiles_per_image
+    from nncanon.parts.vision.anyres import grid_of, image_token_counts, kept_span, tiles_per_image
 
     _, images, encoding = image_inputs(model)
     assert images[0].size != images[1].size
@@ -89,7 +89,7 @@ def test_onevision_pooling_is_what_pack_image_features_does(max_tiles):
 
     from transformers.models.llava_onevision.modeling_llava_onevision import LlavaOnevisionModel
 
-    from nncanon.parts.anyres import grid_of, kept_span, pack, pooled_size, tiles_per_image
+    from nncanon.parts.vision.anyres import grid_of, kept_span, pack, pooled_size, tiles_per_image
 
     config = _onevision_config(max_tiles)
     sizes = torch.tensor([[336, 1000], [1777, 480], [500, 500], [20, 2048], [1000, 999], [1777, 2048], [2000, 900],
@@ -117,7 +117,7 @@ def test_onevision_counts_are_the_processors():
 
     from transformers import LlavaOnevisionProcessor
 
-    from nncanon.parts.anyres import image_token_counts
+    from nncanon.parts.vision.anyres import image_token_counts
 
     for max_tiles in (9, 2):
         config = _onevision_config(max_tiles)
@@ -156,7 +156,7 @@ def test_vision_values_are_the_modules_own(model):
 
 
 def test_packing_recomputed_matches_the_wrapper(model):
-    from nncanon.parts.anyres import pack
+    from nncanon.parts.vision.anyres import pack
 
     prompt, images, encoding = image_inputs(model)
     with torch.no_grad(), model.trace(prompt, images=images):

@@ -23,7 +23,7 @@ def model():
 
 
 def _inputs(model):
-    from nncanon.parts.onevision import onevision_trace_inputs
+    from nncanon.parts.vision.onevision import onevision_trace_inputs
 
     (prompts,), kwargs = onevision_trace_inputs(model)
     return prompts, kwargs["images"], model.processor(text=prompts, images=kwargs["images"], return_tensors="pt")
@@ -33,8 +33,8 @@ def _inputs(model):
 
 
 def test_the_processor_has_no_video_processor_and_counts_the_pooled_tokens(model):
-    from nncanon.parts.anyres import image_token_counts, pooled_size
-    from nncanon.processing_onevision import OnevisionImageTextProcessor
+    from nncanon.parts.vision.anyres import image_token_counts, pooled_size
+    from nncanon.parts.vision.onevision_processing import OnevisionImageTextProcessor
 
     prompts, images, encoding = _inputs(model)
     assert isinstance(model.processor, OnevisionImageTextProcessor)
@@ -52,7 +52,7 @@ def test_the_processor_has_no_video_processor_and_counts_the_pooled_tokens(model
 def test_a_prompt_of_two_images_reads_each_as_its_base_tile(model):
     """batch_num_images [2] (the images nested per prompt; a flat list counts one per image): each image its base
     tile's 16 features and one newline, as the wrapper packs it."""
-    from nncanon.parts.anyres import pack
+    from nncanon.parts.vision.anyres import pack
 
     pad = model.processor.image_token
     encoding = model.processor(text=f"Compare {pad} with {pad}.", images=[_inputs(model)[1]], return_tensors="pt")
@@ -98,9 +98,9 @@ def test_vision_values_are_the_modules_own(model):
 def test_pooled_packing_recomputed_is_within_its_bound(model):
     """The float64 recomputation of the bilinear pooling against the wrapper's float32 F.interpolate: within
     pool_bound of the features' scale (the relation's stated tolerance)."""
-    from nncanon.parts.anyres import pack
-    from nncanon.parts.onevision import pool_bound
-    from nncanon.relations import error
+    from nncanon.core.relations import error
+    from nncanon.parts.vision.anyres import pack
+    from nncanon.parts.vision.onevision import pool_bound
 
     prompts, images, encoding = _inputs(model)
     with torch.no_grad(), model.trace(prompts, images=images):

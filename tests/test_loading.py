@@ -59,7 +59,7 @@ def llama_checkpoint():
 
 
 def test_a_hub_id_loads_offline_from_the_cache(tmp_path, llama_checkpoint):
-    from nncanon.hubcache import lay_out
+    from nncanon.core.hubcache import lay_out
 
     snapshot = lay_out(llama_checkpoint, REPO_ID, tmp_path / "hf")
     out = tmp_path / "found.json"
@@ -207,7 +207,7 @@ def test_a_meta_build_skips_torchs_inits_but_still_ties_the_head():
     import torch.nn.init as init
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from nncanon.loading import no_torch_inits
+    from nncanon.core.loading import no_torch_inits
 
     config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)

@@ -1,4 +1,4 @@
-"""Mamba-1's selective scan (the mamba and falcon_mamba families, `nncanon.parts.selective_scan`) against an
+"""Mamba-1's selective scan (the mamba and falcon_mamba families, `nncanon.parts.recurrent.selective_scan`) against an
 independent recomputation: the scan's inputs against plain PyTorch hooks on the mixer's own projections (and, on
 Falcon-Mamba, the B, C and dt RMS norms written out here), every token's state and output against this file's own
 float64 scan of the Mamba-1 recurrence, ``states[:, t]`` against the recurrent state transformers' own forward

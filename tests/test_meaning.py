@@ -351,9 +351,9 @@ def _hosts(llama):
 
 def _mlp_with(monkeypatch, llama, view):
     """llama's MLP host serving ``mlp_output`` through ``view``."""
-    from nncanon.hosts import host
-    from nncanon.parts.mlp import MLP
-    from nncanon.values import Value
+    from nncanon.core.hosts import host
+    from nncanon.core.values import Value
+    from nncanon.parts.blocks.mlp import MLP
 
     _, module, _ = llama
     old = next(v for v in MLP.values() if v.name == "mlp_output")
@@ -385,7 +385,7 @@ def test_a_host_missing_from_the_claims_fails_naming_it(llama, tmp_path):
 
 def test_a_tuple_served_as_a_residual_fails_naming_it(llama, monkeypatch):
     from generator.facts.claim_error import ClaimError
-    from nncanon.values import View
+    from nncanon.core.values import View
 
     _mlp_with(monkeypatch, llama, View("tuple", lambda host, x: (x,), None))
     with pytest.raises(ClaimError, match=r"model\.layers\[i\]\.mlp\.mlp_output.*promises a tensor.*tuple"):
@@ -396,7 +396,7 @@ def test_a_value_no_relation_states_fails_naming_it(llama, monkeypatch):
     from generator.facts.loads import resolve_loads
     from generator.facts.measure import run_inputs
     from generator.facts.proof import RelationError, prove_family
-    from nncanon.parts.decoder import Block
+    from nncanon.parts.blocks.decoder import Block
 
     family, module, checkpoint = llama
     dropped = tuple(r for r in Block.RELATIONS if "mlp_norm_output" not in r.proves)
@@ -410,7 +410,7 @@ def test_a_write_that_does_not_land_fails_naming_it(llama, monkeypatch):
     from generator.facts.claim_error import ClaimError
     from generator.facts.edits import prove_edits
     from generator.facts.loads import resolve_loads
-    from nncanon.values import View
+    from nncanon.core.values import View
 
     # reads a copy, and an assignment keeps the model's own tensor: neither edit reaches the forward
     _mlp_with(monkeypatch, llama, View("copy", lambda host, x: x.clone(), lambda host, x, current: current))

@@ -1,4 +1,4 @@
-"""The norms' gains and biases in standard names (nncanon.weights' ``<stem>_w``/``<stem>_b``) against plain PyTorch:
+"""The norms' gains and biases in standard names (nncanon.research.weights' ``<stem>_w``/``<stem>_b``) against plain PyTorch:
 where the parameter is the gain the weight is the parameter (an in-place edit and an assignment land in the model
 and move the norm's output as the formula says); Gemma's computed ``1 + weight`` is served and refuses edits naming
 the parameter; OLMo's weightless LayerNorm refuses its gain in one line; each norm's output is recomputed from its
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import nncanon
-from nncanon.precision import STEP
-from nncanon.weights import WeightUnavailable, names
+from nncanon.core.precision import STEP
+from nncanon.research.weights import WeightUnavailable, names
 
 PROMPT = "The cat sat on the mat because it was warm."
 
@@ -94,8 +94,8 @@ def test_a_weightless_norm_has_no_gain_and_says_so():
 def test_every_norm_output_is_its_input_normed_by_the_served_gain(family):
     """The relation the build checks, run here on every norm host: the norm's output from its input."""
     from generator.facts.proof import relations_of
-    from nncanon.relations import error
-    from nncanon.weights import gains, norm_module
+    from nncanon.core.relations import error
+    from nncanon.research.weights import gains, norm_module
 
     model = _load(family)
     ids = model.tokenizer(["The cat sat on the mat", "Hi"], return_tensors="pt", padding=True)
@@ -115,7 +115,7 @@ def test_every_norm_output_is_its_input_normed_by_the_served_gain(family):
 
 def test_transformer_lens_names_map_to_the_gains():
     """other_names' TransformerLens parameter names resolve to gains llama serves (block 1's and the final norm's)."""
-    from nncanon.other_names import TRANSFORMER_LENS_WEIGHTS, standard_name
+    from nncanon.guards.other_names import TRANSFORMER_LENS_WEIGHTS, standard_name
 
     assert standard_name("ln_final.w") == ("TransformerLens", "ln_final.w", "model.final_norm_w")
     model = _load("llama")

@@ -184,7 +184,7 @@ def test_unembed_names_what_is_not_a_stream_of_the_model(llama, make, says):
     """Each once met torch's own message (a size mismatch, 'list' has no dtype, 'double != float')."""
     import torch
 
-    from nncanon.lens import LensInputError
+    from nncanon.research.lens import LensInputError
 
     with pytest.raises(LensInputError) as caught:
         llama.unembed(make(torch))
@@ -203,7 +203,7 @@ def test_unembed_names_what_is_not_a_stream_of_the_model(llama, make, says):
 def test_a_weight_assigned_what_it_cannot_hold_is_named(llama, make, says):
     """A string met torch's "new(): invalid data type 'str'"; a complex tensor was copied with its imaginary part
     dropped."""
-    from nncanon.weights import WeightTypeError
+    from nncanon.research.weights import WeightTypeError
 
     attn = llama.layers[0].self_attn
     before = attn.W_Q.clone()

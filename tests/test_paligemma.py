@@ -36,7 +36,7 @@ def _encoding(model):
 
 
 def test_the_processor_writes_images_then_the_prefix_then_the_suffix(paligemma):
-    from nncanon.parts.vision_towers import example_images
+    from nncanon.parts.vision.vision_towers import example_images
 
     images = example_images(paligemma.processor)
     encoding = _encoding(paligemma)

@@ -9,8 +9,8 @@ import pkgutil
 import pytest
 
 import nncanon.families
-from nncanon import precision
-from nncanon.relations import Relation
+from nncanon.core import precision
+from nncanon.core.relations import Relation
 
 
 @pytest.mark.parametrize("level", sorted(precision.LEVELS))

@@ -16,7 +16,7 @@ from PIL import Image
 
 import nncanon
 from nncanon import Unavailable
-from nncanon.parts import qwen_vit
+from nncanon.parts.vision import qwen_vit
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 DEEPSTACK = ("qwen3_vl", "qwen3_vl_moe")

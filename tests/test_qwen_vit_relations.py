@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from generator.facts.proof import RelationError, pattern, prove_family, targets
-from nncanon.parts import qwen_vit
-from nncanon.parts.qwen_vit import relations as vit_relations
+from nncanon.parts.vision import qwen_vit
+from nncanon.parts.vision.qwen_vit import relations as vit_relations
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5_moe_text")
 IMAGE = "image-text-to-text"
@@ -117,7 +117,7 @@ def test_every_vision_value_is_stated_by_a_relation(family, proofs):
 
 def test_the_vision_relations_each_host_carries():
     assert qwen_vit.VisionBlock.RELATIONS[0].adds == ("layer_input", "{mixer}.attention_output", "layer_mid")
-    from nncanon.parts.attention import HEAD_RESULTS_RELATION
+    from nncanon.parts.attention.softmax import HEAD_RESULTS_RELATION
 
     assert qwen_vit.VisionAttention.RELATIONS == (*vit_relations.ATTENTION_RELATIONS, HEAD_RESULTS_RELATION)
     assert qwen_vit.VisionMLP.RELATIONS == vit_relations.MLP_RELATIONS_FC
@@ -125,7 +125,7 @@ def test_the_vision_relations_each_host_carries():
     assert qwen_vit.DeepStackVision.RELATIONS == vit_relations.DEEPSTACK_RELATIONS
     # the text root of a VL line replaces exactly the relations images change, and keeps the others
     texts = lambda relations: [r.text for r in relations]  # noqa: E731
-    from nncanon.parts.decoder import ROOT_RELATIONS
+    from nncanon.parts.blocks.decoder import ROOT_RELATIONS
 
     changed = set(texts(ROOT_RELATIONS)) - set(texts(qwen_vit.IMAGE_ROOT_RELATIONS))
     assert changed == {"layers[0].layer_input == token_embeddings"}
@@ -136,7 +136,7 @@ def test_the_vision_relations_each_host_carries():
 
 
 def test_a_wrong_vision_relation_fails_naming_it(proofs, monkeypatch):
-    from nncanon.relations import relation
+    from nncanon.core.relations import relation
 
     @relation("layer_mid == layer_input", proves="layer_mid", reads="layer_input layer_mid")
     def wrong(host, r):

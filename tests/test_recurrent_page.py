@@ -100,8 +100,8 @@ def test_a_familys_version_of_a_shared_part_joins_the_parts_row():
 def test_a_host_classs_part_is_its_furthest_base_short_of_host():
     from generator.facts.measure import part_of
     from nncanon.families import falcon_h1, jamba, nemotron_h
-    from nncanon.parts.selective_scan import SelectiveScan
-    from nncanon.parts.ssd import SSD
+    from nncanon.parts.recurrent.selective_scan import SelectiveScan
+    from nncanon.parts.recurrent.ssd import SSD
 
     assert part_of(nemotron_h.NemotronSSD) == part_of(falcon_h1.FalconSSD) == part_of(SSD) == "SSD"
     assert part_of(jamba.JambaMamba) == part_of(SelectiveScan) == "SelectiveScan"

@@ -26,7 +26,7 @@ def model(request):
 
 def boundary_values(model):
     """(host envoy, value, native module) for every value read at a module's own input or output."""
-    from nncanon.locators import Tap
+    from nncanon.core.locators import Tap
 
     out = []
     for kind in model.host_kinds():

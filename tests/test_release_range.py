@@ -83,7 +83,7 @@ class _Moved:
 def test_an_attention_call_is_found_by_what_it_calls_when_a_release_renumbers_it():
     from nnsight.intervention.source import compiled
 
-    from nncanon.locators import call, resolve
+    from nncanon.core.locators import call, resolve
 
     labels = compiled(_Moved.forward)
     assert "attention_interface_1" in labels.names  # on this forward, the second binding, not the call
@@ -98,7 +98,7 @@ def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavaila
 
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
-    from nncanon.parts import conv
+    from nncanon.parts.recurrent import conv
 
     monkeypatch.setattr(conv, "cache_arg", lambda mixer_class: None)
     model = nncanon.load(checkpoint_dir("mamba2"))
@@ -115,7 +115,7 @@ def test_pyproject_declares_the_verified_range_and_the_lock_lies_inside_it():
     import re
     import tomllib
 
-    from nncanon import releases
+    from nncanon.guards import releases
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     declared = next(d for d in project["dependencies"] if re.match(r"transformers\b", d))
@@ -130,7 +130,7 @@ def test_load_warns_once_outside_the_verified_range(monkeypatch):
 
     import pytest
 
-    from nncanon import releases
+    from nncanon.guards import releases
 
     monkeypatch.setattr(releases, "installed", lambda: "5.12.1")
     monkeypatch.setattr(releases, "_warned", set())
@@ -151,9 +151,9 @@ def test_an_argument_the_release_does_not_pass_is_unavailable_not_an_index_error
     import pytest
 
     from nncanon import Unavailable
-    from nncanon.layouts import layout
-    from nncanon.locators import call, op
-    from nncanon.values import Value, ValueProperty
+    from nncanon.core.layouts import layout
+    from nncanon.core.locators import call, op
+    from nncanon.core.values import Value, ValueProperty
 
     value = Value("attention_queries", layout("Queries", "batch heads seq head_dim"), "the queries",
                   op(call("attention_interface_1"), io="input", element=1))

@@ -88,7 +88,7 @@ def test_the_releases_page_names_each_family_not_verified_on_every_release_and_i
 
 
 def test_support_says_when_the_installed_release_was_not_verified_for_the_family(model, monkeypatch):
-    from nncanon import releases
+    from nncanon.guards import releases
 
     on = releases.verified_on(model.family)
     assert on, f"{model.family} has no kept release record (python -m generator releases)"

@@ -35,7 +35,7 @@ def llama_checkpoint():
 
 @pytest.fixture(scope="module")
 def hf_home(tmp_path_factory, llama_checkpoint, checkpoint):
-    from nncanon.hubcache import lay_out
+    from nncanon.core.hubcache import lay_out
 
     home = tmp_path_factory.mktemp("hf_home")
     lay_out(llama_checkpoint, REPO_ID, home)
@@ -140,7 +140,7 @@ def test_a_hybrid_mixture_remotely(ndif, checkpoint, model, prompts):
 
 def test_a_local_directory_cannot_run_remotely(llama_checkpoint):
     import nncanon
-    from nncanon.remote import NotRemotable
+    from nncanon.core.remote import NotRemotable
 
     local = nncanon.load(llama_checkpoint)
     with pytest.raises(NotRemotable, match="load it by its id") as raised:

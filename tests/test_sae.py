@@ -1,11 +1,11 @@
-"""nncanon.sae: TopK SAEs in the layer<i>.sae.pt format, on real layers[i].layer_output reads."""
+"""nncanon.research.sae: TopK SAEs in the layer<i>.sae.pt format, on real layers[i].layer_output reads."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from nncanon.sae import SAEFormatError, TopKSAE, layer_file
+from nncanon.research.sae import SAEFormatError, TopKSAE, layer_file
 
 PROMPT = "The cat sat on the mat because it was warm."
 

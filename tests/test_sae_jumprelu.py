@@ -1,4 +1,4 @@
-"""nncanon.sae_jumprelu (Gemma Scope 2's JumpReLU SAEs) and the section's ``kind: jumprelu`` entries.
+"""nncanon.research.sae_jumprelu (Gemma Scope 2's JumpReLU SAEs) and the section's ``kind: jumprelu`` entries.
 
 The maps against a plain float64 computation within nncanon's float32 error model, the threshold's
 effect, the release's file format both ways, each bad file in one line, and the entry checks of
@@ -16,8 +16,8 @@ import torch
 
 from generator.notes.sae_jumprelu_check import _bound, jumprelu_release
 from generator.recipe.fields import FamilyYamlError
-from nncanon.sae import SAEFormatError
-from nncanon.sae_jumprelu import SITES, WIDTHS, JumpReLUSAE, release_folder, site_of
+from nncanon.research.sae import SAEFormatError
+from nncanon.research.sae_jumprelu import SITES, WIDTHS, JumpReLUSAE, release_folder, site_of
 
 
 def _x(*shape: int, seed: int = 1) -> torch.Tensor:
@@ -246,7 +246,7 @@ def test_a_wrong_standard_hook_fails(tiny, tmp_path, monkeypatch):
     import dataclasses
 
     from generator.notes import sae_jumprelu_check
-    from nncanon import sae_jumprelu
+    from nncanon.research import sae_jumprelu
 
     # mlp_out read at the MLP's normed input instead of its post-normed output: not the release's tensor
     wrong = dataclasses.replace(SITES["mlp_out"], hook="model.layers[i].mlp_norm_output")

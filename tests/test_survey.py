@@ -59,8 +59,8 @@ def _hooked(model_type: str) -> dict:
 
 
 def _agree(pairs) -> bool:
-    from nncanon.precision import STEP
-    from nncanon.relations import error
+    from nncanon.core.precision import STEP
+    from nncanon.core.relations import error
 
     # a sum or a copy recomputed: one float32 step (nncanon/precision.py), the shared relations' own tolerance
     return all(error(a, b) <= STEP for a, b in pairs)

@@ -80,7 +80,7 @@ def rotate_half(x):
 
 
 def test_loads_the_wrapper_with_its_processor(vision):
-    from nncanon.processing import QwenImageTextProcessor
+    from nncanon.core.processing import QwenImageTextProcessor
 
     assert type(vision._module).__name__ == "Qwen3_5MoeForConditionalGeneration"
     assert isinstance(vision.processor, QwenImageTextProcessor)
@@ -463,8 +463,8 @@ def test_a_batch_of_prompts_with_several_images_each(vision, red, wide):
 def test_every_vision_value_has_its_layouts_shape(vision, red, wide, inputs, sizes):
     """Each value of a vision host, read alone with the family's trace inputs, has its layout's rank
     and sizes: the image sizes on model.vision, the encoder's (model.vision.dim_sizes) below it."""
+    from nncanon.core.processing import image_placeholder
     from nncanon.families import qwen3_5_moe_text as family
-    from nncanon.processing import image_placeholder
 
     args, kwargs = family.trace_inputs(vision)
     assert image_placeholder(vision.processor) == PAD and args[0].count(PAD) == 2

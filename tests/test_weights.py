@@ -1,4 +1,4 @@
-"""The weights in standard names (nncanon.weights) against plain PyTorch: each is a view of the parameter
+"""The weights in standard names (nncanon.research.weights) against plain PyTorch: each is a view of the parameter
 ``model.named_parameters()`` holds (an edit lands there), and the plain forward's own projections (plain forward
 hooks) are the input times it: llama (separate q/k/v), gpt2 (a fused Conv1D), bloom (a per-head interleaved
 query_key_value), phi3 (a fused qkv_proj and gate_up_proj), gpt_bigcode (multi-query), qwen3_next (query and
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import nncanon
-from nncanon.precision import SUBBLOCK
-from nncanon.weights import WeightUnavailable
+from nncanon.core.precision import SUBBLOCK
+from nncanon.research.weights import WeightUnavailable
 
 PROMPT = "The cat sat on the mat because it was warm."
 

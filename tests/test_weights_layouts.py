@@ -1,4 +1,4 @@
-"""The weights in standard names (nncanon.weights) where the layout is unusual (issue 27), against plain PyTorch:
+"""The weights in standard names (nncanon.research.weights) where the layout is unusual (issue 27), against plain PyTorch:
 the projection's own output as a plain forward hook sees it, split by the module's own code (CodeGen's mp_num
 split, Falcon's ``_split_heads``), is the input times the weight; an edit of the weight lands in the parameter,
 exactly where that head's rows are, and nowhere else; a weight with no such matrix refuses in one line saying what
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import nncanon
-from nncanon.gathered import Gathered
-from nncanon.precision import SUBBLOCK
-from nncanon.weights import WeightUnavailable
+from nncanon.core.precision import SUBBLOCK
+from nncanon.research.gathered import Gathered
+from nncanon.research.weights import WeightUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The cat sat on the mat because it was warm."
@@ -247,8 +247,8 @@ def test_tower_head_results_are_each_tower_heads_columns_of_out_proj(family):
     through out_proj's columns h, as plain hooks on out_proj see them; summed over heads, plus the bias, out_proj's
     output."""
     from generator.checkpoint.checkpoints import checkpoint_dir
-    from nncanon.parts.vision_towers import example_images
-    from nncanon.precision import STEP
+    from nncanon.core.precision import STEP
+    from nncanon.parts.vision.vision_towers import example_images
 
     model = nncanon.load(checkpoint_dir(family), task="image-text-to-text")
     attention = model.vision.layers[1].self_attn
@@ -280,8 +280,8 @@ def test_qwen_vit_head_results_are_each_tower_heads_columns_of_its_proj():
     heads, width]; head h is proj's (o_proj's) input slice h through proj's columns h, as plain hooks on proj see
     them; summed over heads, plus the bias, proj's output."""
     from generator.checkpoint.checkpoints import checkpoint_dir
-    from nncanon.parts import qwen_vit
-    from nncanon.precision import STEP
+    from nncanon.core.precision import STEP
+    from nncanon.parts.vision import qwen_vit
 
     model = nncanon.load(checkpoint_dir("qwen2_vl"), task="image-text-to-text")
     attention = model.vision.layers[1].self_attn

@@ -23,7 +23,7 @@ def one_thread():
 def image_inputs(model):
     """(prompt, images, encoding): two images of different sizes, each at the processor's image token (which the
     processor expands to the image's tokens)."""
-    from nncanon.parts.vision_towers import example_images
+    from nncanon.parts.vision.vision_towers import example_images
 
     pad = model.processor.image_token
     prompt = f"Compare {pad} with {pad}. Which one is red?"

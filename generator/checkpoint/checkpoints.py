@@ -485,7 +485,7 @@ def meta_model(family: str | Path | Family, checkpoint_id: str):
     """The full-size model of a ``checkpoints:`` item built on the ``meta`` device (no weights)."""
     import torch
 
-    from nncanon.loading import no_torch_inits
+    from nncanon.core.loading import no_torch_inits
 
     fam = get_family(family)
     cfg, model_cls = meta_config(fam, checkpoint_id)

@@ -43,7 +43,7 @@ def llava_onevision_processor(fam: Any, tokenizer: Any, chat_template: str | Non
     pinpoints = [list(p) for p in recipe.pop("image_grid_pinpoints")]
     image_processor = LlavaOnevisionImageProcessorPil(size={"height": side, "width": side},
                                                       image_grid_pinpoints=pinpoints)
-    from nncanon.processing_onevision import OnevisionImageTextProcessor
+    from nncanon.parts.vision.onevision_processing import OnevisionImageTextProcessor
 
     return OnevisionImageTextProcessor(image_processor=image_processor, tokenizer=tokenizer,
                                        chat_template=chat_template, **recipe)

@@ -186,7 +186,7 @@ def build_processor(family: str | Path | Family, tokenizer=None):
     ``tiny.processor.kind: llava``, a ``LlavaProcessor`` (:func:`_llava_processor`)."""
     from transformers import Qwen2VLImageProcessorPil
 
-    from nncanon.processing import QwenImageTextProcessor
+    from nncanon.core.processing import QwenImageTextProcessor
 
     fam = get_family(family)
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)

@@ -121,7 +121,7 @@ def marked_blocks(family_module: Any, full: Any) -> list[dict]:
     """Full-size blocks a family serves more on: qwen3_vl's first blocks, which add the DeepStack features
     (``deepstack_output``): the slider marks them. A family module's own ``marked_blocks(full)`` says which blocks
     it marks instead (paligemma's: the blocks whose mask lets the prefix attend both ways)."""
-    from nncanon.parts.qwen_vit import DeepStackBlock, deepstack_blocks
+    from nncanon.parts.vision.qwen_vit import DeepStackBlock, deepstack_blocks
 
     if hasattr(family_module, "marked_blocks"):
         return family_module.marked_blocks(full)
@@ -136,7 +136,7 @@ def produced(models: Models, index: int, family_module: Any = None) -> dict:
     """The order one forward produces every value of block ``index``'s hosts in (``host.name``), under the
     load that produces the most of them, and which of them feed which (``generator/facts/dataflow.py``): the
     diagram draws both and the build checks its arrows against the order."""
-    from nncanon.order import block_sequence
+    from nncanon.guards.order import block_sequence
 
     best: tuple[list, str, Any] = ([], "", None)
     for load in models.all:
@@ -149,7 +149,7 @@ def produced(models: Models, index: int, family_module: Any = None) -> dict:
             best = (sequence, load.label, model)
     if not best[0] and family_module is not None:
         # a block a text prompt never runs (mllama's cross-attention blocks): measured on a call with images
-        from nncanon.order import called_block_sequence
+        from nncanon.guards.order import called_block_sequence
 
         for load in models.all:
             if load.task == "text-generation":
@@ -168,7 +168,7 @@ def produced(models: Models, index: int, family_module: Any = None) -> dict:
 def vision_produced(models: Models, family_module: Any) -> dict:
     """The vision block's sequence and dataflow, as :func:`produced`, measured on the image load's prompt
     with images (a text prompt never runs the encoder)."""
-    from nncanon.order import vision_block_sequence
+    from nncanon.guards.order import vision_block_sequence
 
     load = models.loads["image"]
     model = models.get("image")

@@ -13,12 +13,12 @@ from generator.recipe.fields import FamilyYamlError
 
 def full_size(family: Family, family_module: Any, checkpoint_id: str, task: str, causal_lm: type) -> Any:
     """The StandardModel of a full-size checkpoint on the meta device (no weights), built as a meta-first
-    ``nncanon.load`` builds it (`nncanon.loading.meta_module`); ``causal_lm`` is the class the tiny load built,
+    ``nncanon.load`` builds it (`nncanon.core.loading.meta_module`); ``causal_lm`` is the class the tiny load built,
     which the meta build must match."""
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir, meta_config, meta_model
-    from nncanon.loading import meta_module
-    from nncanon.processing import load_processor
+    from nncanon.core.loading import meta_module
+    from nncanon.core.processing import load_processor
 
     directory = checkpoint_dir(family)
     if task == "text-generation":

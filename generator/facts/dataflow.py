@@ -1,7 +1,7 @@
 """Which values of a block feed which: the values each of the block's relations ties, oriented by the
 measured order.
 
-A relation (``nncanon.relations.Relation``) is an equation the build checks on every block; its text
+A relation (``nncanon.core.relations.Relation``) is an equation the build checks on every block; its text
 says which of its terms stand on which side: ``attention_probabilities == softmax(attention_scores)``
 ties the scores to the probabilities, ``layer_input + linear_attn.attention_output == layer_mid`` ties
 each addend to the sum (not the addends to each other). So two of a relation's terms are tied when they
@@ -9,7 +9,7 @@ appear on different sides of one ``==`` of one clause (clauses split at ``;``) o
 whose text names none of its terms that way ties what it reads and does not prove to what it proves.
 Neither says which way the data runs (``mlp_output == routed_output`` holds both ways round), so each
 tie is drawn from the one of its two values the forward produced first (``sequence``, measured by
-``nncanon.order``); the renderer checks every drawn arrow against that order again
+``nncanon.guards.order``); the renderer checks every drawn arrow against that order again
 (``generator/interiors.check_order``), so facts whose edges run against their sequence fail the build.
 
 Term kinds that make edges: a value of the relation's own host (``layer_mid``), a value of a child host

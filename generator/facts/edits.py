@@ -14,7 +14,7 @@ from generator.facts.loads import Models
 from generator.facts.measure import nnsight_path, run_inputs
 from generator.facts.proof import unavailable
 from generator.recipe.family import Family
-from nncanon.precision import STEP
+from nncanon.core.precision import STEP
 
 
 def nudge(x: Any, host: Any) -> Any:

@@ -50,7 +50,7 @@ def resolve_loads(family: Family, family_module: Any, checkpoint: Path) -> Model
     if got.get("experts_implementation") not in (None, "eager"):
         loads.append(Load("experts eager", kwargs=(("experts_implementation", "eager"),)))
     if hasattr(family_module, "KERNELS"):  # a DeltaNet family: its kernel routes
-        from nncanon import kernels
+        from nncanon.core import kernels
 
         loads += [Load('route_kernels "torch"', base=label,
                        context=lambda model: kernels.route_kernels(model.family, "torch")),

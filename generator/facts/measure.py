@@ -150,7 +150,7 @@ def section_of(host: str) -> str:
 def part_of(cls: type) -> str:
     """The shared part a host class is a family's version of: its furthest base short of ``Host`` (a family's
     ``host("NemotronSSD", SSD)`` is the SSD part; the Recurrent state page groups mixers by it)."""
-    from nncanon.hosts import Host
+    from nncanon.core.hosts import Host
 
     bases = [k for k in cls.__mro__ if isinstance(k, type) and issubclass(k, Host) and k is not Host]
     return bases[-1].__name__

@@ -1,6 +1,6 @@
 """The build's proof of meaning: every relation of every host, on every block, under every load.
 
-A host class's ``RELATIONS`` (``nncanon.relations``) state what its values mean. Here each relation
+A host class's ``RELATIONS`` (``nncanon.core.relations``) state what its values mean. Here each relation
 is applied to every envoy of its class on the tiny checkpoint, under each load the page talks about
 (a relation whose terms a load cannot serve is skipped there, and says so); its terms are read in
 one trace per term pattern (a term on every block at once, in block order, so reads follow the
@@ -62,7 +62,7 @@ def relations_of(envoy: Any) -> list[Any]:
     from nncanon.parts.weights import relations as weight_relations
 
     mixer = mixer_of(envoy)
-    # a host's weights (nncanon.weights) bring the relations that prove them, built for its module
+    # a host's weights (nncanon.research.weights) bring the relations that prove them, built for its module
     return [relation.on(mixer) for relation in getattr(type(envoy), "RELATIONS", ())] + weight_relations(envoy)
 
 
@@ -192,7 +192,7 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
                 for target in found:
                     wanted[(path_of(target), attr)] = target
     read = read_all(model, wanted, args, kwargs)
-    from nncanon.relations import error as relative_error
+    from nncanon.core.relations import error as relative_error
 
     failed: dict[str, str] = {}  # every relation that does not hold, reported together
     for envoy, relation, terms, checked in plan:

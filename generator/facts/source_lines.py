@@ -20,7 +20,7 @@ def annotate(models: Any, hosts: list[dict], family_module: Any, prompts: list[s
     """Give each value read at an operation ``read_line``: ``{"file", "line", "code"}`` of that operation's call
     (for a nested one, the innermost), under the first load that serves it."""
     from generator.facts.measure import nnsight_path
-    from nncanon.locators import Tap
+    from nncanon.core.locators import Tap
 
     entries = {(h["path"], h["host_class"]): {v["name"]: v for v in h["values"]} for h in hosts}
     for load in models.all:
@@ -53,7 +53,7 @@ def forget_compiled() -> None:
 
 def _compiled(model: Any, envoy: Any, outer: tuple[str, ...], inputs: tuple | None) -> Any:
     """nnsight's compiled source of the function the ``outer`` operations lead to from the envoy's forward."""
-    from nncanon.locators import resolve
+    from nncanon.core.locators import resolve
 
     if not outer:
         return envoy.source.compiled
@@ -70,7 +70,7 @@ def _compiled(model: Any, envoy: Any, outer: tuple[str, ...], inputs: tuple | No
 def _at(compiled: Any, op: str) -> dict | None:
     """The operation's line: its file, line number and code (a trailing comment dropped), or None when the file
     does not have that line (a forward compiled from a string, a file changed on disk)."""
-    from nncanon.locators import resolve
+    from nncanon.core.locators import resolve
 
     within = compiled.lines.get(resolve(op, compiled))
     if within is None:

@@ -1,6 +1,6 @@
 """TransformerLens names: the TransformerLens hook each standard value corresponds to, checked.
 
-``nncanon.other_names.TRANSFORMER_LENS`` (nncanon's errors use it too; imported where used: importing nncanon
+``nncanon.guards.other_names.TRANSFORMER_LENS`` (nncanon's errors use it too; imported where used: importing nncanon
 loads torch, which the renderer, importing this module, must not) says which TransformerLens 4.3 hook (``TransformerBridge``, which runs the Hugging
 Face module itself) holds the same tensor as a standard value. It is a claim, and :func:`check`
 tests it on a family's tiny checkpoint: the values read through nncanon on block 1 and the root,
@@ -29,7 +29,7 @@ from generator.disk import SHARED, room
 BLOCK = 1
 PROMPT = "The cat sat on the mat"
 #: the same tensor up to its last step summed in another order (the bridge reads gpt2's Conv1D through its
-#: own matmul: ~1e-6; llama's: 0): one step of the float32 error model, nncanon.precision.STEP, written out
+#: own matmul: ~1e-6; llama's: 0): one step of the float32 error model, nncanon.core.precision.STEP, written out
 #: here because the renderer imports this module and must not import torch (tests/test_precision.py checks it)
 ATOL = RTOL = 1e-5
 
@@ -50,7 +50,7 @@ def _ours(family: str) -> dict:
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.recipe.family import get_family
-    from nncanon.other_names import TRANSFORMER_LENS as NAMES
+    from nncanon.guards.other_names import TRANSFORMER_LENS as NAMES
 
     base, _, variant = family.partition(".")  # "opt.350m": a family's variant (its YAML's variants:)
     directory = checkpoint_dir(get_family(base).variant(variant) if variant else family)
@@ -124,7 +124,7 @@ def check(families: list[str]) -> dict[str, dict[str, dict]]:
     """family -> ``"host::value"`` -> ``{"hook", "agreed", "error"}`` for every mapped value it serves; agreed None
     (with ``why``) where TransformerLens is not installed or does not bridge the family. One process for all:
     every family's nncanon reads first, then every bridge (a bridge patches transformers for the process)."""
-    from nncanon.other_names import TRANSFORMER_LENS as NAMES
+    from nncanon.guards.other_names import TRANSFORMER_LENS as NAMES
 
     if not installed():
         return {family: {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None,

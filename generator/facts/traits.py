@@ -58,7 +58,7 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
         found.append("softcapped scores")
     if getattr(config, "final_logit_softcapping", None):
         found.append("final logit softcap")
-    from nncanon.parts.parallel import parallel_sum
+    from nncanon.parts.blocks.parallel import parallel_sum
 
     # the config's switch (GPT-NeoX), or a block proven by the parallel sum (GPT-J's, which has no switch)
     if getattr(config, "use_parallel_residual", False) or any(

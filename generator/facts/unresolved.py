@@ -45,7 +45,7 @@ def explain(family: str, family_module: Any, checkpoint: Path, error: Exception)
     import torch
     from transformers import AutoConfig
 
-    from nncanon.loading import meta_module
+    from nncanon.core.loading import meta_module
 
     text = str(error)
     required = re.search(r"standard path model\.(\S+) does not resolve", text)

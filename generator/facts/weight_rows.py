@@ -1,9 +1,9 @@
-"""The standard weights each host kind carries (nncanon.weights), measured on the tiny model: for the page's
+"""The standard weights each host kind carries (nncanon.research.weights), measured on the tiny model: for the page's
 Weights section (generator/site/weights_section.py).
 
 Each row says what a read gives, measured, not declared: ``view`` (it shares its storage with a parameter the model
 holds, so an edit lands), ``gathered`` (heads no stride walks in order: a copy whose every edit is written back
-into the parameter, nncanon.gathered), ``computed`` (the forward makes it from a parameter: Gemma's ``1 + weight``; served to
+into the parameter, nncanon.research.gathered), ``computed`` (the forward makes it from a parameter: Gemma's ``1 + weight``; served to
 read, edits refused), ``none`` (the projection has no such bias), or ``refused`` with the one-line reason the read
 raises. The full-size shape is the layout's dimensions at the printout checkpoint, filled in by the page.
 """
@@ -17,8 +17,8 @@ def _status(model: Any, host: Any, name: str, storages: set[int]) -> tuple[str, 
     """(status, why) of reading ``name`` on ``host``; None where the host turns out not to have it."""
     import torch
 
-    from nncanon.gathered import Gathered
-    from nncanon.values import NotOnHost, Unavailable
+    from nncanon.core.values import NotOnHost, Unavailable
+    from nncanon.research.gathered import Gathered
 
     try:
         value = getattr(host, name)
@@ -43,8 +43,8 @@ def _status(model: Any, host: Any, name: str, storages: set[int]) -> tuple[str, 
 
 def weight_rows(model: Any) -> list[dict]:
     """One entry per host kind (standard path pattern and host class) with weights: its rows, in declaration order."""
-    from nncanon.hosts import index, pattern
-    from nncanon.weights import names
+    from nncanon.core.hosts import index, pattern
+    from nncanon.research.weights import names
 
     storages = {p.untyped_storage().data_ptr() for p in model._module.parameters()}
     kinds: dict[tuple, dict] = {}

@@ -105,7 +105,7 @@ def run_page(page: str | Path, text: str | None = None) -> None:
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # nnsight reads it
     namespace: dict[str, Any] = {_CHECK: _check_true, "__name__": "__nncanon_docs__"}
     seconds = note_timeout()
-    from nncanon import kernels
+    from nncanon.core import kernels
 
     routes = dict(kernels._routes)
     try:

@@ -182,7 +182,7 @@ class NoteRunner:
         except ValueError as error:
             raise self.error(note, None, str(error)) from None
         self._line, self._text = note.line, None
-        from nncanon import kernels  # noqa: F401 - imported before the clock starts: torch takes seconds
+        from nncanon.core import kernels  # noqa: F401 - imported before the clock starts: torch takes seconds
 
         self._ctrl_c = False
         try:
@@ -314,7 +314,7 @@ class NoteRunner:
         linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
         namespace = {**self.namespace, **(extra or {}), _CHECK: _check_true, "__name__": "__nncanon_note__"}
         tree = ast.parse(source)
-        from nncanon import kernels
+        from nncanon.core import kernels
 
         family = getattr(self.namespace.get("model"), "family", None)
         route = kernels.route(family) if family else None

@@ -34,8 +34,8 @@ def jumprelu_release(
     family: Family, context: ExpressionContext, hooks: set[str], item: dict, where: str
 ) -> dict:
     """One ``kind: jumprelu`` entry, checked; the row the page shows (and :func:`verify_jumprelu` reads)."""
-    from nncanon.sae import SAEFormatError
-    from nncanon.sae_jumprelu import WIDTHS, site_of
+    from nncanon.research.sae import SAEFormatError
+    from nncanon.research.sae_jumprelu import WIDTHS, site_of
 
     def fail(field: str | None, message: str) -> FamilyYamlError:
         return FamilyYamlError(family.path, f"{where}.{field}" if field else where, message)
@@ -166,11 +166,11 @@ def _capture(module: Any, end: str, into: list) -> Any:
 
 def _bound(x: Any, w: Any, b: Any) -> Any:
     """A float32 error bound on ``x @ w + b`` against its exact value, in float64: gamma_(n+1) (nncanon's
-    error model, nncanon.precision) of the terms' magnitude ``|x| @ |w| + |b|``, n = x's last dimension
+    error model, nncanon.core.precision) of the terms' magnitude ``|x| @ |w| + |b|``, n = x's last dimension
     (n products and n additions, the bias's among them, each rounding once, in any summation order). The
     float64 recomputation it is compared with errs by the same bound in 2^-53, under 2^-28 of this one:
     the factor 1 + 2^-20 covers it."""
-    from nncanon.precision import gamma
+    from nncanon.core.precision import gamma
 
     scale = x.double().abs() @ w.double().abs() + b.double().abs()
     return (1 + 2.0**-20) * gamma(x.shape[-1] + 1) * scale
@@ -188,7 +188,7 @@ def verify_jumprelu(
     fires; +inf: none); the decoding is ``z @ W_dec + b_dec`` within the same bound. Says what was checked."""
     import torch
 
-    from nncanon.sae_jumprelu import JumpReLUSAE, release_folder, site_of
+    from nncanon.research.sae_jumprelu import JumpReLUSAE, release_folder, site_of
 
     sites: dict[str, dict] = {}
     for release in releases:
@@ -265,7 +265,7 @@ def verify_jumprelu(
         f"({', '.join(names)}): the standard value is the very tensor at the release's hook point "
         "(read by a torch hook on the module it names, in the same forward); a JumpReLU SAE four times as wide "
         "as its input, written as params.safetensors and config.json, loads with "
-        "nncanon.sae_jumprelu.JumpReLUSAE.load, its features are relu(pre) exactly where pre > threshold "
+        "nncanon.research.sae_jumprelu.JumpReLUSAE.load, its features are relu(pre) exactly where pre > threshold "
         "(pre within a float32 error bound of a float64 recomputation), a threshold of -inf lets every "
         "positive pre through and +inf none, and it decodes to z @ W_dec + b_dec within the same bound."
     )

@@ -1,8 +1,8 @@
 """Inside each block kind: every value of its hosts, one chip per value in the order one forward produced
 them, and arrows for which values feed which.
 
-Collect measures the order (``sequence``, from :func:`nncanon.order.block_sequence`, the vision block's
-from :func:`nncanon.order.vision_block_sequence`) and the dataflow (``dataflow``: pairs of values a relation
+Collect measures the order (``sequence``, from :func:`nncanon.guards.order.block_sequence`, the vision block's
+from :func:`nncanon.guards.order.vision_block_sequence`) and the dataflow (``dataflow``: pairs of values a relation
 ties, from the one produced first; ``generator/facts/dataflow.py``). :func:`interior` draws the chips top to
 bottom in that order, grouped under the host each stretch of the forward ran on (the block, its mixer, its
 MLP, a child such as ``shared_experts``), with an arc on the left for each dataflow pair (solid) and, for a

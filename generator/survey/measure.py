@@ -139,7 +139,7 @@ def missing_ops_unavailable():
     """A value whose op the module does not have is unavailable, not an error in the family module: the
     survey asks which values an unknown tree serves, and "none there" is the answer (as nncanon says
     under a release outside the verified range, `StandardModel._install_sources`)."""
-    from nncanon import releases
+    from nncanon.guards import releases
 
     verified, named = releases.verified, releases.named
     releases.verified = lambda release=None: False
@@ -169,7 +169,7 @@ def survey(model_type: str) -> dict:
     import torch
 
     from generator.survey.tree import NoTree, discover, family_module
-    from nncanon.model import wrap
+    from nncanon.core.model import wrap
 
     facts: dict[str, Any] = {"model_type": model_type, "class": None, "builds": False, "forwards": False,
                              "wraps": False, "failure": None, "values": {}, "relations": {}, "shape": [],
@@ -233,7 +233,7 @@ def not_served(model: Any, envoy: Any, attr: str) -> str | None:
     not have, a child module its locator reads that the tree does not have (a read would fail the forward
     it shares with every other read)."""
     from generator.facts.proof import MODULE_IO, unavailable
-    from nncanon.hosts import Host
+    from nncanon.core.hosts import Host
 
     if attr in MODULE_IO:
         return None
@@ -287,7 +287,7 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
     a value which did not resolve (``values``, from `read_values`) is not read again."""
     from generator.facts.proof import envoys, mixer_of, path_of, pattern, targets
     from generator.survey.tree import generic_hosts, generic_relations
-    from nncanon.relations import error as relative_error
+    from nncanon.core.relations import error as relative_error
 
     results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_relations(SKIPPED)}
     failed: dict[str, str] = {}  # a relation holds only where it holds on every envoy: its first failure stays

@@ -73,14 +73,14 @@ def code_hash() -> str:
     draws, the generic hosts and their relations. A change to any of them surveys every type again."""
     import generator.checkpoint.tiny_weights
     import generator.facts.proof
-    import nncanon.parts.attention
-    import nncanon.parts.decoder
-    import nncanon.parts.mlp
-    import nncanon.relations
+    import nncanon.core.relations
+    import nncanon.parts.attention.softmax
+    import nncanon.parts.blocks.decoder
+    import nncanon.parts.blocks.mlp
 
     files = sorted(HERE.glob("*.py")) + [Path(m.__file__) for m in (
-        generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.decoder, nncanon.parts.attention,
-        nncanon.parts.mlp, nncanon.relations)]
+        generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.blocks.decoder, nncanon.parts.attention.softmax,
+        nncanon.parts.blocks.mlp, nncanon.core.relations)]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())

@@ -99,9 +99,9 @@ def discover(module: Any) -> Tree:
         tree.paths.append(standard)
         if native != standard:
             tree.rename[native] = standard
-    from nncanon.parts.attention import Attention
-    from nncanon.parts.decoder import Block
-    from nncanon.parts.mlp import MLP
+    from nncanon.parts.attention.softmax import Attention
+    from nncanon.parts.blocks.decoder import Block
+    from nncanon.parts.blocks.mlp import MLP
 
     firsts = {}
     for layer in layers:  # a hybrid's block kinds are classes of their own, or one class holding other mixers
@@ -173,9 +173,14 @@ def _mount(tree: Tree, module: Any, native: str, standard: str, names: tuple[str
 
 def family_module(model_type: str, tree: Tree) -> types.ModuleType:
     """A family module (nncanon.families' contract) for ``model_type`` over the generic parts at ``tree``."""
-    from nncanon.hosts import host
-    from nncanon.model import StandardModel
-    from nncanon.parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare
+    from nncanon.core.hosts import host
+    from nncanon.core.model import StandardModel
+    from nncanon.parts.blocks.decoder import (
+        ROOT_RELATIONS,
+        ROOT_VALUES,
+        attention_layer_types,
+        nothing_to_prepare,
+    )
 
     name = f"nncanon_survey_{model_type.replace('-', '_')}"
     module = types.ModuleType(name, f"the survey's generic parts on {model_type}")
@@ -194,11 +199,11 @@ def family_module(model_type: str, tree: Tree) -> types.ModuleType:
 @functools.cache
 def generic_hosts() -> list[tuple[str, type]]:
     """(host path pattern, host class) of the generic parts, the root first."""
-    from nncanon.hosts import host
-    from nncanon.model import StandardModel
-    from nncanon.parts.attention import Attention
-    from nncanon.parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block
-    from nncanon.parts.mlp import MLP
+    from nncanon.core.hosts import host
+    from nncanon.core.model import StandardModel
+    from nncanon.parts.attention.softmax import Attention
+    from nncanon.parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block
+    from nncanon.parts.blocks.mlp import MLP
 
     root = host("SurveyRoot", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS)
     return [("model", root), (Block.HOST, Block), (Attention.HOST, Attention), (MLP.HOST, MLP)]

@@ -7,7 +7,7 @@ Every block is RMSNorm -> attention -> add, RMSNorm -> MLP -> add, as Llama's; t
 head_dim (``q_norm``, ``k_norm``, gain = weight) right after its projection and before the rotary embedding, as
 Qwen3's, so ``attention_queries`` and ``attention_keys`` are normed, then rotated. The MLP has no gate:
 ``down_proj(xielu(up_proj(x)))``, where xIELU is an activation with two learnable coefficients of each block's
-own (``act_fn.alpha_p``, ``act_fn.alpha_n``; nncanon.parts.xielu states and proves its formula), so
+own (``act_fn.alpha_p``, ``act_fn.alpha_n``; nncanon.parts.blocks.xielu states and proves its formula), so
 ``mlp_neurons`` is ``mlp_activation``. Apertus-8B scales its rotary frequencies ("llama3" rope), which changes
 the cos/sin tables, not where any value is read. The head is untied.
 """
@@ -18,10 +18,10 @@ import sys
 
 from transformers.models.apertus import modeling_apertus as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -31,8 +31,8 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.text_family import intermediate_dims
-from ..parts.xielu import xielu_mlp
+from ..parts.blocks.text_family import intermediate_dims
+from ..parts.blocks.xielu import xielu_mlp
 
 FAMILY = "apertus"
 MODEL_TYPES = ("apertus",)

@@ -6,7 +6,7 @@ mixer ``mamba`` (``linear_attention``) on most blocks, grouped-query attention `
 (``full_attention``, at ``attn_layer_indices``) on the rest, with rotary on half of each head
 (``partial_rotary_factor`` 0.5, fixed by the config). The mixer is transformers' Mamba2Mixer with its config
 fields renamed (``mamba_n_heads``, ``mamba_d_head``, ...) and its cache the hybrid one (KV for attention
-blocks, conv and recurrent state for Mamba-2 blocks); `nncanon.parts.ssd` serves it under the mamba2 family's
+blocks, conv and recurrent state for Mamba-2 blocks); `nncanon.parts.recurrent.ssd` serves it under the mamba2 family's
 names and layouts: ``State [batch heads key_dim value_dim]`` with ``key_dim = mamba_d_state`` and
 ``value_dim = mamba_d_head``, ``state`` and ``states`` under ``nncanon.route_kernels(model.family, "torch")``.
 """
@@ -17,13 +17,13 @@ import sys
 
 from transformers.models.bamba import modeling_bamba as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import hybrid, ssd
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
-from ..parts.mlp import MLP
-from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
+from ..parts.blocks.mlp import MLP
+from ..parts.recurrent import hybrid, ssd
+from ..parts.recurrent.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
 
 FAMILY = "bamba"
 MODEL_TYPES = ("bamba",)

@@ -28,18 +28,18 @@ import sys
 
 from transformers.models.bloom import modeling_bloom as hf
 
-from ..hosts import host
-from ..layouts import HeadOutputs, Keys, Pattern, Queries, Residual, Values
-from ..locators import child, op
-from ..model import FamilyMismatch, StandardModel
-from ..parts.alibi import ALIBI_RELATIONS
-from ..parts.attention import EAGER, HEAD_RESULTS_RELATION, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
-from ..parts.ungated import ungated_mlp
-from ..relations import pick, relation
-from ..values import Value, View
-from ..views import heads
-from ..weights import interleaved_qkv
+from ..core.hosts import host
+from ..core.layouts import HeadOutputs, Keys, Pattern, Queries, Residual, Values
+from ..core.locators import child, op
+from ..core.model import FamilyMismatch, StandardModel
+from ..core.relations import pick, relation
+from ..core.values import Value, View
+from ..core.views import heads
+from ..parts.attention.alibi import ALIBI_RELATIONS
+from ..parts.attention.softmax import EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
+from ..parts.blocks.ungated import ungated_mlp
+from ..research.weights import interleaved_qkv
 
 FAMILY = "bloom"
 MODEL_TYPES = ("bloom",)

@@ -1,7 +1,7 @@
 """CodeGen (CodeGenForCausalLM, model_type codegen): GPT-J's parallel block with one fused qkv projection split in
 four model-parallel chunks.
 
-The block is GPT-J's (the same host, nncanon.parts.parallel): one LayerNorm (``ln_1``, mounted as
+The block is GPT-J's (the same host, nncanon.parts.blocks.parallel): one LayerNorm (``ln_1``, mounted as
 ``input_layernorm``) feeds both the attention and the MLP, and both outputs are added to the stream in one sum:
 
     out = x + attention(input_layernorm(x)) + mlp(input_layernorm(x))
@@ -28,16 +28,22 @@ import sys
 
 from transformers.models.codegen import modeling_codegen as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import rotary
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare, text_only
-from ..parts.method_attention import method_attention
-from ..parts.parallel import parallel_block
-from ..parts.ungated import n_inner_sizes, ungated_mlp
-from ..relations import first, relation
-from ..weights import Layout, Projection
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import first, relation
+from ..parts.attention import rotary
+from ..parts.attention.method_attention import method_attention
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import (
+    ROOT_RELATIONS,
+    ROOT_VALUES,
+    attention_layer_types,
+    nothing_to_prepare,
+    text_only,
+)
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.ungated import n_inner_sizes, ungated_mlp
+from ..research.weights import Layout, Projection
 
 FAMILY = "codegen"
 MODEL_TYPES = ("codegen",)
@@ -91,7 +97,7 @@ def _chunk_part(slot: int):
 
 
 #: W_Q, W_K, W_V from qkv_proj by the split the relation above proves; no stride walks a part's heads in order
-#: across the chunks, so each is served gathered, its edits written back into qkv_proj (nncanon.gathered)
+#: across the chunks, so each is served gathered, its edits written back into qkv_proj (nncanon.research.gathered)
 _WEIGHTS = Layout(q=Projection("qkv_proj", _chunk_part(0), grouped=True),
                   k=Projection("qkv_proj", _chunk_part(2), grouped=True),
                   v=Projection("qkv_proj", _chunk_part(1), grouped=True))

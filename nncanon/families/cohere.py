@@ -6,7 +6,7 @@ sublayers read that one normed tensor; their outputs are added to the stream in 
     out = x + self_attn(input_layernorm(x)) + mlp(input_layernorm(x))
 
 So there is no ``post_attention_layernorm``, no stream between two adds (``layer_mid`` is never served), and
-``mlp_input`` is ``attention_norm_output`` itself (the block part is nncanon.parts.parallel's one-norm
+``mlp_input`` is ``attention_norm_output`` itself (the block part is nncanon.parts.blocks.parallel's one-norm
 block). The attention is Llama's but for its rotary, which pairs adjacent dimensions (``repeat_interleave``
 of the frequencies, not two halves); ``use_qk_norm`` (Command R+; off on Command R) adds per-head
 LayerNorms on queries and keys. The MLP is SwiGLU. The head is tied to the embedding and its output is
@@ -19,15 +19,15 @@ import sys
 
 from transformers.models.cohere import modeling_cohere as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.attention import Attention
-from ..parts.mlp import MLP
-from ..parts.norms import final_norm_relation
-from ..parts.parallel import parallel_block
-from ..parts.text_family import intermediate_dims, root_relations
-from ..relations import relation
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import relation
+from ..parts.attention.softmax import Attention
+from ..parts.blocks import decoder
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.norms import final_norm_relation
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.text_family import intermediate_dims, root_relations
 
 FAMILY = "cohere"
 MODEL_TYPES = ("cohere",)
@@ -60,5 +60,5 @@ def required_paths(model: StandardModel) -> list[str]:
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): the causal LM multiplies the head's logits by logit_scale."""
+    """The lens's step past the head (`nncanon.research.lens`): the causal LM multiplies the head's logits by logit_scale."""
     return logits * model._module.logit_scale

@@ -8,7 +8,7 @@ served and ``mlp_input`` is ``attention_norm_output``. ``config.layer_types`` ma
 those rotate their queries and keys (adjacent pairs, as Cohere's). Every fourth block is ``full_attention``
 and has no rotary at all (NoPE): its attention sees content and the causal mask only, over the whole prefix.
 The module holds the window and the flag (``sliding_window`` is None on a full block); the relation that
-says which blocks rotate is nncanon.parts.nope's. The head is tied and its logits multiplied by
+says which blocks rotate is nncanon.parts.attention.nope's. The head is tied and its logits multiplied by
 ``logit_scale`` (0.25 on Command R7B), as on Cohere.
 """
 
@@ -18,14 +18,14 @@ import sys
 
 from transformers.models.cohere2 import modeling_cohere2 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.mlp import MLP
-from ..parts.nope import rotary_or_not
-from ..parts.parallel import parallel_block
-from ..parts.text_family import intermediate_dims
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.nope import rotary_or_not
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks import decoder
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.text_family import intermediate_dims
 from .cohere import ROOT_RELATIONS_COHERE
 from .cohere import required_paths as one_norm_paths
 
@@ -52,5 +52,5 @@ dim_sizes = intermediate_dims
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): the causal LM multiplies the head's logits by logit_scale."""
+    """The lens's step past the head (`nncanon.research.lens`): the causal LM multiplies the head's logits by logit_scale."""
     return logits * model._module.logit_scale

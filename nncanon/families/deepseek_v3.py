@@ -29,12 +29,16 @@ import sys
 
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf
 
-from ..hosts import host
-from ..layouts import HeadOutputs, Layout, Residual, layout
-from ..locators import call, child, op
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_CALL, ATTENTION_RELATIONS, Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.layouts import HeadOutputs, Layout, Residual, layout
+from ..core.locators import call, child, op
+from ..core.model import StandardModel
+from ..core.precision import SUBBLOCK
+from ..core.relations import first, relation, rows
+from ..core.values import Condition, Value
+from ..core.views import View, heads
+from ..parts.attention.softmax import ATTENTION_CALL, ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -42,13 +46,9 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock
-from ..parts.mlp import MLP
-from ..precision import SUBBLOCK
-from ..relations import first, relation, rows
-from ..values import Condition, Value
-from ..views import View, heads
-from ..weights import Layout as WeightLayout
+from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock
+from ..parts.blocks.mlp import MLP
+from ..research.weights import Layout as WeightLayout
 
 FAMILY = "deepseek_v3"
 MODEL_TYPES = ("deepseek_v3",)

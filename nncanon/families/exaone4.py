@@ -18,12 +18,12 @@ import sys
 
 from transformers.models.exaone4 import modeling_exaone4 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.attention import ATTENTION_RELATIONS
-from ..parts.nope import rotary_or_not
-from ..parts.text_family import intermediate_dims
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.nope import rotary_or_not
+from ..parts.attention.softmax import ATTENTION_RELATIONS
+from ..parts.blocks import decoder
+from ..parts.blocks.text_family import intermediate_dims
 from .olmo2 import PostNormAttention, PostNormBlock, PostNormMLP
 from .olmo2 import required_paths as post_norm_paths
 

@@ -17,7 +17,7 @@ broadcasts each group's key and value to every query head of the group before th
 entering the attention have as many heads as the queries (``num_kv_heads`` is the heads), a group's copies equal.
 W_K and W_V are the groups' key and value rows (``[num_kv_heads of the config, hidden, head_dim]``, views); W_Q is
 each group's query rows in head order, which no stride walks (a key and a value sit between two groups), so it is
-served gathered: a copy whose every edit is written back into ``query_key_value`` (nncanon.gathered).
+served gathered: a copy whose every edit is written back into ``query_key_value`` (nncanon.research.gathered).
 
 Both: LayerNorms with a weight and a bias; every Linear bias-free (``bias`` false); the rotary turns the whole of
 every query and key head, in halves (``rotate_half``); the MLP is ``dense_4h_to_h(gelu(dense_h_to_4h(x)))``,
@@ -47,21 +47,21 @@ import sys
 
 from transformers.models.falcon import modeling_falcon as hf
 
-from ..hosts import host
-from ..layouts import HeadOutputs, Keys, Pattern, Queries, Values
-from ..locators import child, op
-from ..model import FamilyMismatch, StandardModel
-from ..parts import rotary
-from ..parts.alibi import alibi_relations
-from ..parts.attention import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
-from ..parts.parallel import parallel_block
-from ..parts.ungated import ungated_mlp
-from ..relations import first, relation
-from ..values import Value
-from ..views import heads
-from ..weights import Layout as WeightLayout
-from ..weights import Projection, interleaved_qkv, stacked_qkv
+from ..core.hosts import host
+from ..core.layouts import HeadOutputs, Keys, Pattern, Queries, Values
+from ..core.locators import child, op
+from ..core.model import FamilyMismatch, StandardModel
+from ..core.relations import first, relation
+from ..core.values import Value
+from ..core.views import heads
+from ..parts.attention import rotary
+from ..parts.attention.alibi import alibi_relations
+from ..parts.attention.softmax import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.ungated import ungated_mlp
+from ..research.weights import Layout as WeightLayout
+from ..research.weights import Projection, interleaved_qkv, stacked_qkv
 
 FAMILY = "falcon"
 MODEL_TYPES = ("falcon",)
@@ -164,7 +164,7 @@ def _group_part(part: str):
 #: W_K, W_V: the parameter's key and value heads, one per group (a view; an edit reaches every query head of the
 #: group, as the forward broadcasts it); W_Q: each group's query heads, in order, which no stride walks across the
 #: groups (a key and a value sit between two groups), so it is served gathered, its edits written back
-#: (nncanon.gathered)
+#: (nncanon.research.gathered)
 _GROUPED = WeightLayout(q=Projection("query_key_value", _group_part("q"), grouped=True),
                         k=Projection("query_key_value", _group_part("k")),
                         v=Projection("query_key_value", _group_part("v")), broadcast_kv=True)

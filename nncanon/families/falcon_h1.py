@@ -10,7 +10,7 @@ activation and its output by ``mlp_multipliers[1]``. The attention multiplies it
 (``token_embeddings`` is embed_tokens' own output, before it) and the head's logits by
 ``lm_head_multiplier`` (``logits`` is after it, ``lm_head_output`` before).
 
-The mixer is Mamba-2's (`nncanon.parts.ssd`), its input times ``ssm_in_multiplier`` and its in_proj output times a
+The mixer is Mamba-2's (`nncanon.parts.recurrent.ssd`), its input times ``ssm_in_multiplier`` and its in_proj output times a
 muP vector (``ssm_multipliers`` over z, x, B, C and dt), with the same values and the same recurrent
 state as the mamba2 family: ``State [batch heads key_dim value_dim]`` with ``key_dim = mamba_d_state``
 and ``value_dim = mamba_d_head``, ``state`` and ``states`` under ``nncanon.route_kernels(model.family,
@@ -25,18 +25,18 @@ import sys
 import torch
 from transformers.models.falcon_h1 import modeling_falcon_h1 as hf
 
-from ..hosts import host
-from ..layouts import Neurons, Residual
-from ..locators import FIRST, child, own
-from ..model import StandardModel
-from ..parts import conv, ssd
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
-from ..precision import SUBBLOCK
-from ..relations import first, pick, relation, rows
-from ..values import Condition, Value
-from ..weights import MLP as MLP_WEIGHTS
+from ..core.hosts import host
+from ..core.layouts import Neurons, Residual
+from ..core.locators import FIRST, child, own
+from ..core.model import StandardModel
+from ..core.precision import SUBBLOCK
+from ..core.relations import first, pick, relation, rows
+from ..core.values import Condition, Value
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.recurrent import conv, ssd
+from ..parts.recurrent.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
+from ..research.weights import MLP as MLP_WEIGHTS
 
 FAMILY = "falcon_h1"
 MODEL_TYPES = ("falcon_h1",)
@@ -195,7 +195,7 @@ build = text_only(hf.FalconH1ForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): FalconH1ForCausalLM multiplies by lm_head_multiplier."""
+    """The lens's step past the head (`nncanon.research.lens`): FalconH1ForCausalLM multiplies by lm_head_multiplier."""
     return logits * model._module.model.lm_head_multiplier
 
 

@@ -1,6 +1,6 @@
 """Falcon-Mamba (FalconMambaForCausalLM, model_type falcon_mamba): Mamba-1 with RMS norms on dt, B and C.
 
-The tree, the block and the mixer are Mamba's (`nncanon.families.mamba`, `nncanon.parts.selective_scan`), with
+The tree, the block and the mixer are Mamba's (`nncanon.families.mamba`, `nncanon.parts.recurrent.selective_scan`), with
 one difference inside the mixer: after ``x_proj`` splits each token's dt, B and C, each goes through a weightless
 RMSNorm (``dt_layernorm``, ``b_layernorm``, ``c_layernorm``: ``v / sqrt(mean(v²) + mixer_rms_eps)``; their
 ``weight`` buffers are ones kept for the fused kernel's signature and unused), before ``dt_proj`` widens dt and
@@ -14,11 +14,11 @@ import sys
 
 from transformers.models.falcon_mamba import modeling_falcon_mamba as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import selective_scan
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.selective_scan import KERNELS, SelectiveScan  # noqa: F401 (the family API, shared)
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.recurrent import selective_scan
+from ..parts.recurrent.selective_scan import KERNELS, SelectiveScan  # noqa: F401 (the family API, shared)
 from .mamba2 import MambaBlock, before_the_head, past_the_head  # noqa: F401 (Mamba-2's block and head, the same)
 
 FAMILY = "falcon_mamba"

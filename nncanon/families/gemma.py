@@ -18,13 +18,13 @@ import sys
 
 from transformers.models.gemma import modeling_gemma as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.attention import Attention
-from ..parts.mlp import MLP
-from ..parts.text_family import intermediate_dims, root_relations, text_paths
-from ..relations import pick, relation
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import pick, relation
+from ..parts.attention.softmax import Attention
+from ..parts.blocks import decoder
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.text_family import intermediate_dims, root_relations, text_paths
 from .gemma2 import _final_norm, _scaled_embeddings, gemma_rms
 
 FAMILY = "gemma"

@@ -22,12 +22,14 @@ import sys
 
 from transformers.models.gemma2 import modeling_gemma2 as hf
 
-from ..hosts import host
-from ..layouts import Pattern
-from ..locators import call, op
-from ..model import StandardModel
-from ..norm_forms import norm_epsilon
-from ..parts.attention import (
+from ..core.hosts import host
+from ..core.layouts import Pattern
+from ..core.locators import call, op
+from ..core.model import StandardModel
+from ..core.precision import SUBBLOCK
+from ..core.relations import pick, relation
+from ..core.values import Value
+from ..parts.attention.softmax import (
     ATTENTION_RELATIONS,
     EAGER,
     HEAD_RESULTS_RELATION,
@@ -36,7 +38,7 @@ from ..parts.attention import (
     mix,
     real_queries,
 )
-from ..parts.decoder import (
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -46,11 +48,9 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mlp import MLP
-from ..parts.sandwich import SANDWICH_VALUES, sandwich
-from ..precision import SUBBLOCK
-from ..relations import pick, relation
-from ..values import Value
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.sandwich import SANDWICH_VALUES, sandwich
+from ..research.norm_forms import norm_epsilon
 
 FAMILY = "gemma2"
 MODEL_TYPES = ("gemma2",)
@@ -174,7 +174,7 @@ prepare = nothing_to_prepare
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): the final logit softcap, as Gemma2ForCausalLM applies it."""
+    """The lens's step past the head (`nncanon.research.lens`): the final logit softcap, as Gemma2ForCausalLM applies it."""
     return softcap(logits, model.text_config.final_logit_softcapping)
 
 

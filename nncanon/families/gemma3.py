@@ -4,8 +4,8 @@ SigLIP tower through an average-pooling projector, the image tokens attending to
 The wrapper (``model.model`` a Gemma3Model) holds a SigLIP vision tower (``model.vision_tower`` ->
 ``vision``, a SiglipVisionModel), a pooling projector (``model.multi_modal_projector`` -> ``projector``)
 and the text model (``model.language_model``, gemma3_text's decoder, whose blocks, MLP and attention
-math are gemma3_text's hosts). It is the shared vision line (`nncanon.parts.vision_line`) with a SigLIP
-tower (`nncanon.parts.vision_towers.siglip_tower`):
+math are gemma3_text's hosts). It is the shared vision line (`nncanon.parts.vision.vision_line`) with a SigLIP
+tower (`nncanon.parts.vision.vision_towers.siglip_tower`):
 
 - the tower runs each image on its own row, ``[images, patches, width]``: a stride-patch convolution
   and a learned position per patch, no class token (``vision.patch_embeddings``), pre-norm LayerNorm
@@ -32,30 +32,30 @@ from typing import Any
 from transformers.models.gemma3 import modeling_gemma3 as hf
 from transformers.models.siglip import modeling_siglip as siglip
 
-from ..hosts import host
-from ..layouts import ImageFeatures
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.span_mask import allowed_value, span_relations
-from ..parts.vision_line import AtRoot, image_tokens, install_sources, replace
-from ..parts.vision_towers import (
+from ..core.hosts import host
+from ..core.layouts import ImageFeatures
+from ..core.model import StandardModel
+from ..core.precision import SUBBLOCK
+from ..core.relations import pick, relation
+from ..core.values import Value, View
+from ..parts.attention.softmax import ATTENTION_RELATIONS
+from ..parts.attention.span_mask import allowed_value, span_relations
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.vision_line import AtRoot, image_tokens, install_sources, replace
+from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
     TOWER_RENAME,
     TowerAttention,
     TowerBlock,
     TowerMLP,
-    example_images,  # noqa: F401 (the family API)
+    example_images,
     siglip_tower,
     tower_build,
-    trace_inputs,  # noqa: F401 (the family API)
+    trace_inputs,
 )
-from ..parts.vision_towers import image_sizes as _tower_image_sizes
-from ..precision import SUBBLOCK
-from ..relations import pick, relation
-from ..values import Value, View
+from ..parts.vision.vision_towers import image_sizes as _tower_image_sizes
 from .gemma2 import SandwichBlock, _final_norm, gemma_rms
 from .gemma3_text import ROOT_RELATIONS_GEMMA3, QKNormLocalGlobalAttention, _logits, past_the_head  # noqa: F401
 

@@ -29,10 +29,11 @@ import sys
 
 from transformers.models.gemma3 import modeling_gemma3 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import pick, relation
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -41,8 +42,7 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mlp import MLP
-from ..relations import pick, relation
+from ..parts.blocks.mlp import MLP
 from .gemma2 import SandwichBlock, _final_norm, _scaled_embeddings, gemma_rms, past_the_head, softcap  # noqa: F401 (past_the_head: the family API)
 
 FAMILY = "gemma3_text"

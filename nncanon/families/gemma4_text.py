@@ -5,7 +5,7 @@ The block norms each sublayer twice, as Gemma 2's and 3's: RMSNorm -> attention 
 gated MLP (GELU, tanh approximation) -> RMSNorm -> add, so what a sublayer adds to the stream is its post-norm's
 output (``attention_post_norm_output``, ``mlp_post_norm_output``). Unlike theirs, every Gemma 4 RMSNorm
 multiplies by ``weight``, not ``1 + weight``. After the MLP's add the block adds a third branch, the per-layer
-input (``nncanon.parts.per_layer_inputs``): ``per_layer_output``, a gated projection of the block's slice of
+input (``nncanon.parts.blocks.per_layer_inputs``): ``per_layer_output``, a gated projection of the block's slice of
 the per-layer input embeddings; then it multiplies the stream by its ``layer_scalar`` buffer, so
 ``layer_output == (per_layer_stream + per_layer_output) · layer_scalar``.
 
@@ -15,7 +15,7 @@ dimension at base 10,000, ``full_attention`` blocks use "proportional" rope (a q
 1,000,000) on heads of ``global_head_dim``. Scores are not scaled (``scaling`` 1.0: the norms set their size).
 A full-attention block of a config with ``attention_k_eq_v`` has no v_proj: its values are its normed keys
 before the rotary, and its key heads are ``num_global_key_value_heads``. The last ``num_kv_shared_layers``
-blocks compute no keys or values (``nncanon.parts.kv_sharing``): each reads those of the last earlier block of
+blocks compute no keys or values (``nncanon.parts.attention.kv_sharing``): each reads those of the last earlier block of
 its kind, and, on configs with ``use_double_wide_mlp``, their MLP is twice as wide. The embedding is scaled by
 ``sqrt(hidden_size)`` and the logits softcapped by ``final_logit_softcapping``. The mixture-of-experts block
 (``enable_moe_block``) is not covered.
@@ -27,12 +27,13 @@ import sys
 
 from transformers.models.gemma4 import modeling_gemma4 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import kv_sharing
-from ..parts import per_layer_inputs as ple
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import pick, relation
+from ..parts.attention import kv_sharing
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks import per_layer_inputs as ple
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -41,10 +42,9 @@ from ..parts.decoder import (
     attention_layer_types,
     text_only,
 )
-from ..parts.mlp import MLP
-from ..parts.sandwich import SANDWICH_VALUES, sandwich
-from ..relations import pick, relation
-from ..weights import Layout, Projection, heads_of
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.sandwich import SANDWICH_VALUES, sandwich
+from ..research.weights import Layout, Projection, heads_of
 from .gemma2 import _capped_logits, _scaled_embeddings, past_the_head  # noqa: F401 (past_the_head: the family API)
 from .gemma3_text import rotate
 

@@ -27,24 +27,19 @@ import sys
 
 from transformers.models.gpt2 import modeling_gpt2 as hf
 
-from ..hosts import host
-from ..layouts import HeadOutputs, Neurons, Residual
-from ..locators import child, own
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention, head_results_value
-from ..parts.decoder import (
-    Block,
-    attention_layer_types,
-    nothing_to_prepare,
-    text_only,
-)
-from ..parts.positions import root_relations, root_values
-from ..parts.ungated import n_inner_sizes
-from ..relations import first, relation, rows
-from ..values import Value
-from ..views import heads
-from ..weights import MLP as MLP_WEIGHTS
-from ..weights import Layout, stacked_qkv
+from ..core.hosts import host
+from ..core.layouts import HeadOutputs, Neurons, Residual
+from ..core.locators import child, own
+from ..core.model import StandardModel
+from ..core.relations import first, relation, rows
+from ..core.values import Value
+from ..core.views import heads
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention, head_results_value
+from ..parts.blocks.decoder import Block, attention_layer_types, nothing_to_prepare, text_only
+from ..parts.blocks.positions import root_relations, root_values
+from ..parts.blocks.ungated import n_inner_sizes
+from ..research.weights import MLP as MLP_WEIGHTS
+from ..research.weights import Layout, stacked_qkv
 
 FAMILY = "gpt2"
 MODEL_TYPES = ("gpt2",)

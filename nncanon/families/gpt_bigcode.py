@@ -19,14 +19,14 @@ import sys
 
 from transformers.models.gpt_bigcode import modeling_gpt_bigcode as hf
 
-from ..hosts import host
-from ..model import FamilyMismatch, StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import Block, attention_layer_types, text_only
-from ..parts.positions import root_relations, root_values
-from ..parts.ungated import n_inner_sizes, ungated_mlp
-from ..relations import first, relation
-from ..weights import stacked_qkv
+from ..core.hosts import host
+from ..core.model import FamilyMismatch, StandardModel
+from ..core.relations import first, relation
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import Block, attention_layer_types, text_only
+from ..parts.blocks.positions import root_relations, root_values
+from ..parts.blocks.ungated import n_inner_sizes, ungated_mlp
+from ..research.weights import stacked_qkv
 from .gpt2 import RENAME as GPT2_RENAME
 
 FAMILY = "gpt_bigcode"

@@ -24,14 +24,14 @@ import sys
 
 from transformers.models.gpt_neo import modeling_gpt_neo as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, attending, causal_mask
-from ..parts.decoder import Block, nothing_to_prepare, text_only
-from ..parts.method_attention import method_attention
-from ..parts.positions import root_relations, root_values
-from ..parts.ungated import ungated_mlp
-from ..relations import relation
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import relation
+from ..parts.attention.method_attention import method_attention
+from ..parts.attention.softmax import ATTENTION_RELATIONS, attending, causal_mask
+from ..parts.blocks.decoder import Block, nothing_to_prepare, text_only
+from ..parts.blocks.positions import root_relations, root_values
+from ..parts.blocks.ungated import ungated_mlp
 from .gpt2 import RENAME as GPT2_RENAME
 
 FAMILY = "gpt_neo"

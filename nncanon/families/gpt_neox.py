@@ -34,18 +34,18 @@ import sys
 
 from transformers.models.gpt_neox import modeling_gpt_neox as hf
 
-from ..hosts import host
-from ..layouts import HeadOutputs
-from ..locators import child
-from ..model import FamilyMismatch, StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, text_only
-from ..parts.parallel import parallel_block
-from ..parts.ungated import ungated_mlp
-from ..relations import first, relation
-from ..values import Value
-from ..views import heads
-from ..weights import interleaved_qkv
+from ..core.hosts import host
+from ..core.layouts import HeadOutputs
+from ..core.locators import child
+from ..core.model import FamilyMismatch, StandardModel
+from ..core.relations import first, relation
+from ..core.values import Value
+from ..core.views import heads
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, text_only
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.ungated import ungated_mlp
+from ..research.weights import interleaved_qkv
 
 FAMILY = "gpt_neox"
 MODEL_TYPES = ("gpt_neox",)

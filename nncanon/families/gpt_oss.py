@@ -27,11 +27,15 @@ from typing import Any
 
 from transformers.models.gpt_oss import modeling_gpt_oss as hf
 
-from ..hosts import host
-from ..layouts import Layout, Pattern, Residual
-from ..locators import call, op, own
-from ..model import StandardModel
-from ..parts.attention import (
+from ..core.hosts import host
+from ..core.layouts import Layout, Pattern, Residual
+from ..core.locators import call, op, own
+from ..core.model import StandardModel
+from ..core.precision import SUBBLOCK
+from ..core.relations import first, relation, rows
+from ..core.values import Value
+from ..core.views import derived
+from ..parts.attention.softmax import (
     ATTENTION_RELATIONS,
     EAGER,
     HEAD_RESULTS_RELATION,
@@ -39,7 +43,7 @@ from ..parts.attention import (
     causal_mask,
     real_queries,
 )
-from ..parts.decoder import (
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -48,12 +52,8 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes
-from ..precision import SUBBLOCK
-from ..relations import first, relation, rows
-from ..values import Value
-from ..views import derived
-from ..weights import Weight
+from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes
+from ..research.weights import Weight
 
 FAMILY = "gpt_oss"
 MODEL_TYPES = ("gpt_oss",)
@@ -187,7 +187,7 @@ def _interleaved(host: Any, part: str, bias: bool) -> Any:
     return fused[..., 0::2] if part == "gate" else fused[..., 1::2]
 
 
-#: the per-expert weights (nncanon.weights' names) over the interleaved fused experts
+#: the per-expert weights (nncanon.research.weights' names) over the interleaved fused experts
 EXPERT_WEIGHTS = {w.name: w for w in [
     Weight("W_in", "num_experts hidden_size intermediate_size",
        "Each expert's up projection: the odd columns of experts.gate_up_proj", lambda h: _interleaved(h, "in", False)),

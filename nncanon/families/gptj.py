@@ -27,14 +27,20 @@ import sys
 
 from transformers.models.gptj import modeling_gptj as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import rotary
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, nothing_to_prepare, text_only
-from ..parts.method_attention import method_attention
-from ..parts.parallel import parallel_block
-from ..parts.ungated import n_inner_sizes, ungated_mlp
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention import rotary
+from ..parts.attention.method_attention import method_attention
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import (
+    ROOT_RELATIONS,
+    ROOT_VALUES,
+    attention_layer_types,
+    nothing_to_prepare,
+    text_only,
+)
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.ungated import n_inner_sizes, ungated_mlp
 
 FAMILY = "gptj"
 MODEL_TYPES = ("gptj",)

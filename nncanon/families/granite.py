@@ -29,12 +29,14 @@ import sys
 
 from transformers.models.granite import modeling_granite as hf
 
-from ..hosts import host
-from ..layouts import Residual
-from ..locators import own
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.layouts import Residual
+from ..core.locators import own
+from ..core.model import StandardModel
+from ..core.relations import relation
+from ..core.values import Value
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import (
     BLOCK_RELATIONS,
     ROOT_RELATIONS,
     ROOT_VALUES,
@@ -45,9 +47,7 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mlp import MLP
-from ..relations import relation
-from ..values import Value
+from ..parts.blocks.mlp import MLP
 
 # -- the root: the embedding and logits multipliers --------------------------------------------
 
@@ -119,7 +119,7 @@ prepare = nothing_to_prepare
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): GraniteForCausalLM divides by logits_scaling."""
+    """The lens's step past the head (`nncanon.research.lens`): GraniteForCausalLM divides by logits_scaling."""
     return logits / model._module.config.logits_scaling
 
 

@@ -12,7 +12,7 @@ gate and up projections are one fused ``input_linear``, chunked in two); it adds
 times their sum. As on granite, ``embedding_multiplier`` scales the embedding before the first block,
 ``attention_multiplier`` is the attention's softmax scale, and the logits are lm_head's divided by
 ``logits_scaling``. The Mamba-2 mixer is transformers' Mamba2Mixer with its config fields renamed;
-`nncanon.parts.ssd` serves it under the mamba2 family's names and layouts (``key_dim = mamba_d_state``,
+`nncanon.parts.recurrent.ssd` serves it under the mamba2 family's names and layouts (``key_dim = mamba_d_state``,
 ``value_dim = mamba_d_head``). A config with no experts (``num_local_experts`` 0, the dense 4.0-H micro
 sizes) is refused: this family covers the mixture checkpoints.
 """
@@ -23,16 +23,16 @@ import sys
 
 from transformers.models.granitemoehybrid import modeling_granitemoehybrid as hf
 
-from ..hosts import host
-from ..layouts import Neurons, Residual
-from ..locators import child, own
-from ..model import FamilyMismatch, StandardModel
-from ..parts import hybrid, ssd
-from ..parts.decoder import BLOCK_RELATIONS, text_only
-from ..parts.mixture import MoE, MoEBlock, _routed_is_all, _slots, routing
-from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
-from ..relations import first, relation, rows
-from ..values import Value
+from ..core.hosts import host
+from ..core.layouts import Neurons, Residual
+from ..core.locators import child, own
+from ..core.model import FamilyMismatch, StandardModel
+from ..core.relations import first, relation, rows
+from ..core.values import Value
+from ..parts.blocks.decoder import BLOCK_RELATIONS, text_only
+from ..parts.blocks.mixture import MoE, MoEBlock, _routed_is_all, _slots, routing
+from ..parts.recurrent import hybrid, ssd
+from ..parts.recurrent.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
 from .granite import ROOT as GRANITE_ROOT
 from .granite import GraniteAttention
 
@@ -122,7 +122,7 @@ build = text_only(hf.GraniteMoeHybridForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): the model divides lm_head's output by logits_scaling."""
+    """The lens's step past the head (`nncanon.research.lens`): the model divides lm_head's output by logits_scaling."""
     return logits / model._module.config.logits_scaling
 
 

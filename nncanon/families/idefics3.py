@@ -4,8 +4,8 @@ through a pixel-shuffle connector, each image split into tiles and a global imag
 The wrapper (``model.model`` an Idefics3Model) holds the tower (``model.vision_model`` -> ``vision``, an
 Idefics3VisionTransformer), the connector (``model.connector`` -> ``projector``) and the text model
 (``model.text_model``, Llama's decoder, whose blocks, attention and MLP are Llama's hosts unchanged). It is the
-shared vision line (`nncanon.parts.vision_line`) with a SigLIP-built tower (`nncanon.parts.vision_towers`) and the
-pixel-shuffle connector (`nncanon.parts.pixel_shuffle`):
+shared vision line (`nncanon.parts.vision.vision_line`) with a SigLIP-built tower (`nncanon.parts.vision.vision_towers`) and the
+pixel-shuffle connector (`nncanon.parts.vision.pixel_shuffle`):
 
 - the processor resizes each image, cuts it into rows x cols square tiles of the tower's image_size and adds the
   whole image shrunk to one tile (the global image); each tile is one row of the tower's batch
@@ -34,29 +34,29 @@ from typing import Any
 from transformers.models.idefics3 import modeling_idefics3 as hf
 from transformers.models.llama import modeling_llama as llama
 
-from ..hosts import host
-from ..layouts import ImageFeatures
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.pixel_shuffle import PIXEL_SHUFFLE
-from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.vision_line import IMAGE_ROOT_RELATIONS, AtRoot, install_sources, replace
-from ..parts.vision_towers import (
+from ..core.hosts import host
+from ..core.layouts import ImageFeatures
+from ..core.model import StandardModel
+from ..core.precision import SUBBLOCK
+from ..core.relations import relation
+from ..core.values import Value
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.pixel_shuffle import PIXEL_SHUFFLE
+from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS, AtRoot, install_sources, replace
+from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
     TOWER_RENAME,
     TowerAttention,
     TowerBlock,
     TowerMLP,
-    example_images,  # noqa: F401 (the family API)
+    example_images,
     siglip_tower,
     tower_build,
-    trace_inputs,  # noqa: F401 (the family API)
+    trace_inputs,
 )
-from ..precision import SUBBLOCK
-from ..relations import relation
-from ..values import Value
 
 FAMILY = "idefics3"
 MODEL_TYPES = ("idefics3",)

@@ -7,7 +7,7 @@ the released checkpoints) and a Mamba block otherwise (``config.layers_block_typ
 expert_layer_offset`` (every other block) and a dense SwiGLU MLP otherwise. Both kinds are pre-norm blocks
 (``input_layernorm`` before the mixer, ``pre_ff_layernorm``, standard name ``post_attention_layernorm``, before
 the MLP). The attention is grouped-query with no positions at all: no rotary, no learned positions (the Mamba
-blocks carry the order). The Mamba mixer (``mamba``) is Mamba-1's (`nncanon.parts.selective_scan`) with
+blocks carry the order). The Mamba mixer (``mamba``) is Mamba-1's (`nncanon.parts.recurrent.selective_scan`) with
 RMSNorms, with a gain, on dt, B and C after ``x_proj``, as Falcon-Mamba's without a gain. The router takes the
 top ``num_experts_per_tok`` of a softmax over the experts and does not renormalise them.
 """
@@ -18,15 +18,15 @@ import sys
 
 from transformers.models.jamba import modeling_jamba as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import selective_scan
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes, routing
-from ..parts.mlp import MLP
-from ..parts.selective_scan import KERNELS, SelectiveScan  # noqa: F401 (the family API, shared)
-from ..relations import first, relation
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import first, relation
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes, routing
+from ..parts.blocks.mlp import MLP
+from ..parts.recurrent import selective_scan
+from ..parts.recurrent.selective_scan import KERNELS, SelectiveScan  # noqa: F401 (the family API, shared)
 
 FAMILY = "jamba"
 MODEL_TYPES = ("jamba",)
@@ -73,7 +73,7 @@ def layer_types(model) -> list[str]:
 
 def explain_missing(model, envoy, name: str) -> str | None:
     """A block has self_attn or mamba, never both: say which this one has."""
-    from ..parts.decoder import Block
+    from ..parts.blocks.decoder import Block
 
     if isinstance(envoy, Block) and name in MIXERS.values():
         types = layer_types(model)

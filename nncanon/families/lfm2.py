@@ -10,8 +10,8 @@ adds the mixer's output, norms again (``ffn_norm``) and adds a SwiGLU MLP (nativ
 ``w2(silu(w1(x)) · w3(x))``, its width ``intermediate_size`` cut to two thirds and rounded up to
 ``block_multiple_of`` when ``block_auto_adjust_ff_dim``).
 
-The short convolution's values are `nncanon.parts.short_conv`'s: its only state is the conv window,
-``conv_state_input`` / ``conv_state_output`` as Mamba-2's and the DeltaNet's (`nncanon.parts.conv`),
+The short convolution's values are `nncanon.parts.recurrent.short_conv`'s: its only state is the conv window,
+``conv_state_input`` / ``conv_state_output`` as Mamba-2's and the DeltaNet's (`nncanon.parts.recurrent.conv`),
 ``[batch, hidden_size, conv_L_cache]``, and ``conv_states``, that window after every token.
 """
 
@@ -22,16 +22,16 @@ import sys
 import torch
 from transformers.models.lfm2 import modeling_lfm2 as hf
 
-from ..hosts import host
-from ..layouts import Neurons, Residual
-from ..locators import child, own
-from ..model import StandardModel
-from ..parts import short_conv
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
-from ..parts.short_conv import ShortConv
-from ..relations import first, relation, rows
-from ..values import Value
+from ..core.hosts import host
+from ..core.layouts import Neurons, Residual
+from ..core.locators import child, own
+from ..core.model import StandardModel
+from ..core.relations import first, relation, rows
+from ..core.values import Value
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
+from ..parts.recurrent import short_conv
+from ..parts.recurrent.short_conv import ShortConv
 
 FAMILY = "lfm2"
 MODEL_TYPES = ("lfm2",)

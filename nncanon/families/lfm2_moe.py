@@ -9,7 +9,7 @@ its router ``gate``): the router scores each expert by the sigmoid of its logit,
 weighs the chosen experts by their scores, renormalised over them (``norm_topk_prob``) and times
 ``routed_scaling_factor``. There is no shared expert.
 
-The short convolution's values and its state are `nncanon.parts.short_conv`'s, as on LFM2.
+The short convolution's values and its state are `nncanon.parts.recurrent.short_conv`'s, as on LFM2.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import sys
 import torch
 from transformers.models.lfm2_moe import modeling_lfm2_moe as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import short_conv
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes
-from ..parts.short_conv import ShortConv
-from ..relations import first, relation, rows
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import first, relation, rows
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes
+from ..parts.recurrent import short_conv
+from ..parts.recurrent.short_conv import ShortConv
 from . import lfm2
 
 FAMILY = "lfm2_moe"

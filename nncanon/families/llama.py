@@ -14,10 +14,10 @@ import sys
 
 from transformers.models.llama import modeling_llama as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -27,7 +27,7 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mlp import MLP
+from ..parts.blocks.mlp import MLP
 
 FAMILY = "llama"
 MODEL_TYPES = ("llama",)

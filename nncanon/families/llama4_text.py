@@ -28,19 +28,19 @@ import sys
 import torch
 from transformers.models.llama4 import modeling_llama4 as hf
 
-from ..hosts import host
-from ..layouts import Layout, Neurons, Residual, RouterLogits
-from ..locators import child, op, own
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, HEAD_RESULTS_RELATION, Attention, real_queries
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, TEXT_RENAME, text_only
-from ..parts.mixture import MoEBlock
-from ..precision import SUBBLOCK
-from ..relations import first, relation, rows
-from ..values import Value
-from ..views import View, _tokens_read, _tokens_write
-from ..weights import MLP as WEIGHTS_MLP
-from ..weights import Weight
+from ..core.hosts import host
+from ..core.layouts import Layout, Neurons, Residual, RouterLogits
+from ..core.locators import child, op, own
+from ..core.model import StandardModel
+from ..core.precision import SUBBLOCK
+from ..core.relations import first, relation, rows
+from ..core.values import Value
+from ..core.views import View, _tokens_read, _tokens_write
+from ..parts.attention.softmax import ATTENTION_RELATIONS, HEAD_RESULTS_RELATION, Attention, real_queries
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, TEXT_RENAME, text_only
+from ..parts.blocks.mixture import MoEBlock
+from ..research.weights import MLP as WEIGHTS_MLP
+from ..research.weights import Weight
 
 FAMILY = "llama4_text"
 MODEL_TYPES = ("llama4_text",)
@@ -222,7 +222,7 @@ def _halves(host, part: str):
     return gate if part == "gate" else up
 
 
-#: the per-expert weights (nncanon.weights' names) over the fused [in, out] experts; the experts have no bias
+#: the per-expert weights (nncanon.research.weights' names) over the fused [in, out] experts; the experts have no bias
 EXPERT_WEIGHTS = {w.name: w for w in [
     Weight("W_in", "num_experts hidden_size expert_intermediate_size",
            "Each expert's up projection: the second half of experts.gate_up_proj's columns", lambda h: _halves(h, "in")),

@@ -4,7 +4,7 @@ The wrapper (``model.model`` a LlavaModel) holds a CLIP vision tower (``model.vi
 ``vision``, a CLIPVisionModel), a two-layer MLP projector (``model.multi_modal_projector`` ->
 ``projector``: linear_1, GELU, linear_2) and the text model (``model.language_model``, Llama's
 decoder, whose blocks, attention and MLP are Llama's hosts unchanged). It is the shared vision line
-(`nncanon.parts.vision_line`) with a CLIP tower:
+(`nncanon.parts.vision.vision_line`) with a CLIP tower:
 
 - the tower runs each image on its own row, ``[images, 1 + patches, width]``: the embeddings module
   prepends the class token to the patch embeddings and adds the learned positions
@@ -32,24 +32,24 @@ from transformers.models.clip import modeling_clip as clip
 from transformers.models.llama import modeling_llama as llama
 from transformers.models.llava import modeling_llava as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.vision_line import IMAGE_ROOT_RELATIONS, install_sources
-from ..parts.vision_towers import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS, install_sources
+from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
     TOWER_RENAME,
     TowerAttention,
     TowerBlock,
     TowerMLP,
     clip_tower,
-    example_images,  # noqa: F401 (the family API)
-    image_sizes,  # noqa: F401 (the family API)
+    example_images,
+    image_sizes,
     tower_build,
-    trace_inputs,  # noqa: F401 (the family API)
+    trace_inputs,
 )
 
 FAMILY = "llava"

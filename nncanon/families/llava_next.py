@@ -5,8 +5,8 @@ The wrapper (``model.model`` a LlavaNextModel) holds a CLIP vision tower (``mode
 LLaVA-1.5's two-layer MLP projector (``model.multi_modal_projector`` -> ``projector``), a learned
 ``image_newline`` and the text model (``model.language_model``: Mistral's decoder on llava-v1.6-mistral-7b-hf,
 whose blocks, attention and MLP are the mistral family's hosts). It is the shared vision line
-(`nncanon.parts.vision_line`) with a CLIP tower (`nncanon.parts.vision_towers.clip_tower`), read as AnyRes
-tiles (`nncanon.parts.anyres`):
+(`nncanon.parts.vision.vision_line`) with a CLIP tower (`nncanon.parts.vision.vision_towers.clip_tower`), read as AnyRes
+tiles (`nncanon.parts.vision.anyres`):
 
 - the processor makes each image a base tile (the whole image resized and cropped to ``image_size``) and the
   tiles of a grid (the image resized, aspect kept, into the best ``image_grid_pinpoints`` resolution, padded
@@ -34,26 +34,26 @@ from transformers.models.llama import modeling_llama as llama
 from transformers.models.llava_next import modeling_llava_next as hf
 from transformers.models.mistral import modeling_mistral as mistral
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.anyres import PACKED, TILES, image_sizes, tile_features_value  # noqa: F401 (image_sizes: the family API)
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
-from ..parts.mlp import MLP
-from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.vision_line import IMAGE_ROOT_RELATIONS, install_sources
-from ..parts.vision_towers import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import pick
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.anyres import PACKED, TILES, image_sizes, tile_features_value  # noqa: F401 (image_sizes: the family API)
+from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS, install_sources
+from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
     TOWER_RELATIONS,
     TOWER_RENAME,
     TowerAttention,
     TowerBlock,
     TowerMLP,
     clip_tower,
-    example_images,  # noqa: F401 (the family API)
+    example_images,
     tower_build,
-    trace_inputs,  # noqa: F401 (the family API)
+    trace_inputs,
 )
-from ..relations import pick
 from .mistral import (
     MistralAttention,
     layer_types,  # noqa: F401 (the family API: sliding_attention when the text config sets a window)

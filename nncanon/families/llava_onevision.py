@@ -6,8 +6,8 @@ The wrapper (``model.model`` a LlavaOnevisionModel) holds a SigLIP vision tower 
 ``vision``, a SiglipVisionModel cut to 26 blocks on the llava-hf checkpoints), LLaVA-1.5's two-layer MLP
 projector (``model.multi_modal_projector`` -> ``projector``), a learned ``image_newline`` and the text model
 (``model.language_model``: Qwen2's decoder, whose blocks, attention and MLP are the qwen2 family's hosts). It is
-the shared vision line (`nncanon.parts.vision_line`) with the tower and packing of `nncanon.parts.onevision`,
-over AnyRes (`nncanon.parts.anyres`):
+the shared vision line (`nncanon.parts.vision.vision_line`) with the tower and packing of `nncanon.parts.vision.onevision`,
+over AnyRes (`nncanon.parts.vision.anyres`):
 
 - the processor makes each image a base tile (the whole image resized to ``image_size``, not cropped) and the
   tiles of a grid (the image resized, aspect kept, into the best ``image_grid_pinpoints`` resolution, padded to
@@ -38,23 +38,23 @@ from transformers.models.llava_onevision import modeling_llava_onevision as hf
 from transformers.models.qwen2 import modeling_qwen2 as qwen2
 from transformers.models.siglip import modeling_siglip as siglip
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.anyres import image_sizes  # noqa: F401 (the family API)
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.onevision import onevision_tower
-from ..parts.onevision import onevision_trace_inputs as trace_inputs  # noqa: F401 (the family API)
-from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.vision_line import IMAGE_ROOT_RELATIONS, install_sources
-from ..parts.vision_towers import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.anyres import image_sizes  # noqa: F401 (the family API)
+from ..parts.vision.onevision import onevision_tower
+from ..parts.vision.onevision import onevision_trace_inputs as trace_inputs  # noqa: F401 (the family API)
+from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS, install_sources
+from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
     TOWER_RENAME,
     TowerAttention,
     TowerBlock,
     TowerMLP,
-    example_images,  # noqa: F401 (the family API)
+    example_images,
     tower_build,
 )
 

@@ -8,11 +8,11 @@ makes each token's dt (``time_step_rank`` wide, widened by ``dt_proj``), B and C
 of ``state_size`` numbers per channel, decays it by ``exp(dt · A)`` (A per channel and state dimension), writes
 ``dt · x · B`` into it, reads it with C and adds ``D · x``; ``y · silu(z)`` goes through ``out_proj``.
 
-The scan's values (`nncanon.parts.selective_scan`) take Mamba-2's and DeltaNet's names: a channel is a head
+The scan's values (`nncanon.parts.recurrent.selective_scan`) take Mamba-2's and DeltaNet's names: a channel is a head
 of ``value_dim`` 1, B and C one group (``key_heads`` 1), the state ``State [batch heads key_dim value_dim]`` =
 transformers' ``[batch, intermediate_size, state_size]`` with a trailing 1; ``state`` and ``states`` exist under
 ``nncanon.route_kernels(model.family, "torch")``. The conv window is ``conv_state_input`` /
-``conv_state_output`` (`nncanon.parts.conv`), over the x channels.
+``conv_state_output`` (`nncanon.parts.recurrent.conv`), over the x channels.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import sys
 
 from transformers.models.mamba import modeling_mamba as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import selective_scan
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.selective_scan import KERNELS, SelectiveScan  # noqa: F401 (the family API, shared)
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.recurrent import selective_scan
+from ..parts.recurrent.selective_scan import KERNELS, SelectiveScan  # noqa: F401 (the family API, shared)
 from .mamba2 import MambaBlock, before_the_head, past_the_head  # noqa: F401 (Mamba-2's block and head, the same)
 
 FAMILY = "mamba"

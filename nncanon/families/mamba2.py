@@ -8,14 +8,14 @@ causal depthwise convolution (``conv_kernel``) and silu; the scan keeps a state 
 by ``exp(dt · A)`` and writes ``dt · x Bᵀ`` into it each token, reads it with C and adds ``D · x``; a
 gated RMSNorm (``rms(y · silu(z))``, per group) and ``out_proj`` give what the block adds.
 
-The scan's values are served at the kernel the call runs (`nncanon.parts.ssd`): the chunked scan on a prompt
+The scan's values are served at the kernel the call runs (`nncanon.parts.recurrent.ssd`): the chunked scan on a prompt
 (chunks of ``chunk_size`` tokens), the one-token update on a cached decode step. Their names are
 DeltaNet's: B is ``attention_keys``, C ``attention_queries``, x ``attention_values``, and the state
 is ``State [batch heads key_dim value_dim]`` with ``key_dim = state_size`` and ``value_dim =
 head_dim`` (transformers' ``[heads, head_dim, state_size]``, transposed); ``state`` and ``states``
 (every token's state) exist under ``nncanon.route_kernels(model.family, "torch")``, which runs every
 call token by token. dt is ``time_steps`` and A ``decay_rates`` (``decays`` = their product), as on a DeltaNet.
-What the cache keeps of the convolution is ``conv_state_input`` / ``conv_state_output`` (`nncanon.parts.conv`):
+What the cache keeps of the convolution is ``conv_state_input`` / ``conv_state_output`` (`nncanon.parts.recurrent.conv`):
 ``[batch, conv_dim, conv_kernel]``, the x, B, C channels at the last ``conv_kernel`` positions, shared with
 the DeltaNet families.
 """
@@ -26,15 +26,15 @@ import sys
 
 from transformers.models.mamba2 import modeling_mamba2 as hf
 
-from ..hosts import host
-from ..layouts import Residual
-from ..locators import FIRST, child, own
-from ..model import StandardModel
-from ..parts import ssd
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
-from ..relations import relation
-from ..values import Value
+from ..core.hosts import host
+from ..core.layouts import Residual
+from ..core.locators import FIRST, child, own
+from ..core.model import StandardModel
+from ..core.relations import relation
+from ..core.values import Value
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.recurrent import ssd
+from ..parts.recurrent.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
 
 FAMILY = "mamba2"
 MODEL_TYPES = ("mamba2",)
@@ -72,7 +72,7 @@ build = text_only(hf.Mamba2ForCausalLM)
 
 
 def before_the_head(model: StandardModel, normed):
-    """The lens's step between the final norm and the head (`nncanon.lens`): Mamba2ForCausalLM casts the normed
+    """The lens's step between the final norm and the head (`nncanon.research.lens`): Mamba2ForCausalLM casts the normed
     stream (float32 under residual_in_fp32) to the head's dtype."""
     return normed.to(model.lm_head._module.weight.dtype)
 

@@ -21,10 +21,10 @@ import sys
 
 from transformers.models.mistral import modeling_mistral as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -33,7 +33,7 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mlp import MLP
+from ..parts.blocks.mlp import MLP
 
 #: the shared attention relations, with the window MistralAttention hands the attention call
 MistralAttention = host("MistralAttention", Attention, WINDOW=lambda module: module.config.sliding_window)

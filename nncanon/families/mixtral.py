@@ -22,9 +22,9 @@ import sys
 
 from transformers.models.mixtral import modeling_mixtral as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -32,7 +32,7 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes, routing
+from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes, routing
 from . import mistral
 
 FAMILY = "mixtral"

@@ -18,7 +18,7 @@ cross-attention blocks (``cross_attention_layers``: blocks 3, 8, 13, ... of 40 o
 - the projector maps each row to the text width (``vision.image_features``): the states every cross-attention
   block attends to (``layers[i].cross_attn.cross_attention_states``);
 - a self-attention block is Llama's block (its hosts unchanged); a cross-attention block
-  (`nncanon.parts.cross_attention`) norms the stream, attends from it to the image rows under the processor's
+  (`nncanon.parts.vision.cross_attention`) norms the stream, attends from it to the image rows under the processor's
   ``cross_attention_mask`` (a text token sees the tiles of the images from the last ``<|image|>`` before it on),
   q and k RMS-normed per head, no rotary, and adds the result scaled by ``tanh(cross_attn_attn_gate)``; its MLP's
   add is scaled by ``tanh(cross_attn_mlp_gate)`` and zeroed on a text row that sees no image.
@@ -35,19 +35,19 @@ from typing import Any
 
 from transformers.models.mllama import modeling_mllama as hf
 
-from ..hosts import host
-from ..layouts import layout
-from ..locators import child
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.cross_attention import cross_attention_host, gated_block, runs
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, Block
-from ..parts.mlp import MLP
-from ..parts.vision_line import MASK, AtRoot, image_token_mask_value
-from ..parts.vision_towers import TowerAttention, TowerBlock, TowerMLP, _TowerSizes
-from ..precision import STEP, SUBBLOCK
-from ..relations import first, relation
-from ..values import Value
+from ..core.hosts import host
+from ..core.layouts import layout
+from ..core.locators import child
+from ..core.model import StandardModel
+from ..core.precision import STEP, SUBBLOCK
+from ..core.relations import first, relation
+from ..core.values import Value
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.cross_attention import cross_attention_host, gated_block, runs
+from ..parts.vision.vision_line import MASK, AtRoot, image_token_mask_value
+from ..parts.vision.vision_towers import TowerAttention, TowerBlock, TowerMLP, _TowerSizes
 
 FAMILY = "mllama"
 MODEL_TYPES = ("mllama",)
@@ -325,7 +325,7 @@ def layout_envoys(config: Any) -> dict:
 
 def _build():
     from ..parts import loading
-    from ..parts.qwen_vit.loading import _quiet_text_pipeline
+    from ..parts.vision.qwen_vit.loading import _quiet_text_pipeline
 
     wrapper = hf.MllamaForConditionalGeneration
     _quiet_text_pipeline(wrapper)  # nnsight's text pipeline would warn that the wrapper is no causal LM
@@ -337,7 +337,7 @@ def _build():
         module = loading.pretrained(wrapper, checkpoint, **hf_kwargs)
         if task == "text-generation":
             return module, {"tokenizer": loading.tokenizer(checkpoint)}
-        from ..processing import load_processor
+        from ..core.processing import load_processor
 
         processor = load_processor(checkpoint)
         return module, {"tokenizer": processor.tokenizer, "processor": processor}
@@ -369,7 +369,7 @@ def dim_sizes(model: Any) -> dict[str, int]:
 def example_images(processor: Any = None) -> list:
     """A red square (32 x 32) and a wide image of seeded noise (64 x 32): two aspect ratios, so the processor fits
     them to canvases of different tile counts."""
-    from ..parts.vision_towers import example_images as two
+    from ..parts.vision.vision_towers import example_images as two
 
     return two(processor)
 

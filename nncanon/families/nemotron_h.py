@@ -8,7 +8,7 @@ class): ``mamba``, ``self_attn`` or ``mlp``, so ``model.layers[i].mamba.state_ou
 bamba, falcon_h1 and mamba2, and a block asked for a sublayer it lacks says which blocks have it. The Mamba-2
 mixer is transformers' Mamba2Mixer with its config fields renamed, its width ``mamba_num_heads x
 mamba_head_dim`` (not ``expand x hidden_size``) and its time steps clamped below at ``time_step_min`` on a
-prompt; `nncanon.parts.ssd` serves it under the mamba2 family's names and layouts (``key_dim =
+prompt; `nncanon.parts.recurrent.ssd` serves it under the mamba2 family's names and layouts (``key_dim =
 ssm_state_size``, ``value_dim = mamba_head_dim``). The model returns float32 logits. The mixture-of-experts
 kind (``E``, Nemotron 3's checkpoints) is not covered: this family refuses a config that has one.
 """
@@ -19,17 +19,17 @@ import sys
 
 from transformers.models.nemotron_h import modeling_nemotron_h as hf
 
-from ..hosts import host
-from ..layouts import Residual
-from ..locators import FIRST, child, own
-from ..model import StandardModel
-from ..parts import hybrid, ssd
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
-from ..parts.ungated import ungated_mlp
-from ..relations import first, relation
-from ..values import Value
+from ..core.hosts import host
+from ..core.layouts import Residual
+from ..core.locators import FIRST, child, own
+from ..core.model import StandardModel
+from ..core.relations import first, relation
+from ..core.values import Value
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.blocks.ungated import ungated_mlp
+from ..parts.recurrent import hybrid, ssd
+from ..parts.recurrent.ssd import KERNELS, SSD  # noqa: F401 (the family API, shared)
 
 FAMILY = "nemotron_h"
 MODEL_TYPES = ("nemotron_h",)
@@ -74,7 +74,7 @@ build = text_only(hf.NemotronHForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): NemotronHForCausalLM returns float32 logits."""
+    """The lens's step past the head (`nncanon.research.lens`): NemotronHForCausalLM returns float32 logits."""
     return logits.float()
 
 

@@ -4,7 +4,7 @@ Every block is LayerNorm -> attention -> add, LayerNorm -> gated SwiGLU MLP -> a
 norm (the two in a block and the final one) is a plain LayerNorm with neither weight nor bias: it centres
 the stream and scales it to unit variance (eps 1e-5, fixed in its forward) and nothing else, so a norm's
 output is the same function of its input on every block and every checkpoint, and there is no gain to fold
-into the next projection. The relations state the norms by that formula (nncanon.parts.norms), not by
+into the next projection. The relations state the norms by that formula (nncanon.parts.blocks.norms), not by
 calling the module. The attention is multi-head with the rotary embedding on every dimension; a config may
 clamp the query, key and value projections to ±clip_qkv before the heads are split (OLMo-1B-hf has no clamp),
 which the values' relation states. OLMo-1B ties lm_head to embed_tokens.
@@ -16,14 +16,14 @@ import sys
 
 from transformers.models.olmo import modeling_olmo as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.mlp import MLP
-from ..parts.norms import final_norm_relation, pre_norm_relations
-from ..parts.text_family import intermediate_dims, root_relations, text_paths
-from ..relations import first, pick, relation
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import first, pick, relation
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks import decoder
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.norms import final_norm_relation, pre_norm_relations
+from ..parts.blocks.text_family import intermediate_dims, root_relations, text_paths
 
 FAMILY = "olmo"
 MODEL_TYPES = ("olmo",)

@@ -26,12 +26,14 @@ import sys
 
 from transformers.models.olmo2 import modeling_olmo2 as hf
 
-from ..hosts import host
-from ..layouts import Residual
-from ..locators import FIRST, child, own
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.layouts import Residual
+from ..core.locators import FIRST, child, own
+from ..core.model import StandardModel
+from ..core.relations import relation
+from ..core.values import Value, never
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_RENAME,
@@ -40,9 +42,7 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mlp import MLP
-from ..relations import relation
-from ..values import Value, never
+from ..parts.blocks.mlp import MLP
 
 FAMILY = "olmo2"
 MODEL_TYPES = ("olmo2",)

@@ -16,10 +16,10 @@ import sys
 
 from transformers.models.olmo3 import modeling_olmo3 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.text_family import intermediate_dims
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.blocks import decoder
+from ..parts.blocks.text_family import intermediate_dims
 from .olmo2 import PostNormAttention, PostNormBlock, PostNormMLP
 from .olmo2 import required_paths as post_norm_paths
 

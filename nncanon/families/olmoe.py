@@ -26,10 +26,11 @@ import sys
 
 from transformers.models.olmoe import modeling_olmoe as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import first, relation
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -38,8 +39,7 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mixture import MoE, MoEBlock, moe_dim_sizes
-from ..relations import first, relation
+from ..parts.blocks.mixture import MoE, MoEBlock, moe_dim_sizes
 
 FAMILY = "olmoe"
 

@@ -34,23 +34,17 @@ import sys
 
 from transformers.models.opt import modeling_opt as hf
 
-from ..hosts import host
-from ..layouts import Neurons, Residual, layout
-from ..locators import child
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import (
-    BLOCK_RELATIONS,
-    ROOT_RELATIONS,
-    Block,
-    attention_layer_types,
-    text_only,
-)
-from ..parts.positions import learned_positions, root_relations, root_values
-from ..relations import first, pick, relation
-from ..values import Value, never
-from ..views import TOKENS
-from ..weights import Layout
+from ..core.hosts import host
+from ..core.layouts import Neurons, Residual, layout
+from ..core.locators import child
+from ..core.model import StandardModel
+from ..core.relations import first, pick, relation
+from ..core.values import Value, never
+from ..core.views import TOKENS
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import BLOCK_RELATIONS, ROOT_RELATIONS, Block, attention_layer_types, text_only
+from ..parts.blocks.positions import learned_positions, root_relations, root_values
+from ..research.weights import Layout
 
 FAMILY = "opt"
 MODEL_TYPES = ("opt",)

@@ -5,7 +5,7 @@ The wrapper (``model.model`` a PaliGemmaModel) holds a SigLIP vision tower (``mo
 SiglipVisionModel), a projector of one Linear (``model.multi_modal_projector`` -> ``projector``:
 ``linear``, vision_hidden_size -> projection_dim, with a bias) and the text model (``model.language_model``,
 Gemma's decoder, whose blocks and MLP are the gemma family's hosts; PaliGemma 2's, Gemma 2's). It is the shared vision line
-(`nncanon.parts.vision_line`) with a SigLIP tower (`nncanon.parts.vision_towers.siglip_tower`):
+(`nncanon.parts.vision.vision_line`) with a SigLIP tower (`nncanon.parts.vision.vision_towers.siglip_tower`):
 
 - the tower runs each image on its own row, ``[images, patches, width]``: a stride-patch convolution and a learned
   position per patch, no class token (``vision.patch_embeddings``), pre-norm LayerNorm blocks over the whole
@@ -44,16 +44,18 @@ from transformers.models.gemma2 import modeling_gemma2 as gemma2
 from transformers.models.paligemma import modeling_paligemma as hf
 from transformers.models.siglip import modeling_siglip as siglip
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.span_mask import allowed_value, span_relations
-from ..parts.vision_line import install_sources, replace
-from ..parts.vision_towers import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import relation
+from ..core.values import Condition
+from ..parts.attention.softmax import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.attention.span_mask import allowed_value, span_relations
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.vision_line import install_sources, replace
+from ..parts.vision.vision_towers import (
     TOWER_RENAME,
     TowerAttention,
     TowerBlock,
@@ -62,8 +64,6 @@ from ..parts.vision_towers import (
     siglip_tower,
     tower_build,
 )
-from ..relations import relation
-from ..values import Condition
 from .gemma import ROOT_RELATIONS_GEMMA, GemmaNormBlock
 from .gemma2 import ROOT_RELATIONS_GEMMA2, SandwichBlock, SoftcappedAttention, softcap
 from .gemma2 import _scaled_embeddings as _text_embeddings
@@ -185,7 +185,7 @@ def layout_root(text_config: Any) -> type:
 
 
 def past_the_head(model: Any, logits: Any) -> Any:
-    """The lens's step past the head (`nncanon.lens`): PaliGemma 2's final logit softcap; nothing on PaliGemma 1."""
+    """The lens's step past the head (`nncanon.research.lens`): PaliGemma 2's final logit softcap; nothing on PaliGemma 1."""
     return softcap(logits, getattr(model.text_config, "final_logit_softcapping", None))
 
 _build = tower_build(hf.PaliGemmaForConditionalGeneration)

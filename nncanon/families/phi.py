@@ -24,13 +24,13 @@ import sys
 
 from transformers.models.phi import modeling_phi as hf
 
-from ..hosts import host
-from ..model import FamilyMismatch, StandardModel
-from ..parts import rotary
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, text_only
-from ..parts.parallel import parallel_block
-from ..parts.ungated import ungated_mlp
+from ..core.hosts import host
+from ..core.model import FamilyMismatch, StandardModel
+from ..parts.attention import rotary
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, attention_layer_types, text_only
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.ungated import ungated_mlp
 
 FAMILY = "phi"
 MODEL_TYPES = ("phi",)

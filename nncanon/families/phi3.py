@@ -26,11 +26,13 @@ import sys
 
 from transformers.models.phi3 import modeling_phi3 as hf
 
-from ..hosts import host
-from ..layouts import Neurons
-from ..locators import child
-from ..model import StandardModel
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.layouts import Neurons
+from ..core.locators import child
+from ..core.model import StandardModel
+from ..core.relations import first, pick, relation, rows
+from ..core.values import Value
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -39,10 +41,8 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mlp import MLP, MLP_RELATIONS
-from ..relations import first, pick, relation, rows
-from ..values import Value
-from ..weights import Layout, Projection, stacked_qkv
+from ..parts.blocks.mlp import MLP, MLP_RELATIONS
+from ..research.weights import Layout, Projection, stacked_qkv
 from .mistral import MistralAttention
 from .mistral import layer_types as layer_types  # one window serves every block, as on Mistral
 

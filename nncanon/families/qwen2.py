@@ -16,11 +16,11 @@ import sys
 
 from transformers.models.qwen2 import modeling_qwen2 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
-from ..parts.mlp import MLP
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
+from ..parts.blocks.mlp import MLP
 from . import llama
 
 FAMILY = "qwen2"

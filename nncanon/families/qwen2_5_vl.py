@@ -23,19 +23,19 @@ import sys
 
 from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as hf
 
-from ..hosts import host
-from ..layouts import layout
-from ..locators import op
-from ..model import StandardModel
-from ..parts import qwen_vit
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
-from ..values import Value
-from ..views import READ_ONLY
+from ..core.hosts import host
+from ..core.layouts import layout
+from ..core.locators import op
+from ..core.model import StandardModel
+from ..core.values import Value
+from ..core.views import READ_ONLY
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision import qwen_vit
+from ..parts.vision.qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen2_5_vl"
 MODEL_TYPES = ("qwen2_5_vl", "qwen2_5_vl_text")

@@ -21,10 +21,10 @@ import sys
 
 from transformers.models.qwen2_moe import modeling_qwen2_moe as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import (
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -33,8 +33,8 @@ from ..parts.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.mixture import MoEBlock, SharedMoE, moe_dim_sizes, require_every_block_sparse
-from ..parts.mlp import TokenMLP
+from ..parts.blocks.mixture import MoEBlock, SharedMoE, moe_dim_sizes, require_every_block_sparse
+from ..parts.blocks.mlp import TokenMLP
 
 FAMILY = "qwen2_moe"
 MODEL_TYPES = ("qwen2_moe",)

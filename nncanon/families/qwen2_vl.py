@@ -22,15 +22,15 @@ import sys
 
 from transformers.models.qwen2_vl import modeling_qwen2_vl as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import qwen_vit
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS, Block
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision import qwen_vit
+from ..parts.vision.qwen_vit import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.qwen_vit import image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen2_vl"
 MODEL_TYPES = ("qwen2_vl", "qwen2_vl_text")

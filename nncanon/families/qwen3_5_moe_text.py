@@ -4,7 +4,7 @@ Llama's tree with a hybrid block: three blocks in four carry a gated DeltaNet mi
 linear_attn, the fourth ordinary attention, self_attn (config.layer_types). Each block has
 one or the other, never both, so on a linear block every self_attn value is reported
 missing and the linear values live at layers[i].linear_attn (see
-nncanon.parts.deltanet). The MLP is a mixture of experts with a shared expert scaled
+nncanon.parts.recurrent.deltanet). The MLP is a mixture of experts with a shared expert scaled
 by a sigmoid gate. Every released checkpoint is a qwen3_5_moe wrapper:
 task="text-generation" (the default) builds Qwen3_5MoeForCausalLM out of it,
 task="image-text-to-text" the wrapper, whose text stack sits at model.language_model;
@@ -23,14 +23,16 @@ from typing import Any
 
 from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import deltanet, loading, qwen_vit
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, Block
-from ..parts.deltanet import DeltaNet
-from ..parts.mixture import SharedMoE, moe_dim_sizes, routing
-from ..parts.mlp import TokenMLP
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts import loading
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, Block
+from ..parts.blocks.mixture import SharedMoE, moe_dim_sizes, routing
+from ..parts.blocks.mlp import TokenMLP
+from ..parts.recurrent import deltanet
+from ..parts.recurrent.deltanet import DeltaNet
+from ..parts.vision import qwen_vit
 
 FAMILY = "qwen3_5_moe_text"
 MODEL_TYPES = ("qwen3_5_moe_text",)
@@ -79,14 +81,14 @@ def build(checkpoint: Path, task: str, **hf_kwargs: Any) -> tuple[Any, dict]:
     if task == "text-generation":
         module = loading.text_model(checkpoint, hf.Qwen3_5MoeForCausalLM, "model.language_model.", **hf_kwargs)
         return module, {"tokenizer": loading.tokenizer(checkpoint)}
-    from ..processing import load_processor
+    from ..core.processing import load_processor
 
     module = loading.pretrained(hf.Qwen3_5MoeForConditionalGeneration, checkpoint, **hf_kwargs)
     processor = load_processor(checkpoint)
     return module, {"tokenizer": processor.tokenizer, "processor": processor}
 
 
-# what nncanon.loading.meta_module builds on meta for each task
+# what nncanon.core.loading.meta_module builds on meta for each task
 build.causal_lm, build.wrapper = hf.Qwen3_5MoeForCausalLM, hf.Qwen3_5MoeForConditionalGeneration
 
 

@@ -13,13 +13,13 @@ import sys
 
 from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import deltanet
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, Block, text_only
-from ..parts.deltanet import KERNELS, DeltaNet  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, Block, text_only
+from ..parts.blocks.mlp import MLP
+from ..parts.recurrent import deltanet
+from ..parts.recurrent.deltanet import KERNELS, DeltaNet  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen3_5_text"
 MODEL_TYPES = ("qwen3_5_text",)

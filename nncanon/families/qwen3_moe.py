@@ -15,11 +15,11 @@ import sys
 
 from transformers.models.qwen3_moe import modeling_qwen3_moe as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
-from ..parts.mixture import MoE, MoEBlock, moe_dim_sizes, require_every_block_sparse
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
+from ..parts.blocks.mixture import MoE, MoEBlock, moe_dim_sizes, require_every_block_sparse
 from . import qwen3
 
 FAMILY = "qwen3_moe"

@@ -15,14 +15,14 @@ import sys
 
 from transformers.models.qwen3_next import modeling_qwen3_next as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import deltanet
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, text_only
-from ..parts.deltanet import KERNELS, DeltaNet  # noqa: F401 (the family API, shared)
-from ..parts.mixture import MoEBlock, SharedMoE, moe_dim_sizes, require_every_block_sparse
-from ..parts.mlp import TokenMLP
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, text_only
+from ..parts.blocks.mixture import MoEBlock, SharedMoE, moe_dim_sizes, require_every_block_sparse
+from ..parts.blocks.mlp import TokenMLP
+from ..parts.recurrent import deltanet
+from ..parts.recurrent.deltanet import KERNELS, DeltaNet  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen3_next"
 MODEL_TYPES = ("qwen3_next",)

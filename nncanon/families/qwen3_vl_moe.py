@@ -15,16 +15,16 @@ import sys
 
 from transformers.models.qwen3_vl_moe import modeling_qwen3_vl_moe as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import qwen_vit
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, TEXT_PATHS
-from ..parts.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
-from ..parts.mixture import MoE, routing
-from ..parts.mixture import moe_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.mlp import MLP
-from ..parts.qwen_vit import DeepStackBlock, image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS
+from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mixture import MoE, routing
+from ..parts.blocks.mixture import moe_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.blocks.mlp import MLP
+from ..parts.vision import qwen_vit
+from ..parts.vision.qwen_vit import DeepStackBlock, image_sizes, prepare, trace_inputs, vision_variants  # noqa: F401 (the family API, shared)
 
 FAMILY = "qwen3_vl_moe"
 MODEL_TYPES = ("qwen3_vl_moe", "qwen3_vl_moe_text")

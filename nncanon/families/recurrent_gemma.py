@@ -2,7 +2,7 @@
 
 ``config.block_types`` repeats over the stack (``recurrent, recurrent, attention`` on the released
 checkpoints): a ``linear_attention`` block's mixer (native ``temporal_block``, standard ``mixer``) is Griffin's
-recurrent block (`nncanon.parts.rglru`: a gated branch times the RG-LRU after a short causal convolution), a
+recurrent block (`nncanon.parts.recurrent.rglru`: a gated branch times the RG-LRU after a short causal convolution), a
 ``sliding_attention`` block's is multi-query attention over the last ``attention_window_size`` keys, its rotary
 on half of each head (``partial_rotary_factor``). Every block norms its input (native ``temporal_pre_norm``,
 Gemma's ``rms · (1 + weight)``), adds the mixer's output, norms again (``channel_pre_norm``) and adds a gated
@@ -22,14 +22,14 @@ import sys
 import torch
 from transformers.models.recurrent_gemma import modeling_recurrent_gemma as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import rglru
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
-from ..parts.mlp import MLP
-from ..parts.rglru import RGLRU
-from ..relations import pick, relation
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import pick, relation
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, text_only
+from ..parts.blocks.mlp import MLP
+from ..parts.recurrent import rglru
+from ..parts.recurrent.rglru import RGLRU
 from .gemma2 import gemma_rms, softcap
 
 FAMILY = "recurrent_gemma"
@@ -95,7 +95,7 @@ build = text_only(hf.RecurrentGemmaForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.lens`): the logit soft cap, as RecurrentGemmaForCausalLM applies it."""
+    """The lens's step past the head (`nncanon.research.lens`): the logit soft cap, as RecurrentGemmaForCausalLM applies it."""
     return softcap(logits, model.text_config.logits_soft_cap)
 
 

@@ -5,7 +5,7 @@ is tied to the embedding. What differs is where the position signal is: ``config
 entry per block, 1 where the attention's queries and keys are rotated and 0 where they are not; built from
 ``no_rope_layer_interval`` (4 on the released checkpoints), blocks 3, 7, 11, ... (0-based) are NoPE. A NoPE
 block's attention sees token content and the causal mask only, no position. The page names those blocks
-``nope_attention``; the relation that says which blocks rotate is nncanon.parts.nope's. A config may also set
+``nope_attention``; the relation that says which blocks rotate is nncanon.parts.attention.nope's. A config may also set
 ``use_sliding_window`` (off on the released checkpoints), which windows the NoPE blocks only; the module
 holds the window, so the shared attention relations read it there.
 """
@@ -16,13 +16,13 @@ import sys
 
 from transformers.models.smollm3 import modeling_smollm3 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.mlp import MLP
-from ..parts.nope import nope_layer_types, rotary_or_not
-from ..parts.text_family import intermediate_dims, text_paths
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.nope import nope_layer_types, rotary_or_not
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks import decoder
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.text_family import intermediate_dims, text_paths
 
 FAMILY = "smollm3"
 MODEL_TYPES = ("smollm3",)

@@ -2,7 +2,7 @@
 
 SmolVLM2 is Idefics3 (`nncanon.families.idefics3`) with a SmolLM2 text model (Llama's decoder) and a smaller
 SigLIP-built tower: the same tile splitting, the same bucketed positions in the tower's embeddings, the same
-pixel-shuffle connector (`nncanon.parts.pixel_shuffle`, scale_factor 4 on SmolVLM2: sixteen patches per image
+pixel-shuffle connector (`nncanon.parts.vision.pixel_shuffle`, scale_factor 4 on SmolVLM2: sixteen patches per image
 token). The modules are SmolVLM's classes with Idefics3's code, and the wrapper writes the scatter in its own
 forward (``inputs_embeds.masked_scatter``) rather than in an ``inputs_merger`` method, so only the hosts' classes
 and where ``vision.image_features`` is read differ; every host, relation and size is idefics3's.
@@ -18,13 +18,13 @@ import sys
 from transformers.models.llama import modeling_llama as llama
 from transformers.models.smolvlm import modeling_smolvlm as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts.attention import Attention
-from ..parts.decoder import ROOT_VALUES, Block
-from ..parts.mlp import MLP
-from ..parts.vision_line import IMAGE_ROOT_RELATIONS
-from ..parts.vision_towers import TowerAttention, TowerBlock, TowerMLP, tower_build
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention.softmax import Attention
+from ..parts.blocks.decoder import ROOT_VALUES, Block
+from ..parts.blocks.mlp import MLP
+from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS
+from ..parts.vision.vision_towers import TowerAttention, TowerBlock, TowerMLP, tower_build
 from .idefics3 import (  # noqa: F401 (the family API, shared with idefics3)
     RENAME,
     dim_sizes,

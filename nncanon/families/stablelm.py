@@ -23,14 +23,15 @@ import sys
 
 from transformers.models.stablelm import modeling_stablelm as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder, rotary
-from ..parts.attention import ATTENTION_RELATIONS, Attention
-from ..parts.mlp import MLP
-from ..parts.norms import final_norm_relation
-from ..parts.parallel import parallel_block
-from ..parts.text_family import intermediate_dims, root_relations
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..parts.attention import rotary
+from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.blocks import decoder
+from ..parts.blocks.mlp import MLP
+from ..parts.blocks.norms import final_norm_relation
+from ..parts.blocks.parallel import parallel_block
+from ..parts.blocks.text_family import intermediate_dims, root_relations
 from .starcoder2 import LayerNormBlock
 
 FAMILY = "stablelm"

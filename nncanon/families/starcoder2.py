@@ -9,8 +9,8 @@ checkpoints, handed to the attention function as Mistral's is: the module has no
 config's attention, residual and embedding dropouts do nothing at inference.
 
 Native names map onto the standard ones: in the MLP ``act`` is ``act_fn`` and ``c_proj`` is ``down_proj``;
-``c_fc`` keeps its name. The norms are stated by their formula (nncanon.parts.norms), the MLP by the
-ungated relation (nncanon.parts.ungated).
+``c_fc`` keeps its name. The norms are stated by their formula (nncanon.parts.blocks.norms), the MLP by the
+ungated relation (nncanon.parts.blocks.ungated).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import sys
 
 from transformers.models.starcoder2 import modeling_starcoder2 as hf
 
-from ..hosts import host
-from ..model import StandardModel
-from ..parts import decoder
-from ..parts.norms import final_norm_relation, pre_norm_relations
-from ..parts.text_family import intermediate_dims, root_relations
-from ..parts.ungated import ungated_mlp
-from ..relations import pick
+from ..core.hosts import host
+from ..core.model import StandardModel
+from ..core.relations import pick
+from ..parts.blocks import decoder
+from ..parts.blocks.norms import final_norm_relation, pre_norm_relations
+from ..parts.blocks.text_family import intermediate_dims, root_relations
+from ..parts.blocks.ungated import ungated_mlp
 from .mistral import MistralAttention
 from .mistral import layer_types as window_layer_types
 

@@ -1,4 +1,4 @@
-"""The relations that prove the weights (`nncanon.weights`): every view against what the forward computed with it.
+"""The relations that prove the weights (`nncanon.research.weights`): every view against what the forward computed with it.
 
 They are built per host (`relations`), because what the forward exposes differs by module: queries read at the
 attention call are rotated, and at position 0 rotary turns nothing, so there they are the projection itself; a
@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from ..precision import STEP, STEP_ROUNDINGS, SUBBLOCK
-from ..relations import Relation, first, rows
-from ..weights import (  # noqa: F401
+from ..core.precision import STEP, STEP_ROUNDINGS, SUBBLOCK
+from ..core.relations import Relation, first, rows
+from ..research.weights import (  # noqa: F401
     ATTENTION,
     EXPERTS,
     MLP,
@@ -191,7 +191,7 @@ def _attention(host: Any) -> list[Relation]:
 
 def _readable(host: Any, name: str) -> bool:
     """Whether ``host.<name>`` reads (a refusal for this one host, Gemma 4's KV-shared block, is False)."""
-    from ..weights import WeightUnavailable
+    from ..research.weights import WeightUnavailable
 
     try:
         getattr(host, name)

@@ -1,0 +1,148 @@
+"""Mixtures of experts: a softmax top-k router over fused experts, with or without a gated shared expert.
+
+The routing relation recomputes the router's choice from its weight (renormalised or not, as the
+family's router does); the slot relation proves each routing slot's weighted output by their sum.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...core.hosts import host
+from ...core.layouts import ExpertIndices, ExpertOutputs, ExpertWeights, Neurons, Residual, RouterLogits
+from ...core.locators import child, op
+from ...core.relations import Relation, first, relation, rows
+from ...core.values import Condition, Value, never
+from ...core.views import TOKENS
+from ...research.weights import EXPERTS as EXPERT_WEIGHTS
+from .decoder import Block
+from .mlp import MLP
+
+EXPERTS_MM = Condition(
+    needs='experts_implementation "grouped_mm" (the default) or "batched_mm"',
+    why="the eager experts loop over experts and never hold every slot's weighted output in one tensor",
+    holds=lambda model: model.experts_implementation in ("grouped_mm", "batched_mm"),
+)
+
+def _router(host) -> Any:
+    module = host._module
+    return module.gate if hasattr(module, "gate") else module.router
+
+
+def routing(renormalised: bool | None) -> Relation:
+    """The router's meaning: logits by its weight, the top-k of their softmax, and those probabilities
+    as the weights, renormalised over the chosen experts (``True``), not (``False``), or as the router's
+    ``norm_topk_prob`` says (``None``)."""
+    how = {True: "renormalised over the chosen experts", False: "not renormalised",
+           None: "renormalised when norm_topk_prob"}[renormalised]
+
+    @relation("router_logits == router.weight · input; expert_indices == top_k(softmax(router_logits)); "
+              f"expert_weights == those probabilities, {how}", proves="router_logits expert_indices expert_weights",
+              reads="input router_logits expert_indices expert_weights")
+    def check(host, r):
+        router = _router(host)
+        logits = rows(first(r["input"])) @ router.weight.T
+        probs = logits.float().softmax(-1)
+        top, indices = torch.topk(probs, router.top_k, dim=-1)
+        if renormalised or (renormalised is None and getattr(router, "norm_topk_prob", False)):
+            top = top / top.sum(-1, keepdim=True)
+        read_indices = rows(r["expert_indices"]).long()
+        # equal probabilities may be ordered either way: compare sets of experts, and weights by expert
+        weight_by_expert = torch.zeros_like(probs).scatter(-1, indices, top)
+        read_by_expert = torch.zeros_like(probs).scatter(-1, read_indices, rows(r["expert_weights"]).float())
+        return [(logits, rows(r["router_logits"])),
+                (indices.sort(-1).values, read_indices.sort(-1).values),
+                (weight_by_expert, read_by_expert)]
+
+    return check
+
+
+@relation("routed_output == Σ over routing slots of expert_outputs", proves="expert_outputs routed_output",
+          reads="expert_outputs routed_output")
+def _slots(host, r):
+    outputs = r["expert_outputs"]
+    return [(rows(outputs.sum(-2)), rows(r["routed_output"]))]
+
+
+@relation("mlp_output == routed_output (no shared expert)", proves="routed_output", reads="routed_output mlp_output")
+def _routed_is_all(host, r):
+    return [(rows(r["routed_output"]), rows(r["mlp_output"]))]
+
+
+@relation("mlp_output == routed_output + shared_expert_output; shared_expert_output == "
+          "sigmoid(shared_expert_gate(input)) · shared_experts.mlp_output", proves="routed_output shared_expert_output",
+          reads="input routed_output shared_experts.mlp_output shared_expert_output mlp_output")
+def _routed_plus_shared(host, r):
+    gate = torch.sigmoid(host._module.shared_expert_gate(rows(first(r["input"]))))
+    return [(rows(r["routed_output"]) + rows(r["shared_expert_output"]), rows(r["mlp_output"])),
+            (gate * rows(r["shared_experts.mlp_output"]), rows(r["shared_expert_output"]))]
+
+
+MOE_RELATIONS = (routing(None), _slots, _routed_is_all)
+SHARED_MOE_RELATIONS = (routing(None), _slots, _routed_plus_shared)
+
+_NO_ACT = never("a mixture has no activation of its own: its experts are fused in mlp.experts "
+                "(a shared expert's is mlp.shared_experts.mlp_activation)")
+
+#: a softmax top-k mixture whose router is `router` (returning logits, weights, indices)
+#: and whose fused `experts` take (rows, indices, weights)
+MoE = host("MoE", MLP, values=[
+    Value("mlp_activation", Neurons, "The activation function's output", child("act_fn"), conditions=(_NO_ACT,)),
+    Value("mlp_neurons", Neurons,
+          "What the down projection receives: act(gate)·up on a gated MLP, the activation itself otherwise",
+          child("down_proj", "input"), conditions=(_NO_ACT,)),
+    Value("router_logits", RouterLogits, "The router's logits, one per expert, before the scoring",
+          op("F_linear_0", module="router"), view=TOKENS),
+    Value("expert_weights", ExpertWeights, "The weight each selected expert's output is scaled by",
+          child("experts", "input", element=2), view=TOKENS),
+    Value("expert_indices", ExpertIndices, "The expert each routing slot sends the token to",
+          child("experts", "input", element=1), view=TOKENS),
+    Value("expert_outputs", ExpertOutputs, "Each routing slot's weighted expert output",
+          op("experts_forward_1", "weighted_out_view_0", module="experts"), view=TOKENS,
+          conditions=(EXPERTS_MM,)),
+    Value("routed_output", Residual, "The routed experts' combined output", child("experts"), view=TOKENS),
+], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=MOE_RELATIONS,
+    **EXPERT_WEIGHTS)  # per-expert W_in, W_gate, W_out (nncanon.research.weights)
+
+
+class _TopK:
+    @property
+    def top_k(self) -> int:
+        """How many experts each token is routed to (num_experts_per_tok)."""
+        return self._module.gate.top_k if hasattr(self._module, "gate") else self._module.router.top_k
+
+    @property
+    def num_experts(self) -> int:
+        return self._module.experts.num_experts
+
+
+MoE = type("MoE", (_TopK, MoE), {"HOST": "model.layers[i].mlp"})
+
+#: a block whose MLP is a mixture: it records the [batch, seq] its token-flattened values unflatten to
+MoEBlock = host("MoEBlock", Block, TRACKS_TOKENS=True)
+
+#: a mixture whose shared expert (shared_experts, a TokenMLP) is scaled by a sigmoid gate per token
+#: (Qwen3-Next, Qwen3.5-MoE): the scaled product is the forward's second shared_expert_output
+SharedMoE = host("SharedMoE", MoE, values=[
+    Value("shared_expert_output", Residual, "The shared expert's output",
+          op("shared_expert_output_1"), view=TOKENS),
+], RELATIONS=SHARED_MOE_RELATIONS)
+
+
+def require_every_block_sparse(model, family: str) -> None:
+    """Refuse a config that keeps some blocks dense (mlp_only_layers, decoder_sparse_step): the
+    families that call this serve checkpoints whose every block is a mixture, as released."""
+    from ...core.model import FamilyMismatch
+
+    config = model.text_config
+    dense = [i for i in range(config.num_hidden_layers)
+             if i in config.mlp_only_layers or not config.num_experts or (i + 1) % config.decoder_sparse_step]
+    if dense:
+        raise FamilyMismatch(f"{family}: blocks {dense} have a dense MLP (mlp_only_layers, decoder_sparse_step); "
+                             f"nncanon serves {family} checkpoints whose every block is a mixture, as released")
+
+def moe_dim_sizes(model) -> dict[str, int]:
+    config = model.text_config
+    return {"num_experts": config.num_experts, "top_k": config.num_experts_per_tok}

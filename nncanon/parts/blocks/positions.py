@@ -1,0 +1,65 @@
+"""Learned absolute positions: a table of position embeddings added to the token embeddings before the first
+block (GPT-2's and GPT-Neo's ``wpe``, OPT's ``embed_positions``, mounted as ``embed_positions``).
+
+``position_embeddings`` is a root value of its own, and ``layers[0].layer_input`` is the sum. A row's
+positions count its real tokens from 0 (``cumsum(attention_mask) - 1``), so a left-padded row's first real
+token is at position 0. OPT's table starts ``offset`` = 2 rows in (``embed_positions.weight[p + 2]``), a
+leftover of fairseq's padding rows: position p reads row p + 2, and rows 0 and 1 are never read.
+"""
+
+from __future__ import annotations
+
+from ...core.layouts import Residual
+from ...core.locators import child
+from ...core.relations import relation
+from ...core.values import Value
+from .decoder import ROOT_RELATIONS, ROOT_VALUES
+
+_ROW = {0: "p", 2: "p + 2"}
+
+
+def learned_positions(offset: int = 0):
+    """The root relation of a learned position table whose row for position p is ``p + offset``."""
+
+    @relation("layers[0].layer_input == token_embeddings + position_embeddings; token_embeddings == "
+              f"embed_tokens.weight[input_ids]; position_embeddings == embed_positions.weight[{_ROW[offset]}] at every "
+              "real token, p counting each row's real tokens from 0 (cumsum(attention_mask) - 1)",
+              proves="token_embeddings position_embeddings",
+              reads="input_ids attention_mask token_embeddings position_embeddings layers[0].layer_input")
+    def check(host, r):
+        ids, positions = r["input_ids"], r["position_embeddings"]
+        mask = r["attention_mask"]
+        if mask is None:
+            import torch
+
+            mask = torch.ones_like(ids)
+        counted = (mask.long().cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1]:]
+        real = mask[:, -ids.shape[1]:].bool()
+        table = host.embed_positions._module.weight
+        positions = positions.expand(ids.shape[0], -1, -1)
+        return [(r["token_embeddings"] + r["position_embeddings"], r["layers[0].layer_input"]),
+                (host.embed_tokens._module.weight[ids], r["token_embeddings"]),
+                (table[counted + offset][real], positions[real])]
+
+    return check
+
+
+def root_relations(offset: int = 0) -> tuple:
+    """The root's relations with the first block's input the sum of the two embeddings."""
+    positions = learned_positions(offset)
+    return tuple(positions if rel.text == "layers[0].layer_input == token_embeddings" else rel
+                 for rel in ROOT_RELATIONS)
+
+
+def root_values(table: str) -> list[Value]:
+    """The root's values with ``position_embeddings`` after ``token_embeddings``, in the forward's order;
+    ``table`` names the native module (``transformer.wpe``)."""
+    return [
+        *ROOT_VALUES[:2],  # logits, token_embeddings
+        Value("position_embeddings", Residual,
+              f"The learned position embedding's output ({table}), added to token_embeddings before the "
+              "first block; [1, seq, hidden_size] when the batch has no padding (the model numbers the positions "
+              "itself), [batch, seq, hidden_size] when nnsight passes each left-padded row's positions",
+              child("embed_positions")),
+        *ROOT_VALUES[2:],
+    ]

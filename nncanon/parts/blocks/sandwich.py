@@ -1,0 +1,93 @@
+"""The sandwich block (Gemma 2, 3 and 4): each sublayer normed on its way in and again on its way out, the
+post-norm's output what the sublayer adds to the stream.
+
+    layer_input -> input_layernorm -> self_attn -> post_attention_layernorm -> + -> layer_mid
+    layer_mid -> pre_feedforward_layernorm -> mlp -> post_feedforward_layernorm -> + -> (the MLP's sum)
+
+Gemma 2 and 3 norm with gain ``1 + weight``, Gemma 4 with ``weight``; Gemma 4's block goes on past the MLP's
+sum (its per-layer input branch), so the sum the MLP's add makes is named by the family. :func:`sandwich`
+writes the values and the relations once for any gain and any such name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.layouts import Residual
+from ...core.locators import child
+from ...core.relations import Relation, relation
+from ...core.values import Value
+
+#: the values a sandwich block adds to a plain block's (layer_input, layer_output and the sublayers' own)
+SANDWICH_VALUES = [
+    Value("layer_mid", Residual, "The residual stream after the attention add", child("pre_feedforward_layernorm", "input"),
+          assign_in_place=True),
+    Value("attention_post_norm_output", Residual,
+          "What the attention adds to the stream: post_attention_layernorm's output", child("post_attention_layernorm")),
+    Value("mlp_norm_output", Residual, "The normed stream entering the MLP", child("pre_feedforward_layernorm")),
+    Value("mlp_post_norm_output", Residual,
+          "What the MLP adds to the stream: post_feedforward_layernorm's output", child("post_feedforward_layernorm")),
+]
+
+
+@dataclass(frozen=True)
+class Sandwich:
+    """The relations of one sandwich block: the two adds, then the four norms."""
+
+    adds: tuple[Relation, ...]
+    norms: tuple[Relation, ...]
+
+    @property
+    def relations(self) -> tuple[Relation, ...]:
+        return (*self.adds, *self.norms)
+
+
+def sandwich(rms: Callable[[Any, Any], Any], gain: str, mlp_sum: str = "layer_output") -> Sandwich:
+    """The relations of a sandwich block whose norms compute ``rms(norm_module, x)`` (float64), their gain
+    written ``gain`` with ``{}`` for the norm's name ("(1 + {}.weight)" or "{}.weight"), the MLP's add making
+    the value ``mlp_sum``."""
+
+    def gained(norm: str) -> str:
+        return gain.format(norm)
+
+    # The add's second term names the module whose output is added (the post-norm), so the block diagram
+    # draws each sublayer's branch up to that norm and the add after it.
+    @relation("layer_input + attention_post_norm_output == layer_mid", proves="layer_mid",
+              reads="layer_input attention_post_norm_output layer_mid",
+              adds=("layer_input", "post_attention_layernorm.output", "layer_mid"))
+    def attention_add(host, r):
+        return [(r["layer_input"] + r["attention_post_norm_output"], r["layer_mid"])]
+
+    @relation(f"layer_mid + mlp_post_norm_output == {mlp_sum}", proves=mlp_sum,
+              reads=f"layer_mid mlp_post_norm_output {mlp_sum}",
+              adds=("layer_mid", "post_feedforward_layernorm.output", mlp_sum))
+    def mlp_add(host, r):
+        return [(r["layer_mid"] + r["mlp_post_norm_output"], r[mlp_sum])]
+
+    @relation(f"attention_norm_output == rms(layer_input) · {gained('input_layernorm')} == what self_attn is called "
+              "with", proves="attention_norm_output", reads="layer_input attention_norm_output self_attn.input")
+    def attention_norm(host, r):
+        return [(rms(host.input_layernorm._module, r["layer_input"]), r["attention_norm_output"]),
+                (r["self_attn.input"], r["attention_norm_output"])]
+
+    @relation(f"attention_post_norm_output == rms(self_attn.attention_output) · {gained('post_attention_layernorm')}",
+              proves="attention_post_norm_output self_attn.attention_output",
+              reads="self_attn.attention_output attention_post_norm_output")
+    def attention_post_norm(host, r):
+        return [(rms(host.post_attention_layernorm._module, r["self_attn.attention_output"]),
+                 r["attention_post_norm_output"])]
+
+    @relation(f"mlp_input == mlp_norm_output == rms(layer_mid) · {gained('pre_feedforward_layernorm')}",
+              proves="mlp_norm_output mlp_input", reads="layer_mid mlp_norm_output mlp_input")
+    def mlp_norm(host, r):
+        return [(rms(host.pre_feedforward_layernorm._module, r["layer_mid"]), r["mlp_norm_output"]),
+                (r["mlp_norm_output"], r["mlp_input"])]
+
+    @relation(f"mlp_post_norm_output == rms(mlp.mlp_output) · {gained('post_feedforward_layernorm')}",
+              proves="mlp_post_norm_output mlp.mlp_output", reads="mlp.mlp_output mlp_post_norm_output")
+    def mlp_post_norm(host, r):
+        return [(rms(host.post_feedforward_layernorm._module, r["mlp.mlp_output"]), r["mlp_post_norm_output"])]
+
+    return Sandwich((attention_add, mlp_add), (attention_norm, attention_post_norm, mlp_norm, mlp_post_norm))
