@@ -26,6 +26,7 @@ from nnsight.modeling.transformers import TransformersModel
 
 import nncanon
 from generator.checkpoint.checkpoints import checkpoint_dir
+from generator.recipe.family import get_family
 from nncanon.families import llama as llama_family
 from nncanon.families import qwen3_5_moe_text as qwen_family
 from nncanon.parts import loading
@@ -141,7 +142,7 @@ def bench(label: str, ours, plain_module, raw, inputs: list[str], repeats: int) 
 
 
 def tiny(repeats: int) -> None:
-    directory = checkpoint_dir(qwen_family.FAMILY)
+    directory = checkpoint_dir(get_family(qwen_family.FAMILY))
     ours = nncanon.load(directory)
     plain = loading.text_model(directory, qwen_family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
     raw_module = loading.text_model(directory, qwen_family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
@@ -160,7 +161,7 @@ def hundred_m(repeats: int) -> None:
     module = LlamaForCausalLM(config).eval()
     plain = copy.deepcopy(module)
     raw_module = copy.deepcopy(module)
-    tokenizer = nncanon.load(checkpoint_dir(llama_family.FAMILY)).tokenizer
+    tokenizer = nncanon.load(checkpoint_dir(get_family(llama_family.FAMILY))).tokenizer
     ours = nncanon.wrap(llama_family, module, "text-generation", tokenizer=tokenizer)
     raw = TransformersModel(raw_module, tokenizer=tokenizer, task="text-generation")
     words = ("the cat sat on the mat because it was warm and the dog ran to the door " * 40).split()

@@ -46,18 +46,19 @@ def prepare(names: list[str] | None) -> tuple[list[str], float]:
     names = names or [family.family for family in all_families()]
     for name in names:
         import_module(get_family(name))  # the family module and the transformers modeling module it imports
-        checkpoint_dir(name)
+        checkpoint_dir(get_family(name))
     return names, cpu() - start
 
 
 def measure(names: list[str], progress: Callable[[str], None] = lambda line: None) -> list[tuple[str, float, float]]:
     """(family, CPU-s, wall s) of a forced collect of each family's facts into $NNCANON_BUILD."""
     from generator.facts.collect import cached_facts
+    from generator.recipe.family import get_family
 
     rows = []
     for name in names:
         before, wall = cpu(), time.perf_counter()
-        cached_facts(name, progress=progress, force=True)
+        cached_facts(get_family(name), progress=progress, force=True)
         rows.append((name, cpu() - before, time.perf_counter() - wall))
     return rows
 

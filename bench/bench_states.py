@@ -91,8 +91,9 @@ def main() -> None:
     warnings.filterwarnings("ignore")
 
     from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
 
-    checkpoint = checkpoint_dir(FAMILY)
+    checkpoint = checkpoint_dir(get_family(FAMILY))
     model = nncanon.load(checkpoint)
     plain, _ = family_module(FAMILY).build(checkpoint, "text-generation")  # no nnsight around it
     plain.eval()

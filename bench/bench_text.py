@@ -16,6 +16,7 @@ from nnsight.modeling.transformers import TransformersModel
 
 import nncanon
 from generator.checkpoint.checkpoints import checkpoint_dir
+from generator.recipe.family import get_family
 from nncanon.families import qwen3_5_moe_text as family
 from nncanon.parts import loading
 
@@ -75,7 +76,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     repeats = parser.parse_args().repeats
     torch.set_num_threads(1)  # one thread: the three runs compete for the same core, not for a pool
-    directory = checkpoint_dir(family.FAMILY)
+    directory = checkpoint_dir(get_family(family.FAMILY))
     ours = nncanon.load(directory)
     plain = loading.text_model(directory, family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()
     raw_module = loading.text_model(directory, family.hf.Qwen3_5MoeForCausalLM, "model.language_model.").eval()

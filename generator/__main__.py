@@ -41,8 +41,9 @@ def _checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_checkpoint(args: argparse.Namespace) -> int:
     from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
 
-    print(checkpoint_dir(args.family, rebuild=args.rebuild))
+    print(checkpoint_dir(get_family(args.family), rebuild=args.rebuild))
     return 0
 
 

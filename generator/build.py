@@ -34,7 +34,7 @@ from pathlib import Path
 from generator.facts.collect import build_dir, cached_facts, facts_dir
 from generator.notes.docs_run import run_pages
 from generator.ownership import NotOurDirectory, check_build_dir, check_leftover, check_site_dir, claim_site
-from generator.recipe.family import all_families, families_dir, get_family
+from generator.recipe.family import Family, all_families, families_dir, get_family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError
 
 SITE = REPO_ROOT / "site"
@@ -114,30 +114,30 @@ def _wait_for(fd: int, timeout: float | None, busy: str) -> None:
             time.sleep(0.1)
 
 
-def collect_all(names: list[str] | None = None, progress: Callable[[str], None] = print,
+def collect_all(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
                 force: bool = False, kernels_only: bool = False) -> list[str]:
     """Facts for each family (collected only where their cache key changed); returns the names collected.
     ``kernels_only``: only the facts a CPU's kernels compute (``generator.facts.collect.KERNEL_FREE``)."""
     import transformers
 
-    names = names or [family.family for family in all_families()]
-    if not names:
+    families = [get_family(name) for name in names] if names else all_families()  # each resolved once, here
+    if not families:
         raise FamilyYamlError(families_dir(), None, "no family YAML (*.yaml) in it: nothing to verify; add one "
                               "(python -m generator new NAME --like llama), or point NNCANON_FAMILIES at the families")
     collected, left_out = [], []
-    for name in names:
-        family = get_family(name)
+    for family in families:
+        name = family.family
         if not family.verified_under(transformers.__version__):  # its release record leaves it out, and says so
             progress(f"{name}: not verified on transformers {transformers.__version__} "
                      f"(families/{name}.yaml releases: {family.get('releases')})")
             left_out.append(family)
             continue
         start = time.perf_counter()
-        _, fresh = cached_facts(name, progress=progress, force=force, kernels_only=kernels_only)
+        _, fresh = cached_facts(family, progress=progress, force=force, kernels_only=kernels_only)
         if fresh:
             collected.append(name)
             progress(f"{name}: collected in {time.perf_counter() - start:.1f} s")
-    if left_out and len(left_out) == len(names):  # a run that verified nothing must not pass as one that verified
+    if left_out and len(left_out) == len(families):  # a run that verified nothing must not pass as one that verified
         first, more = left_out[0], len(left_out) - 1
         raise FamilyYamlError(first.path, "releases", f"{first.get('releases')!r} leaves out transformers "
                               f"{transformers.__version__}, the one installed"
@@ -167,8 +167,9 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         import transformers
 
         # a family whose YAML narrows its releases is left out of a site built under another release
-        names = [family.family for family in all_families() if family.verified_under(transformers.__version__)]
-        collected = collect_all(names, progress=progress, force=force)
+        families = [family for family in all_families() if family.verified_under(transformers.__version__)]
+        names = [family.family for family in families]
+        collected = collect_all(families, progress=progress, force=force)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         from generator.survey.run import survey_all, survey_dir
 
@@ -177,8 +178,8 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         from generator.facts.tl_names import annotations
 
         # each family's and each variant's ("opt.350m": the Layouts table's TransformerLens column)
-        variants = [f"{name}.{v['name']}" for name in names for v in get_family(name).variants]
-        transformer_lens = annotations(names + variants, build_dir() / "transformer_lens", progress)
+        variants = [family.variant(v["name"]) for family in families for v in family.variants]
+        transformer_lens = annotations(families + variants, build_dir() / "transformer_lens", progress)
         progress("render: pages from facts")
         render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens, survey=survey_dir())
         progress("mkdocs: build --strict")

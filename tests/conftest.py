@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from limits import HANG, WAIT
 
+from generator.recipe.family import get_family
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -107,7 +109,7 @@ def facts_by_capability(tmp_path_factory):
 def checkpoint():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir(FAMILY)
+    return checkpoint_dir(get_family(FAMILY))
 
 
 @pytest.fixture(scope="session")

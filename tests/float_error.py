@@ -5,7 +5,7 @@ token-by-token one, AVX2's and AVX-512's vector widths, one thread and two) each
 gamma_n * S of the exact result, where n is the length of the longest chain of float32 roundings
 that leads to it and S the magnitude of the terms (Higham, *Accuracy and Stability of Numerical
 Algorithms*, 2nd ed., section 3.1: gamma_n = n u / (1 - n u), u = 2**-24 for float32). They lie
-within 2 gamma_n S of each other (nncanon/precision.py). A test names n by counting what the forward accumulates (a
+within 2 gamma_n S of each other (nncanon/core/precision.py). A test names n by counting what the forward accumulates (a
 projection of width d is d roundings, a softmax over k keys is k, a block chains its projections),
 and S by the value's scale, floored where a result cancels to far less than the terms it sums.
 """

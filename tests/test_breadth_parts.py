@@ -64,7 +64,7 @@ def test_a_layout_the_family_does_not_serve_is_refused_naming_it(family, cls, ov
 
     causal = getattr(transformers, cls)
     recipe = dict(get_family(family).tiny["config"])
-    tokenizer = loading.tokenizer(checkpoint_dir(family))
+    tokenizer = loading.tokenizer(checkpoint_dir(get_family(family)))
     module = family_module(family)
     nncanon.wrap(module, loading.meta(causal, causal.config_class(**recipe)), "text-generation",
                  tokenizer=tokenizer, device="meta")

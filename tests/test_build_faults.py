@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from limits import HANG
 
+from generator.recipe.family import get_family
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "facts"
 FAMILY = "qwen3_5_moe_text"
@@ -78,7 +80,7 @@ def put_facts(ws: Path, name: str, facts: dict) -> None:
     directory = ws / "build" / "facts"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(dict(facts, family=name)))
-    key = cache_key(name) if (ws / "families" / f"{name}.yaml").exists() else "gone"
+    key = cache_key(get_family(name)) if (ws / "families" / f"{name}.yaml").exists() else "gone"
     (directory / f"{name}.key").write_text(key + "\n")
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.cache import CacheError
 from tests.conftest import PROMPTS
 
@@ -45,7 +46,7 @@ def _same(a, b) -> bool:
 def test_cache_equals_reading_each_value(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir(family))
+    model = nncanon.load(checkpoint_dir(get_family(family)))
     names = _names(model)
     blocks = [1, 3]
     cache = model.cache(names, PROMPTS, blocks=blocks)
@@ -78,7 +79,7 @@ def test_a_cache_in_a_trace_that_patches_holds_what_the_forward_saw():
     hooks, registered after them, edit."""
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("llama"), attn_implementation="eager")
+    model = nncanon.load(checkpoint_dir(get_family("llama")), attn_implementation="eager")
     names = ["layer_input", "self_attn.attention_probabilities", "self_attn.attention_output", "layer_output"]
     prompt = PROMPTS[0]
     with torch.no_grad(), model.trace(output_attentions=True) as tracer:

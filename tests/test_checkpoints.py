@@ -18,7 +18,7 @@ from PIL import Image
 
 from generator.__main__ import main as cli_main
 from generator.checkpoint import checkpoints as C
-from generator.recipe.family import load_family
+from generator.recipe.family import get_family, load_family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError
 
 FAMILY = "qwen3_5_moe_text"
@@ -374,7 +374,7 @@ def test_unknown_family_is_a_clear_error():
     from generator.recipe.fields import FamilyYamlError
 
     with pytest.raises(FamilyYamlError, match="no such family file.*qwen3_5_moe_text"):
-        C.checkpoint_dir("no_such_family")
+        C.checkpoint_dir(get_family("no_such_family"))
 
 
 def test_a_config_transformers_refuses_is_one_line_naming_the_field(family, tmp_path, capsys):

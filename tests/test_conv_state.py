@@ -11,6 +11,7 @@ import torch
 from release_cache import cache_kwarg, cache_of
 
 import nncanon
+from generator.recipe.family import get_family
 
 PROMPT = "The cat sat on the mat because it was warm, and the dog slept."
 BLOCK = 1  # a mixer block on every tiny checkpoint (a DeltaNet one on the hybrids)
@@ -21,7 +22,7 @@ MIXER = {"mamba2": "mixer", "falcon_h1": "mamba", "qwen3_5_text": "linear_attn",
 def model(request):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(request.param))
+    return nncanon.load(checkpoint_dir(get_family(request.param)))
 
 
 def mixer_of(model):
@@ -89,7 +90,7 @@ def test_an_edit_of_conv_state_input_lands_as_in_the_native_cache(model):
     following, token = _next_after_a_zeroed_conv_state(model, ids)
     unedited, _ = plain(model, token, plain(model, ids)[1])
     # the same forward on the same inputs, the zero reaching the conv by another path (nncanon's tap, the plain
-    # model's cache): at most one step reordered, the STEP level of the error model (nncanon/precision.py)
+    # model's cache): at most one step reordered, the STEP level of the error model (nncanon/core/precision.py)
     torch.testing.assert_close(edited[:, -1], following, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(edited[:, -1], unedited.logits[:, -1])  # the edit matters
 

@@ -114,8 +114,8 @@ def test_every_pair_is_a_solid_arc_and_a_value_no_pair_feeds_a_dashed_one(facts)
 
 
 def test_the_pairs_are_the_ones_the_relations_state(model):
-    """On the DeltaNet block, by hand from the relations' equations (nncanon/relations.py,
-    nncanon/parts/deltanet.py, conv.py): the terms on the two sides of each ``==``, both value rows of the block,
+    """On the DeltaNet block, by hand from the relations' equations (nncanon/core/relations.py,
+    nncanon/parts/recurrent/deltanet.py, conv.py): the terms on the two sides of each ``==``, both value rows of the block,
     from the one produced first. A root value (attention_mask) or a module's call ({mixer}.input, input)
     makes none; an addend is tied to the sum, not to the other addend."""
     from generator.facts.claims import block_of_kind

@@ -1,4 +1,4 @@
-"""The residual decomposition (nncanon.research.decompose) against plain PyTorch: the accumulated stream is what plain forward
+"""The residual decomposition (nncanon.decompose) against plain PyTorch: the accumulated stream is what plain forward
 hooks see entering each block and leaving the last; the components are the embedding, each attention's and each
 MLP's output as plain hooks see them, and sum to the last block's output; the final norm applied to the stack sums
 to the norm of the stream (less its bias). Families: llama (sequential), gpt2 (LayerNorm, learned positions),
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.precision import SUBBLOCK
 from nncanon.research import decompose
 
@@ -21,7 +22,7 @@ FAMILIES = ["llama", "gpt2", "gpt_neox", "gemma2", "granite"]
 def _load(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(family))
+    return nncanon.load(checkpoint_dir(get_family(family)))
 
 
 def _plain(model):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from generator.recipe.family import get_family
+
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
@@ -17,7 +19,7 @@ def model():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("deepseek_v3"))
+    return nncanon.load(checkpoint_dir(get_family("deepseek_v3")))
 
 
 def hooked(module):

@@ -370,7 +370,7 @@ import json, sys
 import torch
 import fla
 import nncanon
-from nncanon import kernels
+from nncanon.core import kernels
 from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf
 
 NAMES = json.loads(sys.argv[2])

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from delta_math import assert_values_match_the_module_math, differs
 
 import nncanon
+from generator.recipe.family import get_family
 
 FAMILIES = ["qwen3_5_text", "qwen3_next"]
 DELTA, FULL = 1, 3  # a DeltaNet block and an attention block of the tiny checkpoints
@@ -30,7 +31,7 @@ def family(request):
 def hybrid_checkpoint(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir(family)
+    return checkpoint_dir(get_family(family))
 
 
 @pytest.fixture(scope="module")

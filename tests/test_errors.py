@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.locators import Tap
 from tests.conftest import PROMPTS
 
@@ -65,7 +66,7 @@ def test_assigning_a_wrong_shape_names_the_value_and_its_layout(model):
 def test_dense_and_index_errors_say_what_there_is():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    llama = nncanon.load(checkpoint_dir("llama"))
+    llama = nncanon.load(checkpoint_dir(get_family("llama")))
     with pytest.raises(IndexError, match=r"model\.layers has 4 blocks \(0 to 3\)"):
         llama.layers[10]
     with pytest.raises(nncanon.NotOnHost, match=r"is a dense MLP; router_logits is a value of a mixture MLP"):
@@ -186,7 +187,7 @@ def test_a_stale_slice_is_warned_and_a_name_the_invoke_never_reads_is_not(model)
 def llama():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("llama"))
+    return nncanon.load(checkpoint_dir(get_family("llama")))
 
 
 def _missing(read) -> str:
@@ -206,7 +207,7 @@ def test_another_familys_value_names_the_family_and_its_host(llama):
 def test_a_mixer_the_block_does_not_have_names_the_one_it_has():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    mamba = nncanon.load(checkpoint_dir("mamba2"))
+    mamba = nncanon.load(checkpoint_dir(get_family("mamba2")))
     assert _missing(lambda: mamba.layers[0].self_attn) == (
         "model.layers[0] has no self_attn: this mamba2 model's blocks mix tokens with mixer (a Mamba-2 mixer); "
         "read model.layers[0].mixer")

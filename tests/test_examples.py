@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from generator.notes.examples import NoteError, build_notes, evaluate, instrument, parse_notes, slugify
+from generator.recipe.family import get_family
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ROOT / "families"
@@ -35,7 +36,7 @@ def vl_model(checkpoint):
 
 @pytest.fixture(scope="module")
 def built(vl_model, checkpoint):
-    return build_notes(YAML, checkpoint, model=vl_model)
+    return build_notes(get_family(YAML), checkpoint, model=vl_model)
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -160,7 +161,7 @@ def test_code_is_shown_as_written(built):
 
 
 def test_the_build_is_deterministic(built, vl_model, checkpoint):
-    assert build_notes(YAML, checkpoint, model=vl_model) == built
+    assert build_notes(get_family(YAML), checkpoint, model=vl_model) == built
 
 
 def test_deltanet_queries_reach_the_kernel_at_the_key_head_count(vl_model):
@@ -185,7 +186,7 @@ def test_a_failing_assert_names_the_note_and_line(tmp_path, vl_model, checkpoint
     anchor = "torch.testing.assert_close(weights, top.values / top.values.sum(-1, keepdim=True))"
     yaml_path = copy_family(tmp_path, keep=("notes",), notes=(anchor, anchor + "\nassert weights.sum() < 0"))
     with pytest.raises(NoteError) as caught:
-        build_notes(yaml_path, checkpoint, model=vl_model)
+        build_notes(get_family(yaml_path), checkpoint, model=vl_model)
     error = caught.value
     assert error.note == "The mixture: a softmax router, renormalized, and a gated shared expert"
     assert error.line == line_of(NOTES, anchor) + 1
@@ -199,7 +200,7 @@ def test_a_failing_assert_close_names_its_line(tmp_path, vl_model, checkpoint):
         tmp_path, keep=("notes",), notes=(anchor, "torch.testing.assert_close(slots.sum(2), 2 * routed)")
     )
     with pytest.raises(NoteError, match="an assert fails: AssertionError") as caught:
-        build_notes(yaml_path, checkpoint, model=vl_model)
+        build_notes(get_family(yaml_path), checkpoint, model=vl_model)
     assert caught.value.line == line_of(NOTES, anchor)
 
 
@@ -207,7 +208,7 @@ def test_a_false_true_line_fails(tmp_path, vl_model, checkpoint):
     anchor = "torch.equal(routed + shared, mlp)               # True"
     yaml_path = copy_family(tmp_path, keep=("notes",), notes=(anchor, "torch.equal(routed, mlp)  # True"))
     with pytest.raises(NoteError, match="'# True' line does not hold") as caught:
-        build_notes(yaml_path, checkpoint, model=vl_model)
+        build_notes(get_family(yaml_path), checkpoint, model=vl_model)
     assert caught.value.note == "The contributions are the sublayers' outputs"
     assert caught.value.line == line_of(NOTES, anchor)
     assert caught.value.claim == "torch.equal(routed, mlp)  # True"
@@ -217,7 +218,7 @@ def test_a_false_true_line_inside_a_trace_fails(tmp_path, vl_model, checkpoint):
     anchor = "    out = model.layers[1].layer_output.save()"
     yaml_path = copy_family(tmp_path, keep=("notes",), notes=(anchor, anchor + "\n    1 == 2  # True"))
     with pytest.raises(NoteError, match="'# True' line does not hold"):
-        build_notes(yaml_path, checkpoint, model=vl_model)
+        build_notes(get_family(yaml_path), checkpoint, model=vl_model)
 
 
 @pytest.mark.parametrize(
@@ -273,7 +274,7 @@ def test_a_mutated_checked_literal_fails_naming_the_claim(
     keep = {"notes": ("notes",), "vision": ("vision_notes",), "yaml": ("saes",)}[where]
     yaml_path = copy_family(tmp_path, keep=keep, **{where: (old, new)})
     with pytest.raises(NoteError) as caught:
-        build_notes(yaml_path, checkpoint, model=vl_model)
+        build_notes(get_family(yaml_path), checkpoint, model=vl_model)
     error = caught.value
     assert error.note == note and error.claim == new
     assert claim in error.message and new in str(error)
@@ -288,7 +289,7 @@ def test_a_false_silent_check_fails(tmp_path, vl_model, checkpoint):
     with pytest.raises(
         NoteError, match=r'layer_types\[0\] == "full_attention" for c in ids\(\)\) is false'
     ) as caught:
-        build_notes(yaml_path, checkpoint, model=vl_model)
+        build_notes(get_family(yaml_path), checkpoint, model=vl_model)
     assert caught.value.note == "The block, in order" and caught.value.line == line_of(NOTES, old)
 
 
@@ -297,7 +298,7 @@ def test_a_wrong_sae_release_fails_with_the_field(tmp_path, vl_model, checkpoint
 
     yaml_path = copy_family(tmp_path, keep=("saes",), yaml=("features: 32768", "features: 32000"))
     with pytest.raises(FamilyYamlError, match=r"saes\.releases\[0\].*names 32768 features"):
-        build_notes(yaml_path, checkpoint, model=vl_model)
+        build_notes(get_family(yaml_path), checkpoint, model=vl_model)
 
 
 # -- the syntax, without a model ----------------------------------------------------------------

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from generator.recipe.family import get_family
+
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
@@ -23,7 +25,7 @@ def model():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("falcon"))
+    return nncanon.load(checkpoint_dir(get_family("falcon")))
 
 
 def test_one_key_head_from_query_key_values_own_rows(model):
@@ -142,7 +144,7 @@ def test_other_layouts_are_refused_in_one_line():
     from generator.checkpoint.checkpoints import checkpoint_dir
     from nncanon.families import falcon
 
-    source = checkpoint_dir("falcon")
+    source = checkpoint_dir(get_family("falcon"))
     config = AutoConfig.from_pretrained(source)
     config.alibi = True  # ALiBi in Falcon-7B's parallel multi-query block: no released checkpoint
     with pytest.raises(nncanon.FamilyMismatch) as info:

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from generator.recipe.family import all_families
+from generator.recipe.family import all_families, get_family
 from nncanon.parts.attention import softmax as attention
 from nncanon.parts.blocks import decoder, mixture, mlp
 
@@ -48,7 +48,7 @@ def family(request):
 def checkpoint(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir(family)
+    return checkpoint_dir(get_family(family))
 
 
 @pytest.fixture(scope="module")
@@ -380,7 +380,7 @@ def test_qwen3_moe_refuses_dense_blocks():
     config = Qwen3MoeConfig(hidden_size=40, intermediate_size=56, moe_intermediate_size=28, num_experts=10,
                             num_experts_per_tok=3, num_hidden_layers=4, num_attention_heads=8,
                             num_key_value_heads=4, head_dim=24, vocab_size=384, mlp_only_layers=[2])
-    tokenizer = loading.tokenizer(checkpoint_dir("qwen3_moe"))
+    tokenizer = loading.tokenizer(checkpoint_dir(get_family("qwen3_moe")))
     module = loading.meta(Qwen3MoeForCausalLM, config)
     with pytest.raises(FamilyMismatch, match=r"blocks \[2\] have a dense MLP"):
         nncanon.wrap(qwen3_moe, module, "text-generation", tokenizer=tokenizer, device="meta")

@@ -9,13 +9,15 @@ import pytest
 import torch
 from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
+from generator.recipe.family import get_family
+
 
 @pytest.fixture(scope="module")
 def gemma3():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("gemma3"), task=IMAGE)
+    return nncanon.load(checkpoint_dir(get_family("gemma3")), task=IMAGE)
 
 
 def test_two_images_of_different_sizes_become_one_size(gemma3):
@@ -89,7 +91,7 @@ def test_image_tokens_of_one_image_attend_to_each_other_both_ways(gemma3):
 
     prompt, images, encoding = image_inputs(gemma3)
     full = gemma3._module.config.text_config.layer_types.index("full_attention")
-    eager = nncanon.load(checkpoint_dir("gemma3"), task=IMAGE, attn_implementation="eager")
+    eager = nncanon.load(checkpoint_dir(get_family("gemma3")), task=IMAGE, attn_implementation="eager")
     with torch.no_grad(), eager.trace(prompt, images=images):
         allowed = eager.layers[full].self_attn.attention_allowed.save()
         probabilities = eager.layers[full].self_attn.attention_probabilities.save()
@@ -136,7 +138,7 @@ def test_the_text_load_has_no_tower():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("gemma3"))
+    model = nncanon.load(checkpoint_dir(get_family("gemma3")))
     assert not hasattr(model._module.model, "vision_tower")
     with pytest.raises(AttributeError):
         model.vision  # noqa: B018

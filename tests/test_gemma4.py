@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from generator.recipe.family import get_family
+
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
@@ -17,7 +19,7 @@ def model():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("gemma4_text"), attn_implementation="eager")
+    return nncanon.load(checkpoint_dir(get_family("gemma4_text")), attn_implementation="eager")
 
 
 def _ids(model):
@@ -173,7 +175,7 @@ def test_other_families_sizes_are_one_per_model():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    llama = nncanon.load(checkpoint_dir("llama"))
+    llama = nncanon.load(checkpoint_dir(get_family("llama")))
     assert all(llama.dim_sizes(block=i) == llama.dim_sizes() for i in range(llama.num_layers))
 
 

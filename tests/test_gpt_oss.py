@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from generator.recipe.family import get_family
+
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
@@ -15,7 +17,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 def checkpoint():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir("gpt_oss")
+    return checkpoint_dir(get_family("gpt_oss"))
 
 
 def test_sink_probability_is_what_the_keys_leave(checkpoint):
@@ -63,6 +65,6 @@ def test_expert_outputs_sum_to_the_eager_experts(checkpoint):
             weights = fused.layers[i].mlp.expert_weights.save()
             slots = fused.layers[i].mlp.expert_outputs.save()
         # the fused and the eager experts: the clamped SwiGLU's two projections and a sum over the chosen slots,
-        # in another order: the SUBBLOCK level (<= 800 roundings, nncanon/precision.py)
+        # in another order: the SUBBLOCK level (<= 800 roundings, nncanon/core/precision.py)
         torch.testing.assert_close(slots.sum(-2).reshape(-1, slots.shape[-1]), seen["out"], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:2]))

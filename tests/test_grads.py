@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.research.grads import NoGradient
 from tests.conftest import PROMPTS
 
@@ -264,8 +265,8 @@ def _values(model):
 def test_grad_of_every_value_equals_plain_autograd(family, load):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir(family), **load)
-    hf = plain_module(model, checkpoint_dir(family))
+    model = nncanon.load(checkpoint_dir(get_family(family)), **load)
+    hf = plain_module(model, checkpoint_dir(get_family(family)))
     plain = {1: plain_grads(model, hf, 1), 3: plain_grads(model, hf, 3)}
     checked, no_grad = [], []
     for path, block, key, value in _values(model):

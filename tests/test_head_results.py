@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.precision import STEP, SUBBLOCK
 
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
@@ -20,7 +21,7 @@ PROJECTION = {"llama": "o_proj", "gpt2": "c_proj", "gpt_oss": "o_proj", "deepsee
 def test_head_results_are_each_heads_columns_of_the_projection(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir(family))
+    model = nncanon.load(checkpoint_dir(get_family(family)))
     block = 1
     attention = model.layers[block].self_attn
     proj = getattr(attention, PROJECTION[family])._module
@@ -56,7 +57,7 @@ def test_head_results_are_each_heads_columns_of_the_projection(family):
 def test_head_results_are_read_only():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("llama"))
+    model = nncanon.load(checkpoint_dir(get_family("llama")))
     with pytest.raises(nncanon.ReadOnly, match=r"^model\.layers\[0\]\.self_attn\.attention_head_results is read-only"):
         with torch.no_grad(), model.trace("The cat sat"):
             model.layers[0].self_attn.attention_head_results[:, :, 0] = 0

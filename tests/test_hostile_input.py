@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from one_line import cli_error as _error
 
+from generator.recipe.family import get_family
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -373,7 +375,7 @@ def test_pin_refuses_a_class_of_another_family(tmp_path):
     family = load_family(_mutated(tmp_path, _set("tiny", "class", value="GPT2LMHeadModel")))
     with pytest.raises(FamilyYamlError, match=r"field 'tiny\.class': GPT2LMHeadModel is a 'gpt2' model, but "
                                               r"nncanon\.families\.llama serves llama"):
-        build_model(family)
+        build_model(get_family(family))
 
 
 @pytest.mark.parametrize("name", ["../../x", "/etc/passwd", "../families/llama", "llama/../../x"])
@@ -409,7 +411,7 @@ def test_a_mixer_that_is_not_a_module_of_the_block_fails_the_claims(tmp_path):
 def llama_dir() -> Path:
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir("llama")
+    return checkpoint_dir(get_family("llama"))
 
 
 @pytest.fixture(scope="module")
@@ -526,10 +528,10 @@ def test_a_truncated_facts_file_in_the_cache_is_collected_again(tmp_path, monkey
     facts = tmp_path / "build" / "facts"
     facts.mkdir(parents=True)
     (facts / "llama.json").write_text('{"schema": 1, "fam')
-    (facts / "llama.key").write_text(collect.cache_key("llama") + "\n")
+    (facts / "llama.key").write_text(collect.cache_key(get_family("llama")) + "\n")
     monkeypatch.setattr(collect, "collect", lambda family, progress, kernels_only: {"family": "llama", "again": True})
     said = []
-    assert collect.cached_facts("llama", progress=said.append) == ({"family": "llama", "again": True}, True)
+    assert collect.cached_facts(get_family("llama"), progress=said.append) == ({"family": "llama", "again": True}, True)
     assert any("llama.json" in line and "collecting again" in line for line in said), said
 
 
@@ -589,7 +591,7 @@ def test_a_prompt_over_the_position_embedding_is_named():
     from generator.checkpoint.checkpoints import checkpoint_dir
     from nncanon.core.inputs import InputError
 
-    gpt2 = nncanon.load(checkpoint_dir("gpt2"))
+    gpt2 = nncanon.load(checkpoint_dir(get_family("gpt2")))
     for value in ([[1] * 513], "hello " * 600, ["hi", "hello " * 600]):
         with pytest.raises(InputError, match=r"tokens, over the 512 positions"):
             with gpt2.trace(value):

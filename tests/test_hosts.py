@@ -15,6 +15,8 @@ import types
 import pytest
 import torch
 
+from generator.recipe.family import get_family
+
 DENSE, SPARSE = [0, 2], [1, 3]
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
@@ -49,7 +51,7 @@ def save_tiny_mixed(directory, **config_kwargs) -> None:
 
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir("qwen3_moe"))
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(get_family("qwen3_moe")))
     torch.manual_seed(0)
     settings = dict(hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_experts=4,
                     num_experts_per_tok=2, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -160,7 +162,7 @@ def test_a_dense_family_says_its_mlp_is_dense():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    llama = nncanon.load(checkpoint_dir("llama"))
+    llama = nncanon.load(checkpoint_dir(get_family("llama")))
     with pytest.raises(nncanon.NotOnHost, match=r"block 0's mlp \(LlamaMLP\) is a dense MLP; router_logits is a "
                                                 r"value of a mixture MLP, which this llama model has on no block"):
         _ = llama.layers[0].mlp.router_logits

@@ -12,6 +12,7 @@ import torch
 from release_cache import cache_of
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.parts.recurrent import hybrid
 
 PROMPT = "The cat sat on the mat because it was warm, and the dog slept."
@@ -24,7 +25,7 @@ BLOCKS = {"bamba": (1, 2, "mamba"), "nemotron_h": (3, 1, "mamba"), "granitemoehy
 def model(request):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(request.param))
+    return nncanon.load(checkpoint_dir(get_family(request.param)))
 
 
 def mixer_of(model):
@@ -81,7 +82,7 @@ def test_outputs_and_state_are_the_recurrence_of_the_values(model, ids):
         final = mixer.state_output.save()
     ys, states = _recurrence(x, dt, A, B, C, mixer._module.D)
     # the chunked scan against the recurrence token by token: a chain of <= seq (< 40) float32 products and sums
-    # per element over values of order 1, the STEP level of nncanon/precision.py
+    # per element over values of order 1, the STEP level of nncanon/core/precision.py
     torch.testing.assert_close(y.double(), ys, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(final.double(), states[:, -1], atol=1e-5, rtol=1e-5)
 

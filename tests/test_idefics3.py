@@ -9,6 +9,8 @@ import pytest
 import torch
 from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
+from generator.recipe.family import get_family
+
 FAMILIES = ("idefics3", "smolvlm")
 
 
@@ -17,7 +19,7 @@ def model(request):
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(request.param), task=IMAGE)
+    return nncanon.load(checkpoint_dir(get_family(request.param)), task=IMAGE)
 
 
 def test_each_image_is_split_into_tiles_and_a_global_image(model):
@@ -140,7 +142,7 @@ def test_the_wrapper_names_its_family_and_the_text_load_has_no_tower(family):
 
     wrapper = {"model_type": family, "text_config": {"model_type": "llama"}}
     assert family_for_config(wrapper, "config.json").FAMILY == family  # not llama, its text model's type
-    text = nncanon.load(checkpoint_dir(family))
+    text = nncanon.load(checkpoint_dir(get_family(family)))
     assert not hasattr(text._module.model, "vision_model") and not hasattr(text._module.model, "connector")
     with pytest.raises(AttributeError):
         text.vision  # noqa: B018

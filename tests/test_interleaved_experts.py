@@ -7,13 +7,14 @@ from __future__ import annotations
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.precision import SUBBLOCK
 
 
 def _load():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("gpt_oss"))
+    return nncanon.load(checkpoint_dir(get_family("gpt_oss")))
 
 
 def test_gate_and_up_are_the_even_and_odd_columns_and_an_edit_lands():
@@ -55,7 +56,7 @@ def test_llama4s_experts_are_the_halves_of_gate_up_and_an_edit_lands():
     weights is the module's own bmm on the same input."""
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("llama4_text"))
+    model = nncanon.load(checkpoint_dir(get_family("llama4_text")))
     moe = next(i for i in range(model.num_layers) if type(model.layers[i].mlp).__name__ == "SigmoidMoE")
     mlp = model.layers[moe].mlp
     experts = mlp.experts._module

@@ -3,6 +3,7 @@ the site stage reaches neither the library nor torch, and docs_src/contributing.
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -84,13 +85,35 @@ def _map() -> dict[str, set[str]]:
 
 def test_the_contributing_map_matches_the_tree():
     named = _map()
-    expected = {"nncanon/", "nncanon/parts/", "nncanon/parts/qwen_vit/", "generator/",
-                *(f"generator/{s}/" for s in STAGES)}
+    # every package of the library and the generator, found on disk: a new folder must be mapped too
+    expected = {f"{p.parent.relative_to(REPO).as_posix()}/" for top in ("nncanon", "generator")
+                for p in (REPO / top).rglob("__init__.py")}
     assert set(named) >= expected, f"folders the map does not describe: {sorted(expected - set(named))}"
     wrong = []
-    for folder in sorted(expected):
+    # nncanon/families/ is one module per family, mapped as a whole
+    for folder in sorted(expected - {"nncanon/families/"}):
         on_disk = {p.name for p in (REPO / folder).glob("*.py")} - {"__init__.py"}
         listed = named[folder] - {"__init__.py"}
         wrong += [f"{folder}{m} is not in the map" for m in sorted(on_disk - listed)]
         wrong += [f"the map names {folder}{m}, which does not exist" for m in sorted(listed - on_disk)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_stage_looks_a_family_up_by_name():
+    """A family is resolved once per command, by the entry points (the command line, the whole build, ``new`` and
+    ``claims``), and handed down as a `Family`: no stage below them calls ``get_family`` again. A stage module's
+    ``main`` is a process of its own, handed names on its command line, so it resolves them there."""
+    wrong = []
+    for name, path in sorted(modules("generator").items()):
+        if name in ORCHESTRATORS or _stage(name) == "recipe":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        mains = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "main"
+                 for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and id(node) not in mains:
+                called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if called == "get_family":
+                    wrong.append(f"{path.relative_to(REPO)}:{node.lineno} calls get_family: take the Family its "
+                                 "caller resolved")
     assert not wrong, "\n".join(wrong)

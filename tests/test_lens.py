@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 
 PROMPT = "The cat sat on the mat because it was warm."
 
@@ -43,7 +44,7 @@ PAST_THE_HEAD = {"llama": None, "granite": "logits_scaling", "falcon_h1": "lm_he
 def test_the_lens_of_the_last_block_is_the_returned_logits(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir(family))
+    model = nncanon.load(checkpoint_dir(get_family(family)))
     last, logits = _plain(model)
     with torch.no_grad():
         lensed = model.unembed(last)
@@ -59,7 +60,7 @@ def test_the_lens_of_the_last_block_is_the_returned_logits(family):
 def test_the_lens_inside_a_trace_leaves_the_forward_alone():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("gemma2"))
+    model = nncanon.load(checkpoint_dir(get_family("gemma2")))
     with torch.no_grad(), model.trace(PROMPT):
         middle = model.unembed(model.layers[0].layer_output).save()
         stream = model.layers[0].layer_output.save()

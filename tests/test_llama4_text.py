@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from generator.recipe.family import get_family
+
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
@@ -16,7 +18,7 @@ def eager():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("llama4_text"), attn_implementation="eager")
+    return nncanon.load(checkpoint_dir(get_family("llama4_text")), attn_implementation="eager")
 
 
 def test_probabilities_follow_the_chunked_mask(eager):

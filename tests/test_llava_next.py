@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
+import vision_inputs as vision
+from vision_inputs import one_thread  # noqa: F401 (an autouse fixture)
 
 
 @pytest.fixture(scope="module")
 def model():
-    import nncanon
-    from generator.checkpoint.checkpoints import checkpoint_dir
-
-    return nncanon.load(checkpoint_dir("llava_next"), task=IMAGE)
+    return vision.image_load("llava_next")
 
 
 # -- the arithmetic, against transformers' own functions -------------------------------------------------------
@@ -53,7 +51,7 @@ def test_kept_span_is_what_unpad_image_keeps():
 def test_the_two_images_get_different_grids_and_unpadding(model):
     from nncanon.parts.vision.anyres import grid_of, image_token_counts, kept_span, tiles_per_image
 
-    _, images, encoding = image_inputs(model)
+    _, images, encoding = vision.image_inputs(model)
     assert images[0].size != images[1].size
     sizes = encoding["image_sizes"]
     assert sizes.tolist() == [[32, 32], [32, 64]]
@@ -134,31 +132,15 @@ def test_onevision_counts_are_the_processors():
 
 
 def test_vision_values_are_the_modules_own(model):
-    prompt, images, encoding = image_inputs(model)
-    hf = model._module
-    tower, projector = hf.model.vision_tower, hf.model.multi_modal_projector
-    with torch.no_grad(), model.trace(prompt, images=images):
-        patches = model.vision.patch_embeddings.save()
-        tower_output = model.vision.tower_output.save()
-        tiles = model.vision.tile_features.save()
-        features = model.vision.image_features.save()
-        logits = model.logits.save()
-
-    with torch.no_grad(), outputs_of([tower.embeddings, projector]) as seen:
-        own = hf.model.get_image_features(pixel_values=encoding["pixel_values"], image_sizes=encoding["image_sizes"])
-        plain = hf(**encoding).logits
+    patches, tower_output, own = vision.anyres_reads(model, *vision.image_inputs(model))
     assert patches.shape[0] == 12  # every tile of both images, the processor's padding tiles dropped
-    assert torch.equal(patches, seen[0][0])
     assert torch.equal(tower_output, own.hidden_states[-2][:, 1:])  # vision_feature_layer -2, class token dropped
-    assert torch.equal(tiles, seen[1][0])
-    assert torch.equal(features, torch.cat(list(own.pooler_output)))
-    torch.testing.assert_close(logits, plain)
 
 
 def test_packing_recomputed_matches_the_wrapper(model):
     from nncanon.parts.vision.anyres import pack
 
-    prompt, images, encoding = image_inputs(model)
+    prompt, images, encoding = vision.image_inputs(model)
     with torch.no_grad(), model.trace(prompt, images=images):
         tiles = model.vision.tile_features.save()
         features = model.vision.image_features.save()
@@ -170,52 +152,13 @@ def test_packing_recomputed_matches_the_wrapper(model):
     assert torch.equal(rows[0, :12], torch.cat([tiles[6, 4:8], tiles[7, 4:8], tiles[8, 4:8]]))
 
 
-# -- edits ----------------------------------------------------------------------------------------------------
+# -- edits and the text load ---------------------------------------------------------------------------------
 
 
-def test_an_edit_of_tile_features_is_packed(model):
-    """Zeroed tile features leave only the newlines nonzero in the packed image features."""
-    prompt, images, encoding = image_inputs(model)
-    with torch.no_grad(), model.trace(prompt, images=images):
-        model.vision.tile_features[:] = 0
-        features = model.vision.image_features.save()
-    newline = model._module.model.image_newline
-    nonzero = features.abs().sum(-1) != 0
-    assert int(nonzero.sum()) == 8 + 6  # a newline per kept row: red's 8, wide's 6
-    assert torch.equal(features[nonzero], newline.expand(14, -1))
-
-
-def test_an_edit_of_image_features_moves_the_logits_as_the_embeddings_say(model):
-    prompt, images, encoding = image_inputs(model)
-    hf = model._module
-    with torch.no_grad(), model.trace(prompt, images=images):
-        model.vision.image_features[:] = 0
-        edited = model.logits.save()
-    with torch.no_grad():
-        embeds = hf.get_input_embeddings()(encoding["input_ids"])
-        embeds[encoding["input_ids"] == hf.config.image_token_id] = 0
-        expected = hf(inputs_embeds=embeds, attention_mask=encoding["attention_mask"]).logits
-        unedited = hf(**encoding).logits
-    torch.testing.assert_close(edited, expected)
-    assert not torch.allclose(edited, unedited)
-
-
-# -- loading -------------------------------------------------------------------------------------------------
-
-
-def test_a_wrapper_names_its_family():
-    from nncanon.families import family_for_config
-
-    wrapper = {"model_type": "llava_next", "text_config": {"model_type": "mistral"}}
-    assert family_for_config(wrapper, "config.json").FAMILY == "llava_next"
-
-
-def test_the_text_load_has_no_tower():
-    import nncanon
-    from generator.checkpoint.checkpoints import checkpoint_dir
-
-    text = nncanon.load(checkpoint_dir("llava_next"))
-    assert not hasattr(text._module.model, "vision_tower")
-    with torch.no_grad(), text.trace("Which one is red?"):
-        logits = text.logits.save()
-    assert logits.shape[-1] == text._module.config.text_config.vocab_size
+def test_edits_and_the_text_load(model):
+    """Zeroed tile features leave only the newlines nonzero in the packed image features; zeroed image_features are the
+    forward on zeroed image-token embeddings; the wrapper's config names the family and its text load has no tower."""
+    prompt, images, encoding = vision.image_inputs(model)
+    vision.check_tile_features_edit(model, prompt, images, newlines=8 + 6)  # a newline per kept row: red's 8, wide's 6
+    vision.check_image_features_edit(model, prompt, images, encoding)
+    vision.check_wrapper_and_text_load("llava_next", "mistral")

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vision_inputs import IMAGE, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
+import vision_inputs as vision
+from vision_inputs import one_thread  # noqa: F401 (an autouse fixture)
 
 
 @pytest.fixture(scope="module")
 def model():
-    import nncanon
-    from generator.checkpoint.checkpoints import checkpoint_dir
-
-    return nncanon.load(checkpoint_dir("llava_onevision"), task=IMAGE)
+    return vision.image_load("llava_onevision")
 
 
 def _inputs(model):
@@ -59,7 +57,7 @@ def test_a_prompt_of_two_images_reads_each_as_its_base_tile(model):
     hf = model._module
     assert encoding["batch_num_images"].tolist() == [2]
     assert int((encoding["input_ids"] == hf.config.image_token_id).sum()) == 2 * 17
-    with torch.no_grad(), outputs_of([hf.model.multi_modal_projector]) as seen:
+    with torch.no_grad(), vision.outputs_of([hf.model.multi_modal_projector]) as seen:
         own = hf.model.get_image_features(pixel_values=encoding["pixel_values"], image_sizes=encoding["image_sizes"],
                                           batch_num_images=encoding["batch_num_images"])
     recomputed = pack(hf.config, seen[0][0], encoding["image_sizes"], hf.model.image_newline,
@@ -72,27 +70,12 @@ def test_a_prompt_of_two_images_reads_each_as_its_base_tile(model):
 
 def test_vision_values_are_the_modules_own(model):
     prompts, images, encoding = _inputs(model)
-    hf = model._module
-    tower, projector = hf.model.vision_tower, hf.model.multi_modal_projector
-    with torch.no_grad(), model.trace(prompts, images=images):
-        patches = model.vision.patch_embeddings.save()
-        tower_output = model.vision.tower_output.save()
-        tiles = model.vision.tile_features.save()
-        features = model.vision.image_features.save()
-        logits = model.logits.save()
-
-    with torch.no_grad(), outputs_of([tower.embeddings, projector]) as seen:
-        own = hf.model.get_image_features(pixel_values=encoding["pixel_values"], image_sizes=encoding["image_sizes"],
-                                          batch_num_images=encoding["batch_num_images"])
-        plain = hf(**encoding).logits
+    patches, tower_output, own = vision.anyres_reads(model, prompts, images, encoding,
+                                              batch_num_images=encoding["batch_num_images"])
     assert patches.shape[:2] == (12, 16)  # every tile of both images (5 + 7), 16 patches each, no class token
-    assert torch.equal(patches, seen[0][0])
     # vision_feature_layer -1: the last block's output, before post_layernorm, every patch kept ("full")
     assert torch.equal(tower_output, own.hidden_states[-1])
     assert not torch.equal(tower_output, own.last_hidden_state)  # post_layernorm's output is not what is read
-    assert torch.equal(tiles, seen[1][0])
-    assert torch.equal(features, torch.cat(list(own.pooler_output)))
-    torch.testing.assert_close(logits, plain)
 
 
 def test_pooled_packing_recomputed_is_within_its_bound(model):
@@ -117,52 +100,13 @@ def test_pooled_packing_recomputed_is_within_its_bound(model):
     assert torch.equal(features[74:].reshape(4, 10, -1)[:, 9], newline.expand(4, -1))
 
 
-# -- edits ----------------------------------------------------------------------------------------------------
+# -- edits and the text load ---------------------------------------------------------------------------------
 
 
-def test_an_edit_of_tile_features_is_packed(model):
-    """Zeroed tile features leave only the newlines nonzero in the packed (and pooled) image features."""
-    prompts, images, _ = _inputs(model)
-    with torch.no_grad(), model.trace(prompts, images=images):
-        model.vision.tile_features[:] = 0
-        features = model.vision.image_features.save()
-    newline = model._module.model.image_newline
-    nonzero = features.abs().sum(-1) != 0
-    assert int(nonzero.sum()) == 6 + 4  # a newline per pooled row: red's 6, wide's 4
-    assert torch.equal(features[nonzero], newline.expand(10, -1))
-
-
-def test_an_edit_of_image_features_moves_the_logits_as_the_embeddings_say(model):
-    prompts, images, encoding = _inputs(model)
-    hf = model._module
-    with torch.no_grad(), model.trace(prompts, images=images):
-        model.vision.image_features[:] = 0
-        edited = model.logits.save()
-    with torch.no_grad():
-        embeds = hf.get_input_embeddings()(encoding["input_ids"])
-        embeds[encoding["input_ids"] == hf.config.image_token_id] = 0
-        expected = hf(inputs_embeds=embeds, attention_mask=encoding["attention_mask"]).logits
-        unedited = hf(**encoding).logits
-    torch.testing.assert_close(edited, expected)
-    assert not torch.allclose(edited, unedited)
-
-
-# -- loading -------------------------------------------------------------------------------------------------
-
-
-def test_a_wrapper_names_its_family():
-    from nncanon.families import family_for_config
-
-    wrapper = {"model_type": "llava_onevision", "text_config": {"model_type": "qwen2"}}
-    assert family_for_config(wrapper, "config.json").FAMILY == "llava_onevision"
-
-
-def test_the_text_load_has_no_tower():
-    import nncanon
-    from generator.checkpoint.checkpoints import checkpoint_dir
-
-    text = nncanon.load(checkpoint_dir("llava_onevision"))
-    assert not hasattr(text._module.model, "vision_tower")
-    with torch.no_grad(), text.trace("Which one is red?"):
-        logits = text.logits.save()
-    assert logits.shape[-1] == text._module.config.text_config.vocab_size
+def test_edits_and_the_text_load(model):
+    """Zeroed tile features leave only the newlines nonzero in the packed (and pooled) image features; zeroed image_features are the
+    forward on zeroed image-token embeddings; the wrapper's config names the family and its text load has no tower."""
+    prompt, images, encoding = _inputs(model)
+    vision.check_tile_features_edit(model, prompt, images, newlines=6 + 4)  # a newline per pooled row: red's 6, wide's 4
+    vision.check_image_features_edit(model, prompt, images, encoding)
+    vision.check_wrapper_and_text_load("llava_onevision", "qwen2")

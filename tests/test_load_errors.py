@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from generator.recipe.family import get_family
+
 
 def no_transformers_frames(raised) -> bool:
     return all("transformers" not in str(entry.path) for entry in raised.traceback)
@@ -86,7 +88,7 @@ def test_a_model_type_with_no_family(tmp_path):
 def llama_checkpoint():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir("llama")
+    return checkpoint_dir(get_family("llama"))
 
 
 def test_a_load_says_which_implementations_it_runs(llama_checkpoint):
@@ -96,7 +98,7 @@ def test_a_load_says_which_implementations_it_runs(llama_checkpoint):
     assert nncanon.load(llama_checkpoint).implementations == {"attn_implementation": "sdpa"}
     eager = nncanon.load(llama_checkpoint, attn_implementation="eager")
     assert eager.implementations == {"attn_implementation": "eager"} and eager.experts_implementation is None
-    moe = checkpoint_dir("qwen3_moe")
+    moe = checkpoint_dir(get_family("qwen3_moe"))
     assert nncanon.load(moe).implementations == {"attn_implementation": "sdpa", "experts_implementation": "grouped_mm"}
     assert nncanon.load(moe, experts_implementation="eager").experts_implementation == "eager"
 
@@ -130,7 +132,7 @@ def test_an_unknown_or_inapplicable_implementation(llama_checkpoint):
     with pytest.raises(nncanon.ImplementationError, match=r"^qwen3_moe \(Qwen3MoeForCausalLM\) does not support "
                                                           r"experts_implementation='fused'; it supports 'eager', .*"
                                                           r"'grouped_mm'"):
-        nncanon.load(checkpoint_dir("qwen3_moe"), experts_implementation="fused")
+        nncanon.load(checkpoint_dir(get_family("qwen3_moe")), experts_implementation="fused")
 
 
 def _copy(tmp_path, directory, edit):
@@ -157,6 +159,6 @@ def test_a_missing_size_is_named_by_the_model_types_own_field(tmp_path):
         (d / "config.json").write_text(json.dumps(config))
 
     with pytest.raises(CheckpointError) as caught:
-        nncanon.load(_copy(tmp_path, checkpoint_dir("falcon"), no_ffn))
+        nncanon.load(_copy(tmp_path, checkpoint_dir(get_family("falcon")), no_ffn))
     said = str(caught.value)
     assert "ffn_hidden_size missing" in said and "intermediate_size" not in said and "\n" not in said, said

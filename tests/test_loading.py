@@ -17,6 +17,8 @@ import pytest
 import torch
 from limits import HANG
 
+from generator.recipe.family import get_family
+
 REPO_ID = "nncanon-tiny/llama"
 PROMPT = "The cat sat on the mat because it was warm."
 
@@ -28,7 +30,7 @@ HUB_SCRIPT = textwrap.dedent('''
     model = nncanon.load("nncanon-tiny/llama")
     found["meta_first"] = not model.dispatched and all(p.device.type == "meta" for p in model._module.parameters())
     local = nncanon.load(local_dir)
-    # the same rows; their order is measured by a forward, which a meta-first model has not run (nncanon/order.py)
+    # the same rows; their order is measured by a forward, which a meta-first model has not run (nncanon/guards/order.py)
     rows = lambda m: sorted((r.host, r.name, r.available, r.condition or "") for r in m.support())  # noqa: E731
     found["same_support"] = rows(model) == rows(local)
     found["same_printout"] = repr(model) == repr(local)
@@ -55,7 +57,7 @@ HUB_SCRIPT = textwrap.dedent('''
 def llama_checkpoint():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir("llama")
+    return checkpoint_dir(get_family("llama"))
 
 
 def test_a_hub_id_loads_offline_from_the_cache(tmp_path, llama_checkpoint):
@@ -84,7 +86,7 @@ def test_meta_first_then_dispatch_on_the_first_trace(checkpoint, model, prompts)
     lazy = nncanon.load(checkpoint, dispatch=False)
     assert not lazy.dispatched and all(p.device.type == "meta" for p in lazy._module.parameters())
     # the same rows; the meta tree lists them in declared order until a trace has loaded its weights, the
-    # loaded one in the order its forward produces them, which needs a forward (nncanon/order.py)
+    # loaded one in the order its forward produces them, which needs a forward (nncanon/guards/order.py)
     rows = lambda m: sorted((r.host, r.name, r.available, r.condition or "") for r in m.support())  # noqa: E731
     assert rows(lazy) == rows(model) and repr(lazy) == repr(model)
     with lazy.trace(prompts):
@@ -171,7 +173,7 @@ def test_meta_first_vision_wrapper_with_images():
     pad = "<|vision_start|><|image_pad|><|vision_end|>"
     prompt = f"Compare {pad} with {pad}. Which one is red?"
     images = [Image.new("RGB", (64, 64), (255, 0, 0)), Image.new("RGB", (128, 64), (0, 0, 255))]
-    directory = checkpoint_dir("qwen3_vl")
+    directory = checkpoint_dir(get_family("qwen3_vl"))
     got = {}
     for name, dispatch in (("lazy", False), ("loaded", True)):
         model = nncanon.load(directory, task="image-text-to-text", dispatch=dispatch)

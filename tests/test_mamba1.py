@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from release_cache import cache_of
 
 import nncanon
+from generator.recipe.family import get_family
 
 PROMPT = "The cat sat on the mat because it was warm, and the dog slept."
 BLOCK = 1
@@ -25,7 +26,7 @@ FAMILIES = ("mamba", "falcon_mamba")
 def model(request):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(request.param))
+    return nncanon.load(checkpoint_dir(get_family(request.param)))
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,7 @@ def test_falcon_mambas_norms_are_there():
     Falcon-Mamba's own check: not over the ``model`` fixture's families (on mamba it could only skip)."""
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("falcon_mamba"))
+    model = nncanon.load(checkpoint_dir(get_family("falcon_mamba")))
     ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     saved, seen = hooked(model, ids, ["attention_keys"])
     module = mixer_of(model)._module
@@ -188,7 +189,7 @@ def test_generation_matches_a_plain_model(model, ids, route):
 
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    plain = AutoModelForCausalLM.from_pretrained(checkpoint_dir(model.family))
+    plain = AutoModelForCausalLM.from_pretrained(checkpoint_dir(get_family(model.family)))
     kwargs = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False, output_scores=True, return_dict_in_generate=True)
     with torch.no_grad():
         expected = plain.generate(ids[:, :12], **kwargs)
@@ -196,7 +197,7 @@ def test_generation_matches_a_plain_model(model, ids, route):
             got = model._module.generate(ids[:, :12], **kwargs)
     assert torch.equal(got.sequences, expected.sequences)
     for mine, theirs in zip(got.scores, expected.scores):
-        # whole forwards of 3 blocks on two routes: the SUBBLOCK level (nncanon/precision.py)
+        # whole forwards of 3 blocks on two routes: the SUBBLOCK level (nncanon/core/precision.py)
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
 
 
@@ -232,7 +233,7 @@ def test_one_vocabulary_of_states(family):
     ``state_output``."""
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir(family))
+    model = nncanon.load(checkpoint_dir(get_family(family)))
     mixer = {"qwen3_5_text": "linear_attn", "jamba": "mamba"}.get(family, "mixer")
     mixer = getattr(model.layers[0], mixer)  # block 0 is a recurrent block on each
     sizes = model.dim_sizes()
@@ -250,7 +251,7 @@ def test_jambas_blocks_follow_its_periods():
     of its kind, and its Mamba blocks' B and C are its RMSNorms' outputs (with their gains)."""
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("jamba"))
+    model = nncanon.load(checkpoint_dir(get_family("jamba")))
     config = model.text_config
     for i, block in enumerate(model.layers):
         attention = i % config.attn_layer_period == config.attn_layer_offset

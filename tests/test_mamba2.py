@@ -10,6 +10,7 @@ import torch
 from release_cache import cache_of
 
 import nncanon
+from generator.recipe.family import get_family
 
 PROMPT = "The cat sat on the mat because it was warm, and the dog slept."
 BLOCK = 1
@@ -23,7 +24,7 @@ MIXER = {"mamba2": "mixer", "falcon_h1": "mamba"}
 def model(request):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(request.param))
+    return nncanon.load(checkpoint_dir(get_family(request.param)))
 
 
 def mixer_of(model):
@@ -114,7 +115,7 @@ def test_generation_matches_a_plain_model(model, ids, route):
 
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    plain = AutoModelForCausalLM.from_pretrained(checkpoint_dir(model.family))
+    plain = AutoModelForCausalLM.from_pretrained(checkpoint_dir(get_family(model.family)))
     kwargs = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False, output_scores=True, return_dict_in_generate=True)
     with torch.no_grad():
         expected = plain.generate(ids[:, :12], **kwargs)
@@ -122,7 +123,7 @@ def test_generation_matches_a_plain_model(model, ids, route):
             got = model._module.generate(ids[:, :12], **kwargs)
     assert torch.equal(got.sequences, expected.sequences)
     for mine, theirs in zip(got.scores, expected.scores):
-        # whole forwards of 4 blocks on two routes: the SUBBLOCK level (nncanon/precision.py)
+        # whole forwards of 4 blocks on two routes: the SUBBLOCK level (nncanon/core/precision.py)
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
 
 

@@ -247,7 +247,7 @@ def pseudo_facts(name: str) -> tuple:
 
     family = get_family(name)
     module = importlib.import_module(family.module)
-    models = resolve_loads(family, module, checkpoint_dir(family))
+    models = resolve_loads(family, module, checkpoint_dir(get_family(family)))
     tiny = models.get(models.default)
     measured = traits(module, tiny, full_size(family, module, family.printout_checkpoint, "text-generation",
                                               type(tiny._module)))
@@ -338,7 +338,7 @@ def llama():
     from generator.recipe.family import get_family
 
     family = get_family("llama")
-    return family, importlib.import_module(family.module), checkpoint_dir(family)
+    return family, importlib.import_module(family.module), checkpoint_dir(get_family(family))
 
 
 def _hosts(llama):

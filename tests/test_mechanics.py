@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import markdown
+from import_graph import REPO
 from limits import HANG
 
 from generator.site.mechanics import MECHANICS, mechanics_table
@@ -62,3 +63,17 @@ def test_the_renderer_imports_no_torch():
 
 def test_mechanics_have_distinct_names():
     assert len({m.name for m in MECHANICS}) == len(MECHANICS)
+
+
+def test_the_page_groups_mechanics_as_the_library_groups_its_parts():
+    """Each mechanic's kind is one of the page's kinds, and each kind names a folder of nncanon/parts/: a new
+    mechanism goes in the folder of the kind its row is listed under."""
+    from generator.site.mechanics import KINDS
+
+    parts = REPO / "nncanon" / "parts"
+    assert all((parts / folder / "__init__.py").is_file() for folder in KINDS.values()), KINDS
+    assert {m.kind for m in MECHANICS} <= set(KINDS)
+    page = _env().get_template("mechanics.md.j2").render(mechanics=mechanics_table(
+        [_facts("gpt_neox", PARALLEL, FUSED)]))
+    assert page.index("## Text blocks") < page.index("### Parallel attention and MLP") < page.index(
+        "## Attention variants") < page.index("### Fused query\\_key\\_value")

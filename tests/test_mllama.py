@@ -9,13 +9,15 @@ import pytest
 import torch
 from vision_inputs import IMAGE, calls_of, one_thread  # noqa: F401 (one_thread: an autouse fixture)
 
+from generator.recipe.family import get_family
+
 
 @pytest.fixture(scope="module")
 def mllama():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("mllama"), task=IMAGE)
+    return nncanon.load(checkpoint_dir(get_family("mllama")), task=IMAGE)
 
 
 def _call(model):
@@ -119,7 +121,7 @@ def test_a_text_prompt_skips_the_cross_attention_blocks(mllama):
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    text = nncanon.load(checkpoint_dir("mllama"))
+    text = nncanon.load(checkpoint_dir(get_family("mllama")))
     i = _cross_layers(text)[0]
     with pytest.raises(nncanon.Unavailable, match="skips the cross-attention blocks"):
         with torch.no_grad(), text.trace("The cat sat"):

@@ -1,4 +1,4 @@
-"""The norms' gains and biases in standard names (nncanon.research.weights' ``<stem>_w``/``<stem>_b``) against plain PyTorch:
+"""The norms' gains and biases in standard names (nncanon.weights' ``<stem>_w``/``<stem>_b``) against plain PyTorch:
 where the parameter is the gain the weight is the parameter (an in-place edit and an assignment land in the model
 and move the norm's output as the formula says); Gemma's computed ``1 + weight`` is served and refuses edits naming
 the parameter; OLMo's weightless LayerNorm refuses its gain in one line; each norm's output is recomputed from its
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.precision import STEP
 from nncanon.research.weights import WeightUnavailable, names
 
@@ -19,7 +20,7 @@ PROMPT = "The cat sat on the mat because it was warm."
 def _load(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(family))
+    return nncanon.load(checkpoint_dir(get_family(family)))
 
 
 def _plain_out(model, module):

@@ -160,8 +160,9 @@ def test_serve_refuses_a_site_that_is_a_file(capsys, monkeypatch, tmp_path):
 @pytest.fixture(scope="module")
 def llama_dir() -> Path:
     from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
 
-    return checkpoint_dir("llama")
+    return checkpoint_dir(get_family("llama"))
 
 
 @pytest.fixture(scope="module")

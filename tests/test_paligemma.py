@@ -9,12 +9,14 @@ import pytest
 import torch
 from vision_inputs import IMAGE, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
 
+from generator.recipe.family import get_family
+
 
 def _load(**kwargs):
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("paligemma"), **kwargs)
+    return nncanon.load(checkpoint_dir(get_family("paligemma")), **kwargs)
 
 
 @pytest.fixture(scope="module")

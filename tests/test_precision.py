@@ -1,4 +1,4 @@
-"""Every relation's tolerance is a level of the float32 error model (nncanon/precision.py), and each level
+"""Every relation's tolerance is a level of the float32 error model (nncanon/core/precision.py), and each level
 covers the chain of roundings it is named for: no tolerance is a number tuned on one CPU."""
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import torch
 from PIL import Image
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon import Unavailable
 from nncanon.parts.vision import qwen_vit
 
@@ -38,7 +39,7 @@ def models():
 
     def get(family: str):
         if family not in cache:
-            cache[family] = nncanon.load(checkpoint_dir(family), task="image-text-to-text")
+            cache[family] = nncanon.load(checkpoint_dir(get_family(family)), task="image-text-to-text")
         return cache[family]
 
     return get
@@ -86,7 +87,7 @@ def test_loads_the_wrapper_and_traces_two_images(family, models):
 def test_text_generation_is_the_wrapper_without_its_encoder(family, models):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    text = nncanon.load(checkpoint_dir(family))
+    text = nncanon.load(checkpoint_dir(get_family(family)))
     assert type(text._module).__name__ == WRAPPERS[family]
     assert not hasattr(text._module.model, "visual") and not hasattr(text, "vision")
     prompt = "The cat sat on the mat."
@@ -312,7 +313,7 @@ def test_zeroing_deepstack_is_removing_it(family, models):
 def test_deepstack_output_needs_images(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    text = nncanon.load(checkpoint_dir(family))
+    text = nncanon.load(checkpoint_dir(get_family(family)))
     row = next(r for r in text.support() if r.host == "model.layers[i]" and r.name == "deepstack_output")
     assert not row.available and 'task="image-text-to-text"' in row.condition
     with pytest.raises(Unavailable, match="image-text-to-text"):

@@ -30,7 +30,7 @@ class Proof:
 
         self.family = get_family(name)
         self.module = importlib.import_module(self.family.module)
-        self.models = resolve_loads(self.family, self.module, checkpoint_dir(self.family))
+        self.models = resolve_loads(self.family, self.module, checkpoint_dir(get_family(self.family)))
         self.inputs = lambda model: run_inputs(model, self.module, list(PROMPTS))
         self._facts: list[dict] | None = None
 

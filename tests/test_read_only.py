@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 
 #: every way Python code writes into a tensor: item assignment, an in-place method, augmented assignment, out=
 EDITS = {
@@ -64,7 +65,7 @@ def test_assignment_says_the_same(model, prompts):
 def test_the_sink_probability_refuses_an_in_place_edit():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("gpt_oss"))
+    model = nncanon.load(checkpoint_dir(get_family("gpt_oss")))
     with pytest.raises(nncanon.ReadOnly, match=r"^model\.layers\[0\]\.self_attn\.attention_sink_probability is "
                                                r"read-only \(.*edit the value it is computed from"):
         with torch.no_grad(), model.trace("The cat sat"):

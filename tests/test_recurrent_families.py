@@ -10,6 +10,7 @@ import torch
 from release_cache import cache_of
 
 import nncanon
+from generator.recipe.family import get_family
 
 PROMPT = "The cat sat on the mat because it was warm, and the dog slept."
 BLOCK = 0  # a conv / recurrent block on every tiny checkpoint
@@ -22,7 +23,7 @@ STATES = {"conv": ("conv_states", "conv_state_output"), "mixer": ("states", "sta
 def model(request):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(request.param))
+    return nncanon.load(checkpoint_dir(get_family(request.param)))
 
 
 def mixer_of(model):
@@ -72,7 +73,7 @@ def test_decode_steps_chain_the_states(model):
 def test_the_short_convolution_window_is_transformers_own_cache(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir(family))
+    model = nncanon.load(checkpoint_dir(get_family(family)))
     ids = _ids(model)
     with torch.no_grad(), model.trace(ids):
         state = model.layers[BLOCK].conv.conv_state_output.save()

@@ -1,7 +1,7 @@
 """The Recurrent state page (generator/site/recurrent.py): every mixer with a state, side by side, from the facts alone.
 
 No torch: the facts are written here in the facts schema's shape (hosts, relations, edits, configs), with the value
-names and relation texts the shared parts write (nncanon/parts/conv.py, short_conv.py, ssd.py, deltanet.py), and
+names and relation texts the shared parts write (nncanon/parts/recurrent/conv.py, short_conv.py, ssd.py, deltanet.py), and
 the committed fixture's facts of a DeltaNet family."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from generator.recipe.family import all_families
+from generator.recipe.family import all_families, get_family
 
 FAMILIES = [f.family for f in all_families()]
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
@@ -21,7 +21,7 @@ def model(request):
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(request.param))
+    return nncanon.load(checkpoint_dir(get_family(request.param)))
 
 
 def boundary_values(model):
@@ -88,8 +88,8 @@ def test_the_tiny_tokenizer_follows_its_recipe(family):
     from generator.recipe.family import get_family
 
     fam = get_family(family)
-    kind, recipe = tokenizer_kind(fam), fam.tiny["tokenizer"]
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(fam))
+    kind, recipe = tokenizer_kind(get_family(fam)), fam.tiny["tokenizer"]
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(get_family(fam)))
     for token, token_id in recipe["special_tokens"].items():
         assert tokenizer.convert_tokens_to_ids(token) == token_id, token
     assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == (kind.bos, kind.eos, kind.pad)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from limits import HANG
 
+from generator.recipe.family import get_family
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -101,7 +103,7 @@ def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavaila
     from nncanon.parts.recurrent import conv
 
     monkeypatch.setattr(conv, "cache_arg", lambda mixer_class: None)
-    model = nncanon.load(checkpoint_dir("mamba2"))
+    model = nncanon.load(checkpoint_dir(get_family("mamba2")))
     for name in ("conv_state_input", "conv_state_output"):
         with pytest.raises(nncanon.Unavailable, match=rf"model.layers\[1\].mixer.{name} is unavailable: "
                                                       r"transformers 5\.\S+'s Mamba2Mixer.forward takes its cache "

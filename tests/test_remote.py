@@ -20,6 +20,8 @@ import torch
 from float_error import forward_roundings, within
 from limits import HANG
 
+from generator.recipe.family import get_family
+
 REPO_ID = "nncanon-tiny/llama"
 MOE_ID = "nncanon-tiny/qwen3_5_moe_text"
 PROMPT = "The cat sat on the mat because it was warm."
@@ -30,7 +32,7 @@ SERVER = Path(__file__).with_name("ndif_server.py")
 def llama_checkpoint():
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return checkpoint_dir("llama")
+    return checkpoint_dir(get_family("llama"))
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +152,7 @@ def test_a_local_directory_cannot_run_remotely(llama_checkpoint):
 
 
 def test_shipped_code_has_no_zero_argument_super():
-    """nnsight recompiles shipped methods without a __class__ cell (nncanon/remote.py)."""
+    """nnsight recompiles shipped methods without a __class__ cell (nncanon/core/remote.py)."""
     root = Path(__file__).resolve().parent.parent / "nncanon"
     offenders = [f"{path.relative_to(root)}:{n}" for path in root.rglob("*.py")
                  if path.name not in ("processing.py", "sae.py")

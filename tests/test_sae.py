@@ -1,4 +1,4 @@
-"""nncanon.research.sae: TopK SAEs in the layer<i>.sae.pt format, on real layers[i].layer_output reads."""
+"""nncanon.sae: TopK SAEs in the layer<i>.sae.pt format, on real layers[i].layer_output reads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""nncanon.research.sae_jumprelu (Gemma Scope 2's JumpReLU SAEs) and the section's ``kind: jumprelu`` entries.
+"""nncanon.sae_jumprelu (Gemma Scope 2's JumpReLU SAEs) and the section's ``kind: jumprelu`` entries.
 
 The maps against a plain float64 computation within nncanon's float32 error model, the threshold's
 effect, the release's file format both ways, each bad file in one line, and the entry checks of
@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from generator.notes.sae_jumprelu_check import _bound, jumprelu_release
+from generator.recipe.family import get_family
 from generator.recipe.fields import FamilyYamlError
 from nncanon.research.sae import SAEFormatError
 from nncanon.research.sae_jumprelu import SITES, WIDTHS, JumpReLUSAE, release_folder, site_of
@@ -227,7 +228,7 @@ def tiny():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("gemma3_text"))
+    return nncanon.load(checkpoint_dir(get_family("gemma3_text")))
 
 
 ROWS = [{"site": site, "widths": ["16k"]} for site in SITES]

@@ -62,7 +62,7 @@ def _agree(pairs) -> bool:
     from nncanon.core.precision import STEP
     from nncanon.core.relations import error
 
-    # a sum or a copy recomputed: one float32 step (nncanon/precision.py), the shared relations' own tolerance
+    # a sum or a copy recomputed: one float32 step (nncanon/core/precision.py), the shared relations' own tolerance
     return all(error(a, b) <= STEP for a, b in pairs)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from generator.facts.tl_names import annotations, installed
-from generator.recipe.family import all_families
+from generator.recipe.family import all_families, get_family
 
 pytestmark = pytest.mark.skipif(not installed(), reason="needs the transformer-lens extra (pip install "
                                                         "nncanon[transformer-lens])")
@@ -35,7 +35,7 @@ def checked(tmp_path_factory) -> dict[str, dict]:
     # not saved under its key (the family's fact sources, the releases, tl_names' code, the CPU capability) in
     # $NNCANON_CACHE/transformer_lens. A suite whose site build (tests/test_build.py) has checked a family, or that
     # ran before on unchanged sources, does not boot every bridge a second time; a changed family is checked anew
-    return annotations(FAMILIES, tmp_path_factory.mktemp("transformer_lens"), progress=lambda line: None)
+    return annotations([get_family(name) for name in FAMILIES], tmp_path_factory.mktemp("transformer_lens"), progress=lambda line: None)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from generator.facts.claim_error import ClaimError
-from generator.recipe.family import load_family
+from generator.recipe.family import get_family, load_family
 from generator.recipe.fields import FamilyYamlError
 from generator.recipe.variants import merged, rewrite_variant_pin
 
@@ -159,7 +159,7 @@ def test_the_12b_variant_loads_with_its_layouts_hosts():
     assert type(model.layers[0].self_attn).__name__ == "NormedHeadsAttention"
     assert not hasattr(model.layers[0]._module, "post_attention_layernorm") or \
         model.layers[0]._module.post_attention_layernorm is None
-    main = nncanon.load(checkpoint_dir(family))
+    main = nncanon.load(checkpoint_dir(get_family(family)))
     assert type(main.layers[0]).__name__ != "ParallelBlock"
 
 
@@ -179,7 +179,7 @@ def test_opt_350m_loads_post_norm_with_its_projections_and_its_lens_reaches_the_
         logits = model.logits.save()
     assert embedded.shape[-1] == 24 and lens.shape == logits.shape
     torch.testing.assert_close(lens, logits)  # project_out, no final norm, the tied head: the same computation
-    main = nncanon.load(checkpoint_dir(family))
+    main = nncanon.load(checkpoint_dir(get_family(family)))
     assert type(main).__name__ != "OPT350mStandardModel"
 
 
@@ -191,7 +191,7 @@ def test_the_verified_facts_prove_every_relation_on_every_block_of_each_variant(
     """The facts `generator verify <family>` wrote (collected here when the cache is cold)."""
     from generator.facts.collect import cached_facts
 
-    facts, _ = cached_facts(family, progress=lambda line: None)
+    facts, _ = cached_facts(get_family(family), progress=lambda line: None)
     (variant,) = facts["variants"]
     blocks = set(range(variant["num_layers"]))
     block_relations = [r for r in variant["relations"] if r["host"].startswith("model.layers[")]

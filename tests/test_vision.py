@@ -19,6 +19,7 @@ from nnsight.intervention.interleaver import OutOfOrderError
 from PIL import Image
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon import ReadOnly, Unavailable
 
 PAD = "<|vision_start|><|image_pad|><|vision_end|>"
@@ -496,7 +497,7 @@ def meta_wrapper(vision):
     from generator.checkpoint.checkpoints import meta_model
     from nncanon.families import family_module
 
-    module = meta_model("qwen3_5_moe_text", "Qwen/Qwen3.5-35B-A3B-Base")
+    module = meta_model(get_family("qwen3_5_moe_text"), "Qwen/Qwen3.5-35B-A3B-Base")
     # device="meta" keeps the pipeline nnsight builds from moving the weightless module
     return nncanon.wrap(family_module("qwen3_5_moe_text"), module, "image-text-to-text",
                         tokenizer=vision.tokenizer, processor=vision.processor, device="meta")

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vision_inputs import IMAGE, image_inputs, one_thread, outputs_of  # noqa: F401 (one_thread: an autouse fixture)
+from vision_inputs import (  # noqa: F401 (one_thread: an autouse fixture)
+    IMAGE,
+    check_image_features_edit,
+    image_inputs,
+    one_thread,
+    outputs_of,
+)
+
+from generator.recipe.family import get_family
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +26,7 @@ def llava():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir("llava"), task=IMAGE)
+    return nncanon.load(checkpoint_dir(get_family("llava")), task=IMAGE)
 
 
 def test_two_images_of_different_sizes_become_one_size(llava):
@@ -62,18 +70,7 @@ def test_vision_values_are_the_modules_own(llava):
 
 def test_an_edit_of_image_features_moves_the_logits_as_the_embeddings_say(llava):
     """Zeroing image_features is the forward on embeddings whose image-token rows are zeros."""
-    prompt, images, encoding = image_inputs(llava)
-    hf = llava._module
-    with torch.no_grad(), llava.trace(prompt, images=images):
-        llava.vision.image_features[:] = 0
-        edited = llava.logits.save()
-    with torch.no_grad():
-        embeds = hf.get_input_embeddings()(encoding["input_ids"])
-        embeds[encoding["input_ids"] == hf.config.image_token_id] = 0
-        expected = hf(inputs_embeds=embeds, attention_mask=encoding["attention_mask"]).logits
-        unedited = hf(**encoding).logits
-    torch.testing.assert_close(edited, expected)
-    assert not torch.allclose(edited, unedited)
+    check_image_features_edit(llava, *image_inputs(llava))
 
 
 def test_an_edit_of_tower_output_reaches_the_projector(llava):
@@ -114,7 +111,7 @@ def test_the_text_load_has_no_tower():
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    model = nncanon.load(checkpoint_dir("llava"))
+    model = nncanon.load(checkpoint_dir(get_family("llava")))
     assert not hasattr(model._module.model, "vision_tower")
     with pytest.raises(AttributeError):
         model.vision  # noqa: B018

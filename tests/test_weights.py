@@ -1,4 +1,4 @@
-"""The weights in standard names (nncanon.research.weights) against plain PyTorch: each is a view of the parameter
+"""The weights in standard names (nncanon.weights) against plain PyTorch: each is a view of the parameter
 ``model.named_parameters()`` holds (an edit lands there), and the plain forward's own projections (plain forward
 hooks) are the input times it: llama (separate q/k/v), gpt2 (a fused Conv1D), bloom (a per-head interleaved
 query_key_value), phi3 (a fused qkv_proj and gate_up_proj), gpt_bigcode (multi-query), qwen3_next (query and
@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.precision import SUBBLOCK
 from nncanon.research.weights import WeightUnavailable
 
@@ -22,7 +23,7 @@ FAMILIES = ["llama", "gpt2", "bloom", "phi3", "gpt_bigcode", "qwen3_next", "qwen
 def _load(family):
     from generator.checkpoint.checkpoints import checkpoint_dir
 
-    return nncanon.load(checkpoint_dir(family))
+    return nncanon.load(checkpoint_dir(get_family(family)))
 
 
 def _param(model, tensor):

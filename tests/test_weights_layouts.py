@@ -1,4 +1,4 @@
-"""The weights in standard names (nncanon.research.weights) where the layout is unusual (issue 27), against plain PyTorch:
+"""The weights in standard names (nncanon.weights) where the layout is unusual (issue 27), against plain PyTorch:
 the projection's own output as a plain forward hook sees it, split by the module's own code (CodeGen's mp_num
 split, Falcon's ``_split_heads``), is the input times the weight; an edit of the weight lands in the parameter,
 exactly where that head's rows are, and nowhere else; a weight with no such matrix refuses in one line saying what
@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import nncanon
+from generator.recipe.family import get_family
 from nncanon.core.precision import SUBBLOCK
 from nncanon.research.gathered import Gathered
 from nncanon.research.weights import WeightUnavailable
@@ -25,7 +26,7 @@ def _load(family, variant=None):
     from generator.recipe.family import load_family
 
     if variant is None:
-        return nncanon.load(checkpoint_dir(family))
+        return nncanon.load(checkpoint_dir(get_family(family)))
     return nncanon.load(checkpoint_dir(load_family(ROOT / "families" / f"{family}.yaml").variant(variant)))
 
 
@@ -250,7 +251,7 @@ def test_tower_head_results_are_each_tower_heads_columns_of_out_proj(family):
     from nncanon.core.precision import STEP
     from nncanon.parts.vision.vision_towers import example_images
 
-    model = nncanon.load(checkpoint_dir(family), task="image-text-to-text")
+    model = nncanon.load(checkpoint_dir(get_family(family)), task="image-text-to-text")
     attention = model.vision.layers[1].self_attn
     proj = attention.o_proj._module  # the tower's out_proj
     heads = attention._module.config.num_attention_heads
@@ -283,7 +284,7 @@ def test_qwen_vit_head_results_are_each_tower_heads_columns_of_its_proj():
     from nncanon.core.precision import STEP
     from nncanon.parts.vision import qwen_vit
 
-    model = nncanon.load(checkpoint_dir("qwen2_vl"), task="image-text-to-text")
+    model = nncanon.load(checkpoint_dir(get_family("qwen2_vl")), task="image-text-to-text")
     attention = model.vision.layers[1].self_attn
     proj = attention.o_proj._module
     heads = attention._module.num_heads

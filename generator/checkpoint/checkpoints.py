@@ -48,7 +48,7 @@ from generator.checkpoint.tiny_tokenizer import (
     transformers_class,
 )
 from generator.disk import CACHE, room
-from generator.recipe.family import Family, get_family
+from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError, _display
 from generator.recipe.tokenizer_presets import CORPUS
 
@@ -110,14 +110,13 @@ def cache_root() -> Path:
     return root
 
 
-def recipe_key(family: str | Path | Family) -> str:
+def recipe_key(fam: Family) -> str:
     """A short hash of everything the checkpoint's files depend on (the pin excluded).
 
     Reads the torch and transformers versions from the installed distributions, so finding a
     cached build imports neither."""
     from importlib.metadata import version
 
-    fam = get_family(family)
     payload = {
         "recipe": fam.tiny_recipe,
         "builder": BUILDER_VERSION,
@@ -131,9 +130,8 @@ def recipe_key(family: str | Path | Family) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def cached_dir(family: str | Path | Family) -> Path:
+def cached_dir(fam: Family) -> Path:
     """Where the family's tiny checkpoint lives in the cache (it may not be built yet)."""
-    fam = get_family(family)
     return cache_root() / f"{fam.family}-{recipe_key(fam)}"
 
 
@@ -162,12 +160,11 @@ def content_sha256(path: str | Path) -> str:
 # building
 
 
-def build_model(family: str | Path | Family):
+def build_model(fam: Family):
     """The tiny model exactly as the checkpoint saves it: float32, every parameter drawn by
     :func:`generator.checkpoint.tiny_weights.fill` from ``tiny.seed`` (the same bits on every CPU)."""
     import torch
 
-    fam = get_family(family)
     tiny = fam.tiny
     model_cls = transformers_class(fam, tiny["class"], "tiny.class")
     _check_class_is_the_familys(fam, model_cls)
@@ -353,14 +350,13 @@ def _cached_matches(directory: Path, expected: str | None) -> bool:
     return files == manifest.get("files") and files_digest(files) == expected
 
 
-def checkpoint_dir(family: str | Path | Family, rebuild: bool = False) -> Path:
+def checkpoint_dir(fam: Family, rebuild: bool = False) -> Path:
     """The directory of the family's tiny checkpoint, built if needed and checked against its pin.
 
     ``family`` is a family name, a YAML path or a :class:`Family`. A cached entry whose files do not
     match (edited, truncated, half-deleted) is rebuilt. Raises :class:`PinMismatch` when the
     build's digest differs from ``tiny.sha256`` or that is null.
     """
-    fam = get_family(family)
     expected = fam.tiny["sha256"]
     final = cached_dir(fam)
     if not rebuild and _cached_matches(final, expected):
@@ -430,10 +426,9 @@ def _rewrite_pin(path: Path, sha: str) -> None:
     os.replace(tmp, path)
 
 
-def pin(family: str | Path | Family) -> str:
+def pin(fam: Family) -> str:
     """Rebuild the tiny checkpoint, write its digest into the YAML's ``tiny.sha256``
     (only that line changes), install the build in the cache, and return the sha256."""
-    fam = get_family(family)
     tmp, sha, _ = _temp_build(fam)
     try:
         if fam.tiny["sha256"] != sha:
@@ -461,10 +456,9 @@ def pin(family: str | Path | Family) -> str:
 # full-size checkpoints on the meta device
 
 
-def meta_config(family: str | Path | Family, checkpoint_id: str):
+def meta_config(fam: Family, checkpoint_id: str):
     """The full-size config of a ``checkpoints:`` item and the class it builds: the config's first
     ``architectures`` entry (else ``tiny.class``)."""
-    fam = get_family(family)
     config: dict[str, Any] = fam.checkpoint_config(checkpoint_id)
     index = fam.checkpoint_ids.index(checkpoint_id)
     name = (config.get("architectures") or [fam.tiny["class"]])[0]
@@ -481,13 +475,12 @@ def meta_config(family: str | Path | Family, checkpoint_id: str):
         raise _unbuildable(fam, index, model_cls, e) from None
 
 
-def meta_model(family: str | Path | Family, checkpoint_id: str):
+def meta_model(fam: Family, checkpoint_id: str):
     """The full-size model of a ``checkpoints:`` item built on the ``meta`` device (no weights)."""
     import torch
 
     from nncanon.core.loading import no_torch_inits
 
-    fam = get_family(family)
     cfg, model_cls = meta_config(fam, checkpoint_id)
     try:
         with torch.device("meta"), no_torch_inits():

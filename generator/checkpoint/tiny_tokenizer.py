@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
 from generator.checkpoint.processors_idefics import idefics3_processor
 from generator.checkpoint.processors_mllama import mllama_processor
 from generator.checkpoint.processors_paligemma import paligemma_processor
-from generator.recipe.family import Family, get_family
+from generator.recipe.family import Family
 from generator.recipe.fields import FamilyYamlError
 from generator.recipe.tokenizer_presets import (
     CORPUS,
@@ -28,11 +27,10 @@ from generator.recipe.tokenizer_presets import (
 )
 
 
-def tokenizer_kind(family: str | Path | Family) -> TokenizerKind:
+def tokenizer_kind(fam: Family) -> TokenizerKind:
     """The recipe's pipeline: the preset ``kind`` (default qwen3_5), with what ``pipeline`` declares
     in its place (``class``, ``split``, ``chat_template``, ``bos``, ``eos``, ``pad``, ``padding_side``,
     ``nfc``): a family whose tokenizer is like no preset declares its own."""
-    fam = get_family(family)
     recipe = fam.tiny["tokenizer"]
     kind = TOKENIZER_KINDS[recipe.get("kind", "qwen3_5")]
     changes = {}
@@ -81,7 +79,7 @@ def _special_token_list(fam: Family) -> list[tuple[str, int]]:
     return sorted(specials.items(), key=lambda item: item[1])
 
 
-def build_tokenizer(family: str | Path | Family):
+def build_tokenizer(fam: Family):
     """A byte-level BPE trained on :data:`CORPUS`, with the family's special tokens at their ids.
 
     The pipeline is the real tokenizer's of ``tiny.tokenizer.kind`` (:data:`TOKENIZER_KINDS`), with
@@ -96,7 +94,6 @@ def build_tokenizer(family: str | Path | Family):
     from tokenizers.models import BPE
     from transformers import AddedToken
 
-    fam = get_family(family)
     kind = tokenizer_kind(fam)
     recipe = fam.tiny["tokenizer"]
     size = recipe["bpe_vocab_size"]
@@ -180,7 +177,7 @@ def build_tokenizer(family: str | Path | Family):
     return tokenizer
 
 
-def build_processor(family: str | Path | Family, tokenizer=None):
+def build_processor(fam: Family, tokenizer=None):
     """The image-text processor: ``Qwen2VLImageProcessorPil`` with ``tiny.processor`` settings
     and the tokenizer, combined without a video processor (no torchvision needed); with
     ``tiny.processor.kind: llava``, a ``LlavaProcessor`` (:func:`_llava_processor`)."""
@@ -188,7 +185,6 @@ def build_processor(family: str | Path | Family, tokenizer=None):
 
     from nncanon.core.processing import QwenImageTextProcessor
 
-    fam = get_family(family)
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(fam)
     if fam.tiny["processor"].get("kind") == "llava":
         return _llava_processor(fam, tokenizer)

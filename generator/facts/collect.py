@@ -31,7 +31,7 @@ from generator.facts.measure import full_size_notes, host_rows, run_inputs
 from generator.facts.tags import checkpoint_settings
 from generator.facts.traits import check_tags, norm_kinds, traits
 from generator.notes.notes_parse import parse_sources
-from generator.recipe.family import Family, get_family
+from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT
 
 __all__ = ["ClaimError", "collect", "cached_facts", "cache_key", "build_dir", "facts_dir", "parts", "PROMPTS",
@@ -205,7 +205,7 @@ def parts(family: Family, model: Any, block: str, standard: str, declared: list,
 # -- the whole collect -------------------------------------------------------------------------------------
 
 
-def collect(name: str | Family, prompts: list[str] | None = None, progress: Callable[[str], None] = print,
+def collect(family: Family, prompts: list[str] | None = None, progress: Callable[[str], None] = print,
             kernels_only: bool = False) -> dict:
     """The family's facts; ``kernels_only``: without the :data:`KERNEL_FREE` ones (not a page's facts)."""
     import nnsight
@@ -220,7 +220,6 @@ def collect(name: str | Family, prompts: list[str] | None = None, progress: Call
     from generator.facts.weight_rows import weight_rows
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per load would bury the build's own lines
-    family = get_family(name)
     check_markers(family)
     parse_sources(family)
     family_module = import_module(family)
@@ -362,12 +361,11 @@ def fact_sources(family: Family) -> list[Path]:
     return files
 
 
-def cache_key(name: str | Family) -> str:
+def cache_key(family: Family) -> str:
     """A hash of everything that can change the facts (:func:`fact_sources`) and the versions of
     torch, transformers and nnsight. Editing one family's files re-collects that family only."""
     from importlib.metadata import version
 
-    family = get_family(name)
     families = family.path.parent
     digest = hashlib.sha256()
     for path in fact_sources(family):
@@ -395,11 +393,10 @@ def facts_dir() -> Path:
     return build_dir() / "facts"
 
 
-def cached_facts(name: str | Family, progress: Callable[[str], None] = print,
+def cached_facts(family: Family, progress: Callable[[str], None] = print,
                  force: bool = False, kernels_only: bool = False) -> tuple[dict, bool]:
     """The family's facts, collected only when the cache key changed. Returns (facts, collected).
     ``kernels_only``: :func:`collect`'s, kept in ``<build>/facts-kernels``, where no site reads them."""
-    family = get_family(name)
     name = family.family
     key = cache_key(family)
     directory = build_dir() / KERNEL_FACTS if kernels_only else facts_dir()

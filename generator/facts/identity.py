@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.facts.claim_error import ClaimError
-from generator.recipe.family import Family, get_family
+from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT
 
 #: what ``new --like`` writes beside each copied line that must change (removed once it is changed)
@@ -60,12 +60,11 @@ def import_module(family: Family) -> Any:
                                                   f"{str(error).splitlines()[0] if str(error) else ''}") from None
 
 
-def check_identity(family: str | Path | Family, module: Any = None) -> None:
+def check_identity(family: Family, module: Any = None) -> None:
     """Every place the family names a model type agrees with ``MODEL_TYPES``; else one ClaimError listing
     each that does not, and what to point at the family's own classes."""
     from generator.checkpoint.tiny_tokenizer import transformers_class
 
-    family = get_family(family)
     module = module or import_module(family)
     types = tuple(module.MODEL_TYPES)
     source = _relative(Path(module.__file__))
@@ -124,9 +123,8 @@ def family_files(family: Family) -> list[Path]:
     return list(dict.fromkeys([module, family.path, *notes]))
 
 
-def check_markers(family: str | Path | Family) -> None:
+def check_markers(family: Family) -> None:
     """No line of the family's files still carries the marker ``new --like`` left on what must change."""
-    family = get_family(family)
     found = []
     for path in family_files(family):
         if not path.is_file():

@@ -62,7 +62,7 @@ def relations_of(envoy: Any) -> list[Any]:
     from nncanon.parts.weights import relations as weight_relations
 
     mixer = mixer_of(envoy)
-    # a host's weights (nncanon.research.weights) bring the relations that prove them, built for its module
+    # a host's weights (nncanon.weights) bring the relations that prove them, built for its module
     return [relation.on(mixer) for relation in getattr(type(envoy), "RELATIONS", ())] + weight_relations(envoy)
 
 
@@ -235,7 +235,7 @@ def check_coverage(family: Family, proven: dict, served: dict, hosts: dict[str, 
     if unproven:
         raise RelationError(family.family, "values", listed(unproven, "value has no relation stating what it means",
                                                             "values have no relation stating what they mean",
-                                                            "(nncanon/relations.py shows the shared ones)"))
+                                                            "(nncanon/core/relations.py shows the shared ones)"))
 
 
 def prove_family(family: Family, models: Any, loads: list, inputs: Any) -> list[dict]:

@@ -169,7 +169,7 @@ def read_record(path: Path) -> dict:
 
 
 def library_record() -> dict[str, list[str]]:
-    """Each family's verified releases, from every record kept: what ``nncanon.guards.releases.verified_on`` reads."""
+    """Each family's verified releases, from every record kept: what ``nncanon.releases.verified_on`` reads."""
     from packaging.version import Version
 
     families: dict[str, list[str]] = {}

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from generator.disk import SHARED, room
+from generator.recipe.family import Family
 
 BLOCK = 1
 PROMPT = "The cat sat on the mat"
 #: the same tensor up to its last step summed in another order (the bridge reads gpt2's Conv1D through its
-#: own matmul: ~1e-6; llama's: 0): one step of the float32 error model, nncanon.core.precision.STEP, written out
+#: own matmul: ~1e-6; llama's: 0): one step of the float32 error model, nncanon.precision.STEP, written out
 #: here because the renderer imports this module and must not import torch (tests/test_precision.py checks it)
 ATOL = RTOL = 1e-5
 
@@ -45,15 +46,13 @@ def _key(host: str, name: str) -> str:
     return f"{host}::{name}"
 
 
-def _ours(family: str) -> dict:
+def _ours(family: Family) -> dict:
     """nncanon's reads of the mapped values on the tiny checkpoint, and what the bridge needs to read its own."""
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
-    from generator.recipe.family import get_family
     from nncanon.guards.other_names import TRANSFORMER_LENS as NAMES
 
-    base, _, variant = family.partition(".")  # "opt.350m": a family's variant (its YAML's variants:)
-    directory = checkpoint_dir(get_family(base).variant(variant) if variant else family)
+    directory = checkpoint_dir(family)
     model = nncanon.load(directory, attn_implementation="eager")
     served = {(row.host, row.name) for row in model.support() if row.available}
     mapped = {key: hook for key, hook in NAMES.items() if key in served}
@@ -139,7 +138,7 @@ def check(families: list[str]) -> dict[str, dict[str, dict]]:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def annotations(families: list[str], directory: Path, progress: Any = print) -> dict[str, dict[str, dict]] | None:
+def annotations(families: list[Family], directory: Path, progress: Any = print) -> dict[str, dict[str, dict]] | None:
     """Each family's TransformerLens agreement for the page (None without the extra), cached per family in
     ``directory`` under its facts' cache key and the TransformerLens version: a build checks only what changed.
 
@@ -154,7 +153,8 @@ def annotations(families: list[str], directory: Path, progress: Any = print) -> 
     directories = (directory, cache_root() / "transformer_lens")
     for place in directories:
         place.mkdir(parents=True, exist_ok=True)
-    keys = {family: _key_of(family) for family in families}
+    keys = {family.family: _key_of(family) for family in families}
+    families = list(keys)
     found, stale = _found(families, keys, directories)
     if stale:
         from generator.shared_rows import computing
@@ -187,7 +187,7 @@ def _found(families: list[str], keys: dict[str, str], directories: tuple[Path, P
     return found, stale
 
 
-def _key_of(family: str) -> str:
+def _key_of(family: Family) -> str:
     """The family's facts' cache key, the TransformerLens release, this module's code and the CPU capability."""
     import hashlib
     import os
@@ -196,8 +196,8 @@ def _key_of(family: str) -> str:
     from generator.facts.collect import cache_key
 
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
-    base, _, variant = family.partition(".")  # a variant's ("opt.350m") is its family's, which holds its recipe
-    return (f"{cache_key(base)}{'.' + variant if variant else ''}-{version('transformer-lens')}-{code}-"
+    # a variant's ("opt.350m") sources are its family's YAML, which holds its recipe, and the library
+    return (f"{cache_key(family)}-{version('transformer-lens')}-{code}-"
             f"{os.environ.get('ATEN_CPU_CAPABILITY', '')}")
 
 
@@ -224,7 +224,14 @@ def main(argv: list[str]) -> None:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     warnings.simplefilter("ignore")
-    reads = {family: _ours(family) for family in argv}  # every nncanon read before any bridge boots
+    from generator.recipe.family import get_family
+
+    # a process of its own, handed names: the one place this stage looks a family (or a variant, "opt.350m") up
+    families = {}
+    for name in argv:
+        base, _, variant = name.partition(".")
+        families[name] = get_family(base).variant(variant) if variant else get_family(base)
+    reads = {name: _ours(family) for name, family in families.items()}  # every nncanon read before any bridge boots
     print(json.dumps({family: _theirs(family, reads[family]) for family in argv}, sort_keys=True))
 
 

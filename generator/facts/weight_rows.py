@@ -1,4 +1,4 @@
-"""The standard weights each host kind carries (nncanon.research.weights), measured on the tiny model: for the page's
+"""The standard weights each host kind carries (nncanon.weights), measured on the tiny model: for the page's
 Weights section (generator/site/weights_section.py).
 
 Each row says what a read gives, measured, not declared: ``view`` (it shares its storage with a parameter the model

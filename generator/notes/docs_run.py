@@ -64,11 +64,10 @@ def _checkpoints(code: str) -> str:
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.recipe.family import all_families
 
-    families = {family.family for family in all_families()}
+    families = {family.family: family for family in all_families()}
 
     def replace(match: re.Match) -> str:
-        name = match.group(2)
-        return repr(str(checkpoint_dir(name if name in families else DEFAULT_FAMILY)))
+        return repr(str(checkpoint_dir(families.get(match.group(2)) or families[DEFAULT_FAMILY])))
 
     return _PATH.sub(replace, code)
 

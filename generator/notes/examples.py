@@ -89,7 +89,7 @@ from generator.notes.notes_parse import (  # noqa: F401 - re-exported
     slugify,
 )
 from generator.notes.sae_check import RELEASE_FIELDS, ROW_FIELDS, _releases, verify_releases, verify_sae  # noqa: F401 - re-exported
-from generator.recipe.family import Family, get_family
+from generator.recipe.family import Family
 from generator.recipe.fields import FamilyYamlError, _display
 
 __all__ = ["NoteError", "Note", "build_notes", "parse_notes", "ExpressionContext", "render_expressions"]
@@ -152,7 +152,7 @@ def example_images(processor: Any) -> dict[str, Any]:
 
 
 def build_notes(
-    family: str | Path | Family,
+    family: Family,
     tiny_checkpoint_dir: str | Path,
     *,
     model: Any = None,
@@ -179,7 +179,7 @@ def build_notes(
 
 
 def _build_notes(
-    family: str | Path | Family,
+    family: Family,
     tiny_checkpoint_dir: str | Path,
     model: Any,
     log: Callable[[str], None] | None,
@@ -188,7 +188,7 @@ def _build_notes(
 
     import nncanon
 
-    fam = get_family(family)
+    fam = family
     checkpoint = Path(tiny_checkpoint_dir)
     say = log or (lambda message: None)
     sources = {

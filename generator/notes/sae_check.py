@@ -153,6 +153,6 @@ def verify_sae(
         f"Checked at build time on the tiny checkpoint: for each of its {len(reads)} blocks a TopK SAE written "
         f"in this layer<i>.sae.pt format ({expansion} times as wide as the stream, as "
         f"{release['id'].split('/')[-1]} is: d = {d}, d_sae = {d_sae}, k = {k}) loads with "
-        f"nncanon.research.sae.TopKSAE.load, encodes the block's {release['hook']} to exactly k nonzero features "
+        f"nncanon.sae.TopKSAE.load, encodes the block's {release['hook']} to exactly k nonzero features "
         f"per token and decodes them back to {shape}."
     )

@@ -166,7 +166,7 @@ def _capture(module: Any, end: str, into: list) -> Any:
 
 def _bound(x: Any, w: Any, b: Any) -> Any:
     """A float32 error bound on ``x @ w + b`` against its exact value, in float64: gamma_(n+1) (nncanon's
-    error model, nncanon.core.precision) of the terms' magnitude ``|x| @ |w| + |b|``, n = x's last dimension
+    error model, nncanon.precision) of the terms' magnitude ``|x| @ |w| + |b|``, n = x's last dimension
     (n products and n additions, the bias's among them, each rounding once, in any summation order). The
     float64 recomputation it is compared with errs by the same bound in 2^-53, under 2^-28 of this one:
     the factor 1 + 2^-20 covers it."""
@@ -265,7 +265,7 @@ def verify_jumprelu(
         f"({', '.join(names)}): the standard value is the very tensor at the release's hook point "
         "(read by a torch hook on the module it names, in the same forward); a JumpReLU SAE four times as wide "
         "as its input, written as params.safetensors and config.json, loads with "
-        "nncanon.research.sae_jumprelu.JumpReLUSAE.load, its features are relu(pre) exactly where pre > threshold "
+        "nncanon.sae_jumprelu.JumpReLUSAE.load, its features are relu(pre) exactly where pre > threshold "
         "(pre within a float32 error bound of a float64 recomputation), a threshold of -inf lets every "
         "positive pre through and +inf none, and it decodes to z @ W_dec + b_dec within the same bound."
     )

@@ -342,7 +342,6 @@ def load_family(path: str | Path) -> Family:
             path, "family", f"is {name!r} but the file is named {path.name!r}; they must match"
         )
     module = _check_type(path, "module", data["module"], str)
-    sections.check_module(path, module)
     lines = _string_list(path, "lines", data["lines"])
     tagline = _check_type(path, "tagline", data["tagline"], str)
     tags = _string_list(path, "tags", data["tags"])
@@ -357,18 +356,12 @@ def load_family(path: str | Path) -> Family:
     if "group" in data and not (isinstance(data["group"], str) and data["group"].strip()):
         raise FamilyYamlError(path, "group", "name the line the navigation groups this family under (a string)")
     tiny = _validate_tiny(path, data["tiny"])
-    sections.check_tiny_config(path, tiny)
     checkpoints = _validate_checkpoints(path, data["checkpoints"])
-    sections.check_full_configs(path, checkpoints)
-    sections.check_model_types(path, module, checkpoints)
-    if "variants" in data:
+    sections.check_sections(path, data, tiny, checkpoints)
+    if "variants" in data:  # each variant's recipe is the tiny one merged with its changes: checked as it is
         from generator.recipe.variants import check_variants
 
         check_variants(path, data["variants"], tiny, checkpoints)
-    sections.check_page(path, data.get("page"))
-    sections.check_claims(path, data.get("claims"))
-    for key in sections.NOTES_DIRECTORIES:
-        sections.check_notes_path(path, key, data.get(key))
     return Family(
         path=path,
         family=name,

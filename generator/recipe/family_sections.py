@@ -370,3 +370,17 @@ def check_module(file: Path, module: str) -> None:
             file, "module", f"{_short(module)} is not a family module: write nncanon.families.<name>, "
             f"one of {known} (or add nncanon/families/<name>.py)"
         )
+
+
+def check_sections(file: Path, data: Mapping, tiny: Mapping, checkpoints: tuple[dict[str, Any], ...]) -> None:
+    """What the YAML says beyond its structure, checked in one pass over the parsed file (``family.load_family``
+    has checked each field's type, the tiny recipe's and the checkpoints' shape): the family module, the sizes,
+    the model types, ``page``, ``claims`` and the notes' paths."""
+    check_module(file, data["module"])
+    check_tiny_config(file, tiny)
+    check_full_configs(file, checkpoints)
+    check_model_types(file, data["module"], checkpoints)
+    check_page(file, data.get("page"))
+    check_claims(file, data.get("claims"))
+    for key in NOTES_DIRECTORIES:
+        check_notes_path(file, key, data.get(key))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from generator.site.families_index import facet_terms
 
-#: the shared relations the page names, by the start of their text (nncanon/relations.py)
+#: the shared relations the page names, by the start of their text (nncanon/core/relations.py)
 SHARED = (
     ("residual", "residual decomposition",
      ("model.layers[i]: layer_input + {mixer}.attention_output == layer_mid",

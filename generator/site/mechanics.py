@@ -12,6 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: the kinds of mechanism, in the page's order, each with the folder of nncanon/parts/ its shared parts live in: the
+#: page and the library group mechanisms alike, so a new one's place is the same in both
+KINDS = {"Text blocks": "blocks", "Attention variants": "attention", "Recurrent mixers": "recurrent",
+         "Vision lines": "vision", "Encoders": "encoders"}
+
 
 @dataclass(frozen=True)
 class Mechanic:
@@ -20,74 +25,77 @@ class Mechanic:
     what: str
     #: a regex a proving relation's text matches (the words the shared part's relation writes)
     marker: str
+    #: its kind (a key of KINDS)
+    kind: str
 
 
 MECHANICS = (
     Mechanic("Parallel attention and MLP", "The attention and the MLP read the same block input and both outputs are "
              "added to the stream in one sum: no tensor is the stream after the attention add.",
-             r"one sum, both sublayers reading layer_input"),
+             r"one sum, both sublayers reading layer_input", kind="Text blocks"),
     Mechanic("One LayerNorm per block", "The MLP reads the attention's own normed input: the block has no second norm.",
-             r"\(one norm\)"),
+             r"\(one norm\)", kind="Text blocks"),
     Mechanic("Learned absolute positions", "A learned table of position vectors added to the token embeddings before "
-             "the first block.", r"position_embeddings == embed_positions\.weight\[p\]"),
+             "the first block.", r"position_embeddings == embed_positions\.weight\[p\]", kind="Text blocks"),
     Mechanic("Learned positions offset by 2", "The position table starts two rows in: position p reads row p + 2.",
-             r"embed_positions\.weight\[p \+ 2\]"),
+             r"embed_positions\.weight\[p \+ 2\]", kind="Text blocks"),
     Mechanic("ALiBi", "No position embedding: each head adds to its scores a bias linear in the key's position, "
-             "with a slope of its own.", r"alibi\[h, k\] == slopes\[h\]"),
+             "with a slope of its own.", r"alibi\[h, k\] == slopes\[h\]", kind="Attention variants"),
     Mechanic("LayerNorm on the embeddings", "The token embedding is normed before the first block reads it.",
-             r"embedding_norm_output == embed_layernorm\(token_embeddings\)"),
+             r"embedding_norm_output == embed_layernorm\(token_embeddings\)", kind="Text blocks"),
     Mechanic("Partial rotary, adjacent pairs", "The rotary embedding turns the first dimensions of each head in "
-             "adjacent pairs (2j with 2j+1, rotate_every_two); the rest pass through.", r"rotate_every_two"),
+             "adjacent pairs (2j with 2j+1, rotate_every_two); the rest pass through.", r"rotate_every_two", kind="Attention variants"),
     Mechanic("Partial rotary, halves", "The rotary embedding turns the first dimensions of each head in halves "
              "(j with j + d/2, rotate_half); the rest pass through.",
-             r"rotate_half|\(j, j \+ rotary_ndims/2\)"),
+             r"rotate_half|\(j, j \+ rotary_ndims/2\)", kind="Attention variants"),
     Mechanic("Multi-query attention", "One key head and one value head serve every query head.",
-             r"one key and one value head shared by every query head"),
+             r"one key and one value head shared by every query head", kind="Attention variants"),
     Mechanic("Local attention windows", "Some blocks attend only to the last window_size keys.",
-             r"on a local block .* window_size"),
+             r"on a local block .* window_size", kind="Attention variants"),
     Mechanic("Queries scaled before the call", "The queries are multiplied by head_dim^-0.5 before the attention, "
-             "which then does not scale the scores.", r"OPT scales the queries"),
+             "which then does not scale the scores.", r"OPT scales the queries", kind="Attention variants"),
     Mechanic("Fused query_key_value", "One projection computes queries, keys and values, split in the forward.",
-             r"== (query_key_value|c_attn|qkv_proj)\(input\)"),
+             r"== (query_key_value|c_attn|qkv_proj)\(input\)", kind="Attention variants"),
     Mechanic("Mixture of experts", "A router picks the top-k experts per token; their weighted outputs are summed.",
-             r"expert_indices == top_k"),
+             r"expert_indices == top_k", kind="Text blocks"),
     Mechanic("Shared expert", "An always-on expert added to the routed ones, scaled by a sigmoid gate per token.",
-             r"shared_expert_output == sigmoid"),
+             r"shared_expert_output == sigmoid", kind="Text blocks"),
     Mechanic("Multiplied residual branches (µP)", "Multipliers on the embedding, the branches or the logits.",
-             r"multiplier"),
+             r"multiplier", kind="Text blocks"),
     Mechanic("Keys and values shared across blocks", "The last blocks compute no keys or values: each attends over "
-             "those of an earlier block of its kind.", r"layers\[kv_source\(i\)\]"),
+             "those of an earlier block of its kind.", r"layers\[kv_source\(i\)\]", kind="Attention variants"),
     Mechanic("Image features scattered at the image tokens", "A vision encoder's output, one row per image token, "
              "replaces the token embedding at each image placeholder before the first block (the shared vision line).",
-             r"image_features at the image tokens"),
+             r"image_features at the image tokens", kind="Vision lines"),
     Mechanic("Tower read at a feature layer", "The projector reads a chosen block's output of the vision tower "
              "(vision_feature_layer), not its last, with or without the class token.",
-             r"hidden state vision_feature_layer"),
+             r"hidden state vision_feature_layer", kind="Vision lines"),
     Mechanic("Average-pooling projector", "Each image's patch grid is averaged in squares, normed and projected: "
-             "fewer image tokens than patches.", r"avg_pool\(tower_output"),
+             "fewer image tokens than patches.", r"avg_pool\(tower_output", kind="Vision lines"),
     Mechanic("Pixel-shuffle connector", "Each square of neighbouring patches is folded into one wider row, then "
-             "projected: one image token per square.", r"pixel_shuffle\(tower_output"),
+             "projected: one image token per square.", r"pixel_shuffle\(tower_output", kind="Vision lines"),
     Mechanic("Spatial patch merger", "Each merge block of neighbouring patches is folded into one row and passed "
-             "through an MLP: one image token per merge block.", r"merge block's spatial_merge_size² patches folded into one row|merge blocks put back in the processor's order"),
+             "through an MLP: one image token per merge block.", r"merge block's spatial_merge_size² patches folded into one row|merge blocks put back in the processor's order", kind="Vision lines"),
     Mechanic("AnyRes tiles", "An image is read as a base tile of the whole image plus a grid of tiles at the best "
              "resolution, the grid's features unpadded and closed by a newline per row.",
-             r"tile_features of its base tile"),
+             r"tile_features of its base tile", kind="Vision lines"),
     Mechanic("DeepStack", "Vision blocks' intermediate outputs are projected and added to the first text blocks' "
-             "stream at the image tokens.", r"deepstack_projectors\[j\]"),
+             "stream at the image tokens.", r"deepstack_projectors\[j\]", kind="Vision lines"),
     Mechanic("Bidirectional image spans", "In a causal text model, the tokens of one image attend to each other "
-             "both ways.", r"both are tokens of one image's span"),
+             "both ways.", r"both are tokens of one image's span", kind="Vision lines"),
     Mechanic("Gated cross-attention to the image", "Some blocks attend from the text stream to the vision states "
              "instead of to the text, each add scaled by tanh of a learned gate.",
-             r"layer_input \+ tanh\(\w+\) · cross_attn\.attention_output"),
+             r"layer_input \+ tanh\(\w+\) · cross_attn\.attention_output", kind="Vision lines"),
     Mechanic("Per-layer input embeddings", "Each block is called with a small embedding of its own, from a second "
              "table and a projection of the token embeddings, and adds a gated projection of it to the stream.",
-             r"embed_tokens_per_layer\.weight\[input_ids\]"),
+             r"embed_tokens_per_layer\.weight\[input_ids\]", kind="Text blocks"),
 )
 
 
 def mechanics_table(families: list[dict]) -> list[dict]:
-    """One entry per mechanic some family proves: its name, what it is, and per family (sorted) the first relation
-    of that family whose text states it, with the host and the loads it held under."""
+    """One entry per mechanic some family proves, kind by kind (KINDS' order): its name, what it is, its kind, and per
+    family (sorted) the first relation of that family whose text states it, with the host and the loads it held
+    under."""
     rows = []
     for mechanic in MECHANICS:
         having = []
@@ -98,5 +106,6 @@ def mechanics_table(families: list[dict]) -> list[dict]:
                 having.append({"family": facts["family"], "host": first["host"], "text": first["text"],
                                "loads": sorted(first.get("errors") or {})})
         if having:
-            rows.append({"name": mechanic.name, "what": mechanic.what, "families": having})
-    return rows
+            rows.append({"name": mechanic.name, "what": mechanic.what, "kind": mechanic.kind, "families": having})
+    order = list(KINDS)
+    return sorted(rows, key=lambda row: order.index(row["kind"]))  # stable: each kind's in MECHANICS order

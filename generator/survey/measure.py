@@ -3,7 +3,7 @@
 The facts are what a contributor needs to start a family: does the config class build, does the model run
 on a six-token prompt, which of the generic hosts' standard values resolve on it (read in a trace, a tensor
 back), and which of their relations hold (each computed on the model by the module's own math and
-compared with the read values within its float32 tolerance, ``nncanon/precision.py``). Only names,
+compared with the read values within its float32 tolerance, ``nncanon/core/precision.py``). Only names,
 booleans and one-line reasons are kept, never a measured number: the facts are the same under every
 ``ATEN_CPU_CAPABILITY``.
 """
@@ -335,7 +335,7 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
         except Exception as error:
             failed[key] = f"cannot be computed: {one_line(error)}"
             continue
-        # the relation's own float32 tolerance (nncanon/precision.py), as the family pages' build uses it
+        # the relation's own float32 tolerance (nncanon/core/precision.py), as the family pages' build uses it
         if worst > relation.tolerance:
             failed[key] = "does not hold"
         else:

@@ -69,7 +69,7 @@ class Host(Envoy):
     output = _boundary(Envoy.__dict__["output"])
     input = _boundary(Envoy.__dict__["input"])
     inputs = _boundary(Envoy.__dict__["inputs"])
-    #: every norm's gain and bias (attention_norm_w, ...): views of the norm's parameters (nncanon.research.weights)
+    #: every norm's gain and bias (attention_norm_w, ...): views of the norm's parameters (nncanon.weights)
     locals().update(NORM_WEIGHTS)
 
     @classmethod

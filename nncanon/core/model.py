@@ -54,7 +54,7 @@ class Row:
 
 class Support(list):
     """The rows of `StandardModel.support`, printable as a table; ``release`` says when the installed transformers
-    is not one the family was verified on (`nncanon.guards.releases.family_note`), else None."""
+    is not one the family was verified on (`nncanon.releases.family_note`), else None."""
 
     release: str | None = None
 
@@ -79,7 +79,7 @@ class StandardModel(Host, TransformersModel):
 
     HOST = "model"
     family_module: ModuleType | None = None
-    #: W_E, W_U, b_U: views of the embedding's and the head's parameters (nncanon.research.weights)
+    #: W_E, W_U, b_U: views of the embedding's and the head's parameters (nncanon.weights)
     locals().update(ROOT_WEIGHTS)
 
     # -- building ------------------------------------------------------------
@@ -117,7 +117,7 @@ class StandardModel(Host, TransformersModel):
             if getattr(type(envoy), "TRACKS_TOKENS", False):
                 envoy._module.register_forward_pre_hook(self._record_tokens, with_kwargs=True)
         #: (host class, value name) -> why the installed release cannot serve it (an op or an argument it moved;
-        #: see nncanon.guards.releases), filled by the family's prepare and the op check
+        #: see nncanon.releases), filled by the family's prepare and the op check
         self._missing_ops: dict[tuple[type, str], str] = {}
         self.family_module.prepare(self)
         self._install_sources()
@@ -426,7 +426,7 @@ class StandardModel(Host, TransformersModel):
         return cache.read(self, names, blocks)
 
     def unembed(self, x: Any) -> Any:
-        """Logits from a residual stream: the final norm, the head and what the family does past it (`nncanon.research.lens`)."""
+        """Logits from a residual stream: the final norm, the head and what the family does past it (`nncanon.lens`)."""
         from ..research.lens import unembed
 
         return unembed(self, x)

@@ -40,7 +40,7 @@ class Relation:
     #: (host envoy, {term: what was read}) -> [(computed, read), ...]; both sides of each pair must agree
     compute: Callable[[Any, dict[str, Any]], Pairs]
     #: the largest error allowed, relative to the read side's scale (at least 1): a level of the float32 error
-    #: model (nncanon/precision.py) for the chain of roundings the check recomputes
+    #: model (nncanon/core/precision.py) for the chain of roundings the check recomputes
     tolerance: float = STEP
     #: (stream in, what is added, stream out[, the stream the branch reads]): a residual add the block
     #: diagram draws; the fourth element, when it is the block's input, marks a parallel branch

@@ -3,7 +3,7 @@
 A family module declares FAMILY, MODEL_TYPES, RENAME, ENVOYS (module class -> host class),
 ROOT (its StandardModel subclass) and the functions build, required_paths, dim_sizes and
 prepare (see qwen3_5_moe_text for the reference); before_the_head and past_the_head when the
-forward does more than lm_head between the final norm and its logits (`nncanon.research.lens`); layout_envoys(config) (entries over ENVOYS)
+forward does more than lm_head between the final norm and its logits (`nncanon.lens`); layout_envoys(config) (entries over ENVOYS)
 and layout_root(config) when the config picks among layouts (`nncanon.core.model.wrap`). A family module written outside nncanon
 is added with `register`.
 

@@ -32,8 +32,8 @@ from ..core.hosts import host
 from ..core.model import StandardModel
 from ..core.relations import first, relation
 from ..parts.attention import rotary
-from ..parts.attention.method_attention import method_attention
-from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.attention.method_attention import release_attention
+from ..parts.attention.softmax import ATTENTION_RELATIONS
 from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
@@ -102,17 +102,11 @@ _WEIGHTS = Layout(q=Projection("qkv_proj", _chunk_part(0), grouped=True),
                   k=Projection("qkv_proj", _chunk_part(2), grouped=True),
                   v=Projection("qkv_proj", _chunk_part(1), grouped=True))
 
-if hasattr(hf.CodeGenAttention, "_attn"):
-    #: CodeGen divides the (masked) scores by scale_attn (√head_dim) and softmaxes them by building nn.Softmax and
-    #: calling it (the call, call_0, reads the scores); the relations compare the scores where a key is allowed,
-    #: where adding the mask before or after the division is the same
-    CodeGenAttention = method_attention(lambda module: 1.0 / module.scale_attn, softmax="call_0",
-                                        RELATIONS=(*ATTENTION_RELATIONS, _split_projection), WEIGHTS=_WEIGHTS)
-else:
-    #: from transformers 5.24 CodeGen calls the shared attention interface (scaled by its own ``scaling``), so its
-    #: values are read where Llama's are; the relations are the same
-    CodeGenAttention = host("CodeGenAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _split_projection),
-                            WEIGHTS=_WEIGHTS)
+#: where its release has _attn, CodeGen divides the (masked) scores by scale_attn (√head_dim) and softmaxes them by
+#: building nn.Softmax and calling it (the call, call_0, reads the scores); the relations compare the scores where a
+#: key is allowed, where adding the mask before or after the division is the same
+CodeGenAttention = release_attention("CodeGenAttention", hf.CodeGenAttention, lambda module: 1.0 / module.scale_attn,
+                                     (*ATTENTION_RELATIONS, _split_projection), softmax="call_0", WEIGHTS=_WEIGHTS)
 
 ENVOYS = {hf.CodeGenBlock: parallel_block("CodeGen's block", one_norm=True), hf.CodeGenAttention: CodeGenAttention,
           hf.CodeGenMLP: ungated_mlp("fc_in")}

@@ -60,5 +60,5 @@ def required_paths(model: StandardModel) -> list[str]:
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.research.lens`): the causal LM multiplies the head's logits by logit_scale."""
+    """The lens's step past the head (`nncanon.lens`): the causal LM multiplies the head's logits by logit_scale."""
     return logits * model._module.logit_scale

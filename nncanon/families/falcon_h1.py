@@ -195,7 +195,7 @@ build = text_only(hf.FalconH1ForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.research.lens`): FalconH1ForCausalLM multiplies by lm_head_multiplier."""
+    """The lens's step past the head (`nncanon.lens`): FalconH1ForCausalLM multiplies by lm_head_multiplier."""
     return logits * model._module.model.lm_head_multiplier
 
 

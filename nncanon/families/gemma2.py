@@ -174,7 +174,7 @@ prepare = nothing_to_prepare
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.research.lens`): the final logit softcap, as Gemma2ForCausalLM applies it."""
+    """The lens's step past the head (`nncanon.lens`): the final logit softcap, as Gemma2ForCausalLM applies it."""
     return softcap(logits, model.text_config.final_logit_softcapping)
 
 

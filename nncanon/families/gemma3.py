@@ -39,11 +39,11 @@ from ..core.precision import SUBBLOCK
 from ..core.relations import pick, relation
 from ..core.values import Value, View
 from ..parts.attention.softmax import ATTENTION_RELATIONS
-from ..parts.attention.span_mask import allowed_value, span_relations
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
 from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.blocks.mlp import MLP
 from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.span_mask import allowed_value, span_relations
 from ..parts.vision.vision_line import AtRoot, image_tokens, install_sources, replace
 from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
     TOWER_RENAME,

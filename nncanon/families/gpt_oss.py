@@ -187,7 +187,7 @@ def _interleaved(host: Any, part: str, bias: bool) -> Any:
     return fused[..., 0::2] if part == "gate" else fused[..., 1::2]
 
 
-#: the per-expert weights (nncanon.research.weights' names) over the interleaved fused experts
+#: the per-expert weights (nncanon.weights' names) over the interleaved fused experts
 EXPERT_WEIGHTS = {w.name: w for w in [
     Weight("W_in", "num_experts hidden_size intermediate_size",
        "Each expert's up projection: the odd columns of experts.gate_up_proj", lambda h: _interleaved(h, "in", False)),

@@ -30,8 +30,8 @@ from transformers.models.gptj import modeling_gptj as hf
 from ..core.hosts import host
 from ..core.model import StandardModel
 from ..parts.attention import rotary
-from ..parts.attention.method_attention import method_attention
-from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
+from ..parts.attention.method_attention import release_attention
+from ..parts.attention.softmax import ATTENTION_RELATIONS
 from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
@@ -58,14 +58,9 @@ RENAME = {
 
 _rotated_projections = rotary.projected("rotary_dim", rotary.ADJACENT)
 
-if hasattr(hf.GPTJAttention, "_attn"):
-    #: GPT-J divides the scores by scale_attn (√head_dim, a float32 buffer-free attribute)
-    GPTJAttention = method_attention(lambda module: 1.0 / module.scale_attn,
-                                     RELATIONS=(*ATTENTION_RELATIONS, _rotated_projections))
-else:
-    #: from transformers 5.24 GPT-J calls the shared attention interface (scaled by its own ``scaling``), so its
-    #: values are read where Llama's are; the relations are the same
-    GPTJAttention = host("GPTJAttention", Attention, RELATIONS=(*ATTENTION_RELATIONS, _rotated_projections))
+#: GPT-J divides the scores by scale_attn (√head_dim, a float32 buffer-free attribute) where its release has _attn
+GPTJAttention = release_attention("GPTJAttention", hf.GPTJAttention, lambda module: 1.0 / module.scale_attn,
+                                  (*ATTENTION_RELATIONS, _rotated_projections))
 
 ENVOYS = {hf.GPTJBlock: parallel_block("GPT-J's block", one_norm=True), hf.GPTJAttention: GPTJAttention,
           hf.GPTJMLP: ungated_mlp("fc_in")}

@@ -119,7 +119,7 @@ prepare = nothing_to_prepare
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.research.lens`): GraniteForCausalLM divides by logits_scaling."""
+    """The lens's step past the head (`nncanon.lens`): GraniteForCausalLM divides by logits_scaling."""
     return logits / model._module.config.logits_scaling
 
 

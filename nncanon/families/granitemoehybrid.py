@@ -122,7 +122,7 @@ build = text_only(hf.GraniteMoeHybridForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.research.lens`): the model divides lm_head's output by logits_scaling."""
+    """The lens's step past the head (`nncanon.lens`): the model divides lm_head's output by logits_scaling."""
     return logits / model._module.config.logits_scaling
 
 

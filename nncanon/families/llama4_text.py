@@ -222,7 +222,7 @@ def _halves(host, part: str):
     return gate if part == "gate" else up
 
 
-#: the per-expert weights (nncanon.research.weights' names) over the fused [in, out] experts; the experts have no bias
+#: the per-expert weights (nncanon.weights' names) over the fused [in, out] experts; the experts have no bias
 EXPERT_WEIGHTS = {w.name: w for w in [
     Weight("W_in", "num_experts hidden_size expert_intermediate_size",
            "Each expert's up projection: the second half of experts.gate_up_proj's columns", lambda h: _halves(h, "in")),

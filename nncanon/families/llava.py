@@ -26,7 +26,6 @@ down_proj, as on the Qwen ViT), and so do the projector's (linear_1 / act / line
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from transformers.models.clip import modeling_clip as clip
 from transformers.models.llama import modeling_llama as llama
@@ -35,37 +34,28 @@ from transformers.models.llava import modeling_llava as hf
 from ..core.hosts import host
 from ..core.model import StandardModel
 from ..parts.attention.softmax import Attention
-from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.decoder import ROOT_VALUES, Block
 from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.blocks.mlp import MLP
 from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS, install_sources
+from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS
+from ..parts.vision.vision_line import install_sources as prepare  # noqa: F401 (the family API: the .source op image_features reads)
 from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
-    TOWER_RENAME,
+    LLAVA_RENAME,
     TowerAttention,
     TowerBlock,
     TowerMLP,
     clip_tower,
     example_images,
     image_sizes,
+    llava_required_paths,
     tower_build,
     trace_inputs,
 )
 
 FAMILY = "llava"
 MODEL_TYPES = ("llava",)
-RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.vision_tower": "vision",
-    "model.multi_modal_projector": "projector",
-    **TOWER_RENAME,
-    # the projector: linear_1, act, linear_2 by the merger's standard names
-    "linear_1": "linear_fc1",
-    "act": "act_fn",
-    "linear_2": "down_proj",
-}
+RENAME = LLAVA_RENAME
 LlavaVision = clip_tower("LlavaVision")
 ENVOYS = {llama.LlamaDecoderLayer: Block, llama.LlamaAttention: Attention, llama.LlamaMLP: MLP,
           clip.CLIPVisionModel: LlavaVision, clip.CLIPEncoderLayer: TowerBlock, clip.CLIPAttention: TowerAttention,
@@ -75,17 +65,4 @@ ROOT = host("LlavaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=I
 
 build = tower_build(hf.LlavaForConditionalGeneration)
 
-#: the standard paths of the tower and projector (image-text-to-text only)
-VISION_PATHS = ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
-                "vision.layers.0.self_attn.o_proj", "vision.layers.0.mlp.linear_fc1", "vision.layers.0.mlp.act_fn",
-                "vision.layers.0.mlp.down_proj", "vision.pre_layrnorm", "projector.linear_fc1", "projector.act_fn",
-                "projector.down_proj"]
-
-
-def required_paths(model: Any) -> list[str]:
-    return [*TEXT_PATHS, *VISION_PATHS] if model.task == "image-text-to-text" else list(TEXT_PATHS)
-
-
-def prepare(model: Any) -> None:
-    """The ``.source`` op image_features reads (the wrapper's masked_scatter)."""
-    install_sources(model)
+required_paths = llava_required_paths("vision.pre_layrnorm")

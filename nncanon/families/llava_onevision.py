@@ -32,7 +32,6 @@ wrapper's second path, pooled frames) are not served.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from transformers.models.llava_onevision import modeling_llava_onevision as hf
 from transformers.models.qwen2 import modeling_qwen2 as qwen2
@@ -41,37 +40,28 @@ from transformers.models.siglip import modeling_siglip as siglip
 from ..core.hosts import host
 from ..core.model import StandardModel
 from ..parts.attention.softmax import Attention
-from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, Block
+from ..parts.blocks.decoder import ROOT_VALUES, Block
 from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.blocks.mlp import MLP
 from ..parts.vision.anyres import image_sizes  # noqa: F401 (the family API)
 from ..parts.vision.onevision import onevision_tower
 from ..parts.vision.onevision import onevision_trace_inputs as trace_inputs  # noqa: F401 (the family API)
 from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS, install_sources
+from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS
+from ..parts.vision.vision_line import install_sources as prepare  # noqa: F401 (the family API: the .source op image_features reads)
 from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
-    TOWER_RENAME,
+    LLAVA_RENAME,
     TowerAttention,
     TowerBlock,
     TowerMLP,
     example_images,
+    llava_required_paths,
     tower_build,
 )
 
 FAMILY = "llava_onevision"
 MODEL_TYPES = ("llava_onevision",)
-RENAME = {
-    "model.language_model.embed_tokens": "embed_tokens",
-    "model.language_model.layers": "layers",
-    "model.language_model.norm": "norm",
-    "model.vision_tower": "vision",
-    "model.multi_modal_projector": "projector",
-    **TOWER_RENAME,
-    # the projector: linear_1, act, linear_2 by the merger's standard names
-    "linear_1": "linear_fc1",
-    "act": "act_fn",
-    "linear_2": "down_proj",
-}
+RENAME = LLAVA_RENAME
 
 LlavaOnevisionVision = onevision_tower("LlavaOnevisionVision")
 ENVOYS = {qwen2.Qwen2DecoderLayer: Block, qwen2.Qwen2Attention: Attention, qwen2.Qwen2MLP: MLP,
@@ -82,16 +72,4 @@ ROOT = host("LlavaOnevisionStandardModel", StandardModel, values=ROOT_VALUES, RE
 
 build = tower_build(hf.LlavaOnevisionForConditionalGeneration)
 
-#: the standard paths of the tower and projector (image-text-to-text only)
-VISION_PATHS = ["vision", "projector", "vision.layers.0.input_layernorm", "vision.layers.0.post_attention_layernorm",
-                "vision.layers.0.self_attn.o_proj", "vision.layers.0.mlp.linear_fc1", "vision.layers.0.mlp.act_fn",
-                "vision.layers.0.mlp.down_proj", "projector.linear_fc1", "projector.act_fn", "projector.down_proj"]
-
-
-def required_paths(model: Any) -> list[str]:
-    return [*TEXT_PATHS, *VISION_PATHS] if model.task == "image-text-to-text" else list(TEXT_PATHS)
-
-
-def prepare(model: Any) -> None:
-    """The ``.source`` op image_features reads (the wrapper's masked_scatter)."""
-    install_sources(model)
+required_paths = llava_required_paths()

@@ -72,7 +72,7 @@ build = text_only(hf.Mamba2ForCausalLM)
 
 
 def before_the_head(model: StandardModel, normed):
-    """The lens's step between the final norm and the head (`nncanon.research.lens`): Mamba2ForCausalLM casts the normed
+    """The lens's step between the final norm and the head (`nncanon.lens`): Mamba2ForCausalLM casts the normed
     stream (float32 under residual_in_fp32) to the head's dtype."""
     return normed.to(model.lm_head._module.weight.dtype)
 

@@ -74,7 +74,7 @@ build = text_only(hf.NemotronHForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.research.lens`): NemotronHForCausalLM returns float32 logits."""
+    """The lens's step past the head (`nncanon.lens`): NemotronHForCausalLM returns float32 logits."""
     return logits.float()
 
 

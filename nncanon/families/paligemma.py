@@ -49,11 +49,11 @@ from ..core.model import StandardModel
 from ..core.relations import relation
 from ..core.values import Condition
 from ..parts.attention.softmax import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
-from ..parts.attention.span_mask import allowed_value, span_relations
 from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS
 from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.blocks.mlp import MLP
 from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
+from ..parts.vision.span_mask import allowed_value, span_relations
 from ..parts.vision.vision_line import install_sources, replace
 from ..parts.vision.vision_towers import (
     TOWER_RENAME,
@@ -185,7 +185,7 @@ def layout_root(text_config: Any) -> type:
 
 
 def past_the_head(model: Any, logits: Any) -> Any:
-    """The lens's step past the head (`nncanon.research.lens`): PaliGemma 2's final logit softcap; nothing on PaliGemma 1."""
+    """The lens's step past the head (`nncanon.lens`): PaliGemma 2's final logit softcap; nothing on PaliGemma 1."""
     return softcap(logits, getattr(model.text_config, "final_logit_softcapping", None))
 
 _build = tower_build(hf.PaliGemmaForConditionalGeneration)

@@ -95,7 +95,7 @@ build = text_only(hf.RecurrentGemmaForCausalLM)
 
 
 def past_the_head(model: StandardModel, logits):
-    """The lens's step past the head (`nncanon.research.lens`): the logit soft cap, as RecurrentGemmaForCausalLM applies it."""
+    """The lens's step past the head (`nncanon.lens`): the logit soft cap, as RecurrentGemmaForCausalLM applies it."""
     return softcap(logits, model.text_config.logits_soft_cap)
 
 

@@ -38,7 +38,7 @@ def explain(model: Any, envoy: Any, name: str) -> str | None:
 
 def _weight(model: Any, envoy: Any, name: str) -> str | None:
     """A standard weight (W_Q, W_in, ...) asked of a host that has none: a state-space or DeltaNet mixer, a
-    block. Says which hosts carry it (nncanon.research.weights)."""
+    block. Says which hosts carry it (nncanon.weights)."""
     from ..research.weights import _ALL
 
     if name not in _ALL:
@@ -131,7 +131,7 @@ def _serving() -> dict[str, list[tuple[str, str, str | None]]]:
 
 def _scan() -> dict[str, list[tuple[str, str, str | None]]]:
     found: dict[str, list[tuple[str, str, str | None]]] = {}
-    root = Path(__file__).parent
+    root = Path(__file__).parents[1]  # nncanon/
     for path in sorted([*(root / "families").glob("*.py"), *(root / "parts").rglob("*.py")]):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         lists = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)

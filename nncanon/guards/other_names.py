@@ -40,7 +40,7 @@ TRANSFORMER_LENS_MODULES = {"blocks": "model.layers", "attn": "model.layers[i].s
                             "ln_final": "model.final_norm_output", "unembed": "model.lm_head_output",
                             "embed": "model.token_embeddings"}
 
-#: TransformerLens parameter names -> the standard weight (nncanon.research.weights): its ``blocks.{i}.ln1.w`` is the gain of
+#: TransformerLens parameter names -> the standard weight (nncanon.weights): its ``blocks.{i}.ln1.w`` is the gain of
 #: the norm whose output is attention_norm_output (a name, not a claim of equal values: TransformerLens folds the
 #: gains into the next weights by default)
 TRANSFORMER_LENS_WEIGHTS = {

@@ -1,23 +1,20 @@
-"""The shared mechanisms families are written from: one module per mechanism, each with the relations that
-state what its values mean.
+"""The shared mechanisms families are written from, one module per mechanism, each with the relations that state
+what its values mean, grouped by kind as the site's Mechanics page groups them:
 
-- ``decoder``: the model root and the block (Llama's tree), and a text-only family's ``build``;
-- ``attention``: softmax attention over a causal mask, recomputed from queries and keys;
-- ``mlp``: the dense MLP, gated or not, and the same MLP on a mixture's token rows;
-- ``mixture``: top-k mixtures of experts, with or without a gated shared expert;
-- ``parallel``: the parallel block (attention and MLP read the same input, one sum), with one norm or two;
-- ``ungated``: the MLP with no gate, ``down(act(up(x)))``, whatever the family calls its up projection;
-- ``rotary``: which dimensions of a head a partial rotary turns, and how it pairs them (halves or adjacent);
-- ``positions``: learned absolute positions added to the token embeddings (GPT-2, GPT-Neo; OPT's offset of 2);
-- ``method_attention``: the attention computed in a method of its own (``_attn``: GPT-J, GPT-Neo, CodeGen);
-- ``conv``: the causal convolution's cache state, shared by the recurrent mixers;
-- ``deltanet``: the gated DeltaNet mixer and its delta-rule recurrence;
-- ``ssd``: Mamba-2's selective scan (state-space duality);
-- ``qwen_vit``: the Qwen vision line (encoder, merger, the scatter at the image tokens);
-- ``loading``: how a family's ``build`` loads a local checkpoint and its tokenizer;
-- ``norms``: centred norms (LayerNorm, with or without a weight and bias) by their formula;
-- ``ungated``: the MLP with no gate (up projection -> act -> down projection);
-- ``text_family``: the required paths and dim sizes a Llama-tree family assigns.
+- ``blocks``: the text block and what varies in it: Llama's tree (``decoder``), MLPs (``mlp``, ``ungated``,
+  ``xielu``), mixtures (``mixture``), the parallel and sandwich blocks, norms, learned positions, per-layer
+  inputs, and what a Llama-tree family assigns (``text_family``);
+- ``attention``: softmax attention (``softmax``) and its variants: ALiBi, partial rotary, no rotary, the
+  ``_attn`` method, keys and values shared across blocks;
+- ``recurrent``: the recurrent mixers and their states: the causal convolution, gated DeltaNet, Mamba-2's and
+  Mamba-1's selective scans, LFM2's short convolution, Griffin's RG-LRU, and hybrid stacks of them;
+- ``vision``: the vision lines: the shared line (tower, projector, the scatter at the image tokens), towers read
+  at a layer, AnyRes, pixel shuffle, gated cross-attention, image spans that attend both ways, LLaVA-OneVision,
+  the Qwen vision line;
+- ``encoders``: encoders and encoder-decoder stacks (none yet).
+
+Beside them, what every kind uses: ``loading`` (how a family's ``build`` loads a local checkpoint) and
+``weights`` (the relations that prove each standard weight against the forward).
 
 A family module (``nncanon.families.<name>``) is data over these parts plus the relations only it needs.
 """

@@ -1,4 +1,4 @@
-"""The relations that prove the weights (`nncanon.research.weights`): every view against what the forward computed with it.
+"""The relations that prove the weights (`nncanon.weights`): every view against what the forward computed with it.
 
 They are built per host (`relations`), because what the forward exposes differs by module: queries read at the
 attention call are rotated, and at position 0 rotary turns nothing, so there they are the projection itself; a

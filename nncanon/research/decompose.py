@@ -1,8 +1,8 @@
 """The residual stream taken apart, as TransformerLens's ``accumulated_resid``, ``decompose_resid`` and ``apply_ln_to_stack``.
 
-    labels, stack = nncanon.research.decompose.accumulated(model, prompts)   # [blocks + 1, batch, seq, hidden]
-    labels, parts = nncanon.research.decompose.components(model, prompts)    # embed, 0_attn, 0_mlp, 1_attn, ...
-    logits = model.lm_head(nncanon.research.decompose.apply_final_norm(model, parts, stack[-1]))  # each part's share
+    labels, stack = nncanon.decompose.accumulated(model, prompts)   # [blocks + 1, batch, seq, hidden]
+    labels, parts = nncanon.decompose.components(model, prompts)    # embed, 0_attn, 0_mlp, 1_attn, ...
+    logits = model.lm_head(nncanon.decompose.apply_final_norm(model, parts, stack[-1]))  # each part's share
 
 ``components`` reads, on every block, what the block adds to the stream: the terms its residual relations name
 (``adds``: ``self_attn.attention_output`` and ``mlp.mlp_output`` on Llama; the sandwich norms' outputs on Gemma 2;
@@ -102,7 +102,7 @@ def components(model: Any, *inputs: Any, **kwargs: Any) -> tuple[list[str], torc
     if not off <= SUBBLOCK:
         raise NotDecomposable(f"{model.family}: the terms its blocks' relations add ({', '.join(_adds(blocks[0]))}) do "
                               f"not sum to layers[-1].layer_output (off by {off:.3g}): the block scales a branch in a "
-                              f"way nncanon.research.decompose does not read")
+                              f"way nncanon.decompose does not read")
     return labels, stack
 
 

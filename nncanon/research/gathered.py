@@ -1,4 +1,4 @@
-"""A weight whose heads no stride can walk in order, served so that an edit still lands (nncanon.research.weights).
+"""A weight whose heads no stride can walk in order, served so that an edit still lands (nncanon.weights).
 
 CodeGen's ``qkv_proj`` holds its query heads in ``mp_num`` chunks of [q | v | k]: head ``i`` starts at output
 ``(i // per_chunk) · 3 · chunk_width + (i % per_chunk) · head_dim``, and Falcon-40B's ``query_key_value`` holds each

@@ -22,7 +22,7 @@ other common TopK convention (Gao et al.; EleutherAI's ``sparsify``) encodes ``x
 ``subtract_b_dec=True`` for SAEs trained that way (a file may say so with a boolean
 ``subtract_b_dec`` entry)::
 
-    from nncanon.research.sae import TopKSAE
+    from nncanon.sae import TopKSAE
 
     sae = TopKSAE.load("layer3.sae.pt", k=50)
     with model.trace(prompt):
@@ -122,19 +122,8 @@ class TopKSAE(torch.nn.Module):
         return self.decode(self.encode(x))
 
     def _input(self, x: Any, width: int, what: str) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(
-                f"TopKSAE.{what} takes a tensor, got {type(x).__name__} (save() the value in the trace "
-                "and encode it after the trace)"
-            )
-        if x.shape[-1:] != (width,):
-            wanted = "d" if what == "encode" else "d_sae"
-            raise ValueError(
-                f"TopKSAE.{what}: the last dimension of a {list(x.shape)} tensor is not {wanted} = "
-                f"{width}; this SAE reads a {self.d}-wide residual stream "
-                "(model.layers[i].layer_output)"
-            )
-        return x.to(self.W_enc.dtype)
+        return checked_input("TopKSAE", x, width, what, "d" if what == "encode" else "d_sae", self.W_enc.dtype,
+                             f"; this SAE reads a {self.d}-wide residual stream (model.layers[i].layer_output)")
 
     # -- files ----------------------------------------------------------------------------
 
@@ -178,12 +167,7 @@ class TopKSAE(torch.nn.Module):
             raise SAEFormatError(f"{path}: not a torch.save dict of tensors ({error})") from error
         if not isinstance(data, dict):
             raise SAEFormatError(f"{path}: expected a dict with {', '.join(KEYS)}, got {type(data).__name__}")
-        missing = [key for key in KEYS if key not in data]
-        if missing:
-            raise SAEFormatError(
-                f"{path}: missing {', '.join(missing)} (a layer<i>.sae.pt dict holds "
-                f"{', '.join(KEYS)} and optionally k)"
-            )
+        require_keys(path, data, KEYS, f"a layer<i>.sae.pt dict holds {', '.join(KEYS)} and optionally k")
         stored = data.get("k")
         if stored is not None:
             stored = _as_k(stored, f"{path}: entry 'k'")
@@ -226,23 +210,52 @@ def _as_k(value: Any, where: str) -> int:
 def _check_shapes(
     source: str, W_enc: torch.Tensor, b_enc: torch.Tensor, W_dec: torch.Tensor, b_dec: torch.Tensor, k: int
 ) -> None:
-    for name, tensor, ndim in (
-        ("W_enc", W_enc, 2),
-        ("b_enc", b_enc, 1),
-        ("W_dec", W_dec, 2),
-        ("b_dec", b_dec, 1),
-    ):
-        if not isinstance(tensor, torch.Tensor) or tensor.ndim != ndim:
-            got = list(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
-            raise SAEFormatError(f"{source}: {name} must be a {ndim}-d tensor, got {got}")
+    check_ndims(source, {"W_enc": (W_enc, 2), "b_enc": (b_enc, 1), "W_dec": (W_dec, 2), "b_dec": (b_dec, 1)})
     d_sae, d = W_enc.shape
-    expected = {"b_enc": (b_enc, (d_sae,)), "W_dec": (W_dec, (d, d_sae)), "b_dec": (b_dec, (d,))}
-    for name, (tensor, shape) in expected.items():
-        if tuple(tensor.shape) != shape:
-            raise SAEFormatError(
-                f"{source}: {name} is {list(tensor.shape)}, but W_enc [d_sae, d] = {[d_sae, d]} "
-                f"makes it {list(shape)} (b_enc [d_sae], W_dec [d, d_sae], b_dec [d])"
-            )
+    check_sizes(source, {"b_enc": (b_enc, (d_sae,)), "W_dec": (W_dec, (d, d_sae)), "b_dec": (b_dec, (d,))},
+                f"W_enc [d_sae, d] = {[d_sae, d]}", "b_enc [d_sae], W_dec [d, d_sae], b_dec [d]")
     k = _as_k(k, f"{source}: k")
     if not 0 < k <= d_sae:
         raise SAEFormatError(f"{source}: k = {k} must be between 1 and d_sae = {d_sae}")
+
+
+# -- the checks every SAE format shares (sae_jumprelu's too) ---------------------------------------------
+
+
+def checked_input(owner: str, x: Any, width: int, what: str, wanted: str, dtype: torch.dtype,
+                  why: str = "") -> torch.Tensor:
+    """``x`` as ``owner.what`` (encode, decode) takes it: a tensor whose last dimension is ``width`` (``wanted``
+    names it), in the SAE's ``dtype``; else one error in the SAE's words, ``why`` saying what it reads."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"{owner}.{what} takes a tensor, got {type(x).__name__} (save() the value in the trace "
+            "and encode it after the trace)"
+        )
+    if x.shape[-1:] != (width,):
+        raise ValueError(f"{owner}.{what}: the last dimension of a {list(x.shape)} tensor is not {wanted} = {width}{why}")
+    return x.to(dtype)
+
+
+def require_keys(path: Any, data: dict, keys: tuple[str, ...], holds: str) -> None:
+    """Every entry of ``keys`` in a loaded file's ``data``; else one SAEFormatError saying what the format ``holds``."""
+    missing = [key for key in keys if key not in data]
+    if missing:
+        raise SAEFormatError(f"{path}: missing {', '.join(missing)} ({holds})")
+
+
+def check_ndims(source: str, tensors: dict[str, tuple[Any, int]]) -> None:
+    """Each named entry a tensor of its number of dimensions."""
+    for name, (tensor, ndim) in tensors.items():
+        if not isinstance(tensor, torch.Tensor) or tensor.ndim != ndim:
+            got = list(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise SAEFormatError(f"{source}: {name} must be a {ndim}-d tensor, got {got}")
+
+
+def check_sizes(source: str, expected: dict[str, tuple[torch.Tensor, tuple[int, ...]]], made_by: str,
+                legend: str) -> None:
+    """Each named tensor of the shape the encoder's sizes (``made_by``) make it; ``legend``: every entry's shape."""
+    for name, (tensor, shape) in expected.items():
+        if tuple(tensor.shape) != shape:
+            raise SAEFormatError(
+                f"{source}: {name} is {list(tensor.shape)}, but {made_by} makes it {list(shape)} ({legend})"
+            )

@@ -29,7 +29,7 @@ are mixed, ``model.layers[i].self_attn.attention_premix`` flattened to ``[..., n
 ``mlp_out`` is ``post_feedforward_layernorm``'s output, ``model.layers[i].mlp_post_norm_output``;
 a transcoder reads ``model.layers[i].mlp_norm_output`` and predicts ``mlp_post_norm_output``::
 
-    from nncanon.research.sae_jumprelu import JumpReLUSAE
+    from nncanon.sae_jumprelu import JumpReLUSAE
 
     sae = JumpReLUSAE.load("resid_post/layer_17_width_16k_l0_medium")   # a folder of the release
     with model.trace(prompt):
@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from nncanon.research.sae import SAEFormatError
+from .sae import SAEFormatError, check_ndims, check_sizes, checked_input, require_keys
 
 __all__ = ["JumpReLUSAE", "Site", "SITES", "WIDTHS", "site_of", "release_folder", "PARAMS", "CONFIG"]
 
@@ -188,22 +188,12 @@ class JumpReLUSAE(torch.nn.Module):
         return out
 
     def _input(self, x: Any, width: int, what: str) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(
-                f"JumpReLUSAE.{what} takes a tensor, got {type(x).__name__} (save() the value in the trace "
-                "and encode it after the trace)"
-            )
-        if x.shape[-1:] != (width,):
-            hint = (
-                f"; a per-head value such as attention_premix reads as x.flatten(-2) ({width} = heads x head_dim?)"
-                if what == "encode" and x.ndim >= 2 and x.shape[-2] * x.shape[-1] == width
-                else ""
-            )
-            wanted = "d_in" if what == "encode" else "d_sae"
-            raise ValueError(
-                f"JumpReLUSAE.{what}: the last dimension of a {list(x.shape)} tensor is not {wanted} = {width}{hint}"
-            )
-        return x.to(self.W_enc.dtype)
+        per_head = (what == "encode" and isinstance(x, torch.Tensor) and x.ndim >= 2
+                    and x.shape[-2] * x.shape[-1] == width)
+        hint = (f"; a per-head value such as attention_premix reads as x.flatten(-2) ({width} = heads x head_dim?)"
+                if per_head else "")
+        return checked_input("JumpReLUSAE", x, width, what, "d_in" if what == "encode" else "d_sae",
+                             self.W_enc.dtype, hint)
 
     # -- files ------------------------------------------------------------------------------------
 
@@ -258,12 +248,8 @@ class JumpReLUSAE(torch.nn.Module):
             data = load_file(str(params), device="cpu")
         except (SafetensorError, OSError, ValueError) as error:
             raise SAEFormatError(f"{params}: not a safetensors file ({error})") from error
-        missing = [key for key in KEYS if key not in data]
-        if missing:
-            raise SAEFormatError(
-                f"{params}: missing {', '.join(missing)} (a Gemma Scope 2 params.safetensors holds "
-                f"{', '.join(KEYS)}, and {SKIP} for an affine transcoder)"
-            )
+        require_keys(params, data, KEYS,
+                     f"a Gemma Scope 2 params.safetensors holds {', '.join(KEYS)}, and {SKIP} for an affine transcoder")
         extra = sorted(set(data) - set(KEYS) - {SKIP})
         if extra:
             raise SAEFormatError(
@@ -326,16 +312,8 @@ def _check_shapes(
     threshold: torch.Tensor,
     W_skip: torch.Tensor | None,
 ) -> None:
-    for name, tensor, ndim in (
-        ("w_enc", W_enc, 2),
-        ("b_enc", b_enc, 1),
-        ("w_dec", W_dec, 2),
-        ("b_dec", b_dec, 1),
-        ("threshold", threshold, 1),
-    ):
-        if not isinstance(tensor, torch.Tensor) or tensor.ndim != ndim:
-            got = list(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
-            raise SAEFormatError(f"{source}: {name} must be a {ndim}-d tensor, got {got}")
+    check_ndims(source, {"w_enc": (W_enc, 2), "b_enc": (b_enc, 1), "w_dec": (W_dec, 2), "b_dec": (b_dec, 1),
+                         "threshold": (threshold, 1)})
     d_in, d_sae = W_enc.shape
     d_out = W_dec.shape[1]
     expected = {
@@ -346,9 +324,5 @@ def _check_shapes(
     }
     if W_skip is not None:
         expected[SKIP] = (W_skip, (d_out, d_in))
-    for name, (tensor, shape) in expected.items():
-        if tuple(tensor.shape) != shape:
-            raise SAEFormatError(
-                f"{source}: {name} is {list(tensor.shape)}, but w_enc [d_in, d_sae] = {[d_in, d_sae]} makes it "
-                f"{list(shape)} (b_enc [d_sae], w_dec [d_sae, d_out], b_dec [d_out], threshold [d_sae])"
-            )
+    check_sizes(source, expected, f"w_enc [d_in, d_sae] = {[d_in, d_sae]}",
+                "b_enc [d_sae], w_dec [d_sae, d_out], b_dec [d_out], threshold [d_sae]")

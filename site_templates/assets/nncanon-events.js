@@ -185,11 +185,5 @@
     window.__nncanonInitMs = window.__nncanonReady - start;
   }
 
-  if (typeof document$ !== "undefined" && document$.subscribe) {
-    document$.subscribe(init);
-  } else if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", init);
-  } else {
-    init();
-  }
+  window.nncanonPage.onEveryPage(init);
 })();

@@ -227,11 +227,5 @@
     setTimeout(soon, 300); // after Material has wrapped the tables and measured its code blocks
   }
 
-  if (typeof document$ !== "undefined" && document$.subscribe) {
-    document$.subscribe(init);
-  } else if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", init);
-  } else {
-    init();
-  }
+  window.nncanonPage.onEveryPage(init);
 })();

@@ -23,6 +23,18 @@
 
   // the current page's state (null on a page without diagrams), shared with assets/nncanon-events.js
   var shared = (window.nncanonPage = { current: null });
+
+  // the per-page start of every script that runs per page (nncanon-events.js, nncanon-page.js): Material's instant
+  // navigation emits each page it shows on document$; without it (no site_url) a page loads whole, once
+  shared.onEveryPage = function (init) {
+    if (typeof document$ !== "undefined" && document$.subscribe) {
+      document$.subscribe(init);
+    } else if (document.readyState === "loading") {
+      document.addEventListener("DOMContentLoaded", init);
+    } else {
+      init();
+    }
+  };
   var URL_DELAY = 120; // ms: the URL follows the slider without flooding history.replaceState
 
   function all(root, sel) {

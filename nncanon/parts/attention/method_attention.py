@@ -42,3 +42,14 @@ def method_attention(scaling, softmax: str = "nn_functional_softmax_0", **attrs)
     values = [Value(v.name, v.layout, v.description, located[v.name][0], view=located[v.name][1] or v.view,
                     conditions=(EAGER,)) for v in Attention.values() if v.name in located]
     return host("MethodAttention", Attention, values=values, SCALING=staticmethod(scaling), **attrs)
+
+
+def release_attention(name: str, native: type, scaling, relations: tuple, softmax: str = "nn_functional_softmax_0",
+                      **attrs) -> type:
+    """The attention host of a family whose transformers release decides where its pattern is computed: in
+    ``_attn`` (:func:`method_attention`) where the release's ``native`` class has one, else through the shared
+    attention interface (from 5.24 GPT-J's and CodeGen's, scaled by the module's own ``scaling``), where the values
+    are read where Llama's are. The relations are the same either way."""
+    if hasattr(native, "_attn"):
+        return method_attention(scaling, softmax=softmax, RELATIONS=relations, **attrs)
+    return host(name, Attention, RELATIONS=relations, **attrs)

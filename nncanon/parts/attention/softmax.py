@@ -168,6 +168,6 @@ AttentionBase = host("AttentionBase", values=[
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op(_CALL, element=0), conditions=(ATTENTION_CALL,)),
 ], HOST="model.layers[i].self_attn", KIND="attention", RELATIONS=ATTENTION_RELATIONS)
-#: the weights (W_Q ... b_O) are plain attributes: views of the parameters, outside any trace (nncanon.research.weights)
+#: the weights (W_Q ... b_O) are plain attributes: views of the parameters, outside any trace (nncanon.weights)
 Attention = host("Attention", AttentionBase, values=[head_results_value()], **ATTENTION_WEIGHTS)
 

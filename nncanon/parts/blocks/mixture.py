@@ -104,7 +104,7 @@ MoE = host("MoE", MLP, values=[
           conditions=(EXPERTS_MM,)),
     Value("routed_output", Residual, "The routed experts' combined output", child("experts"), view=TOKENS),
 ], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=MOE_RELATIONS,
-    **EXPERT_WEIGHTS)  # per-expert W_in, W_gate, W_out (nncanon.research.weights)
+    **EXPERT_WEIGHTS)  # per-expert W_in, W_gate, W_out (nncanon.weights)
 
 
 class _TopK:

@@ -58,7 +58,7 @@ CACHE_ARGS = ("cache", "cache_params", "past_key_values")
 
 
 #: mixer class -> its cache argument; a dict, not functools.cache: an lru_cache wrapper pickles by reference, and
-#: NDIF (no nncanon there) unpickles this module's functions from their source (nncanon/remote.py)
+#: NDIF (no nncanon there) unpickles this module's functions from their source (nncanon/core/remote.py)
 _CACHE_ARG: dict[type, str | None] = {}
 
 

@@ -21,6 +21,7 @@ the wrapper's projector reads (``tower_output``); each wrapper states its own pr
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from ...core.hosts import host
@@ -30,7 +31,7 @@ from ...core.precision import SUBBLOCK
 from ...core.relations import first, relation
 from ...core.values import Value
 from ..attention.softmax import ATTENTION_RELATIONS, HEAD_RESULTS_RELATION, AttentionBase, head_results_value
-from ..blocks.decoder import BLOCK_RELATIONS, Block
+from ..blocks.decoder import BLOCK_RELATIONS, TEXT_PATHS, Block
 from ..blocks.mlp import MLP, MLP_RELATIONS
 from .vision_line import MASK, SCATTER, AtRoot, image_features_value, image_token_mask_value
 
@@ -44,6 +45,39 @@ TOWER_RENAME = {
     "activation_fn": "act_fn",
     "fc2": "down_proj",
 }
+
+#: a llava wrapper's modules by their standard names (llava, llava_next, llava_onevision): Llama's tree under
+#: ``language_model``, the tower at ``vision`` with CLIP's names inside it, the projector's linear_1, act, linear_2 by
+#: the merger's standard names
+LLAVA_RENAME = {
+    "model.language_model.embed_tokens": "embed_tokens",
+    "model.language_model.layers": "layers",
+    "model.language_model.norm": "norm",
+    "model.vision_tower": "vision",
+    "model.multi_modal_projector": "projector",
+    **TOWER_RENAME,
+    "linear_1": "linear_fc1",
+    "act": "act_fn",
+    "linear_2": "down_proj",
+}
+
+#: the standard paths of a llava line's tower and projector, whatever its tower (CLIP's adds its pre_layrnorm)
+LLAVA_VISION_PATHS = ("vision", "projector", "vision.layers.0.input_layernorm",
+                      "vision.layers.0.post_attention_layernorm", "vision.layers.0.self_attn.o_proj",
+                      "vision.layers.0.mlp.linear_fc1", "vision.layers.0.mlp.act_fn", "vision.layers.0.mlp.down_proj",
+                      "projector.linear_fc1", "projector.act_fn", "projector.down_proj")
+
+
+def llava_required_paths(*tower_paths: str) -> Callable[[Any], list[str]]:
+    """A llava line's ``required_paths``: the text paths, and on an image-text-to-text load the tower's and the
+    projector's (:data:`LLAVA_VISION_PATHS` and ``tower_paths``, what this line's tower has beyond them)."""
+    vision = [*LLAVA_VISION_PATHS, *tower_paths]
+
+    def required_paths(model: Any) -> list[str]:
+        return [*TEXT_PATHS, *vision] if model.task == "image-text-to-text" else list(TEXT_PATHS)
+
+    return required_paths
+
 
 #: the rows the projector reads per image: ``patches`` less the class token under the "default" strategy
 TowerFeatures = layout("TowerFeatures", "images features vision_hidden_size")

@@ -23,7 +23,7 @@ from ...core.locators import call, op
 from ...core.precision import SUBBLOCK
 from ...core.relations import Relation, relation
 from ...core.values import Condition, Value, View
-from .softmax import EAGER, attending, mix, real_queries
+from ..attention.softmax import EAGER, attending, mix, real_queries
 
 #: (host, reads) -> [batch, seq] long: each token's span id, -1 off every span
 Spans = Callable[[Any, dict], Any]
