@@ -539,7 +539,7 @@ def test_a_read_point_that_does_not_resolve_is_one_claim_line(monkeypatch):
     from generator.facts import measure
     from generator.facts.claim_error import ClaimError
     from generator.recipe.family import get_family
-    from nncanon.locators import FamilyMismatch
+    from nncanon.core.locators import FamilyMismatch
 
     said = ("model.layers[0].mlp.mlp_activation (MLP on Glm4MLP) is read at the child module act_fn's output, which "
             "does not resolve")

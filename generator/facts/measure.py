@@ -82,7 +82,7 @@ def host_rows(models: Models, family: Family, family_module: Any, prompts: list[
     """:func:`_host_rows`, with a value whose read point does not resolve on this model (a module copied from another
     family reading a child this one names otherwise) one ClaimError line, as the library words it, not a traceback
     (issue 48: `claims` and `verify` on a llama copy pointed at glm4)."""
-    from nncanon.locators import FamilyMismatch
+    from nncanon.core.locators import FamilyMismatch
 
     try:
         return _host_rows(models, family, family_module, prompts)
