@@ -86,13 +86,13 @@
       // the row's host may be folded: open it first, so the scroll to it lands where it is shown
       if (window.__nncanonReveal) window.__nncanonReveal(decodeURIComponent(href.slice(1)), false);
       var row = document.getElementById(decodeURIComponent(href.slice(1)));
-      // the same hash again is no navigation: scroll to the row by hand, and keep it in view, as the page's
-      // hashchange handler does for a new hash (a fold just opened lays its rows out late on a busy machine, and
-      // a scroll made before that lands short)
-      if (location.hash === href && row) {
-        row.scrollIntoView();
-        if (window.__nncanonKeepInView) window.__nncanonKeepInView(row);
-      } else location.hash = href;
+      // the same hash again is no navigation: scroll to the row by hand
+      if (location.hash === href && row) row.scrollIntoView();
+      else location.hash = href;
+      // a row laid out late on a busy machine (a fold just opened, the page still settling) is not where the
+      // scroll aimed: keep it in view from now, whether or not it sits in a fold (the hashchange handler keeps
+      // only a folded one, and comes later)
+      if (row && window.__nncanonKeepInView) window.__nncanonKeepInView(row);
     },
     true
   );
