@@ -22,7 +22,9 @@ by name), so a change to any file (weights, config, tokenizer, processor) fails 
 hashed without its ``"transformers_version"`` line (`content_sha256`): config.json and
 generation_config.json record the release that wrote them, and nothing else in the checkpoint
 depends on it (5.12 to 5.24 write byte-identical weights and tokenizers), so a pin holds under every
-release that writes the same content, and a release that writes different content still fails it. The weights
+release that writes the same content, and a release that writes different content still fails it; so are the
+lines of config keys the recipe says a release derives from the others (``tiny.derived_config_keys``, checked to be
+derived: `generator.checkpoint.derived_keys`). The weights
 are a pure function of the recipe (:mod:`generator.checkpoint.tiny_weights`), so a pin reproduces on every
 CPU; a cached entry whose files no longer match its manifest is rebuilt.
 """
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from generator.checkpoint import tiny_weights
+from generator.checkpoint import derived_keys, tiny_weights
 from generator.checkpoint.tiny_tokenizer import (
     build_processor,
     build_tokenizer,
@@ -147,13 +149,15 @@ def file_sha256(path: str | Path) -> str:
 _VERSION_LINE = re.compile(rb'^[ \t]*"transformers_version":[ \t]*"[^"\r\n]*",?[ \t]*\r?\n', re.MULTILINE)
 
 
-def content_sha256(path: str | Path) -> str:
-    """``path``'s sha256, a JSON file's without its ``"transformers_version"`` line (every other byte counts)."""
+def content_sha256(path: str | Path, derived: tuple[str, ...] = ()) -> str:
+    """``path``'s sha256, a JSON file's without its ``"transformers_version"`` line and the top-level lines of
+    ``derived``, config keys a release derives from the others (`generator.checkpoint.derived_keys`; every other
+    byte counts)."""
     path = Path(path)
     if path.suffix != ".json":
         return file_sha256(path)
     data, found = _VERSION_LINE.subn(b"", path.read_bytes())
-    return hashlib.sha256(data).hexdigest() if found == 1 else file_sha256(path)
+    return hashlib.sha256(derived_keys.without(data, derived)).hexdigest() if found == 1 else file_sha256(path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -253,10 +257,11 @@ def _no_progress_bars():
             hf_logging.enable_progress_bar()
 
 
-def checkpoint_files(directory: Path) -> dict[str, str]:
-    """Every file of a checkpoint directory but its manifest: relative name -> sha256 (`content_sha256`)."""
+def checkpoint_files(directory: Path, derived: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every file of a checkpoint directory but its manifest: relative name -> sha256 (`content_sha256`, config.json
+    without the lines of ``derived``, the keys the recipe says a release derives)."""
     return {
-        path.relative_to(directory).as_posix(): content_sha256(path)
+        path.relative_to(directory).as_posix(): content_sha256(path, derived if path.name == "config.json" else ())
         for path in sorted(directory.rglob("*"))
         if path.is_file() and path.name != MANIFEST_FILE
     }
@@ -277,11 +282,12 @@ def _build_into(fam: Family, directory: Path) -> tuple[str, dict[str, str]]:
     model = build_model(fam)
     with _no_progress_bars():
         model.save_pretrained(directory)
+    derived_keys.check(fam, type(model.config), directory)
     tokenizer = build_tokenizer(fam)
     tokenizer.save_pretrained(directory)
     if "processor" in fam.tiny:  # a vision-language family
         build_processor(fam, tokenizer).save_pretrained(directory)
-    files = checkpoint_files(directory)
+    files = checkpoint_files(directory, derived_keys.listed(fam))
     digest = files_digest(files)
     manifest = {
         "family": fam.family,
@@ -338,7 +344,7 @@ def _install(tmp: Path, final: Path) -> Path:
     return final
 
 
-def _cached_matches(directory: Path, expected: str | None) -> bool:
+def _cached_matches(directory: Path, expected: str | None, derived: tuple[str, ...] = ()) -> bool:
     """The cached entry is complete, its files are the ones its manifest lists, and they are the pin."""
     try:
         manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
@@ -346,7 +352,7 @@ def _cached_matches(directory: Path, expected: str | None) -> bool:
         return False
     if expected is None or manifest.get("sha256") != expected:
         return False
-    files = checkpoint_files(directory)
+    files = checkpoint_files(directory, derived)
     return files == manifest.get("files") and files_digest(files) == expected
 
 
@@ -359,13 +365,13 @@ def checkpoint_dir(fam: Family, rebuild: bool = False) -> Path:
     """
     expected = fam.tiny["sha256"]
     final = cached_dir(fam)
-    if not rebuild and _cached_matches(final, expected):
+    if not rebuild and _cached_matches(final, expected, derived_keys.listed(fam)):
         return final
     tmp, actual, files = _temp_build(fam)
     if actual != expected:
         shutil.rmtree(tmp, ignore_errors=True)
         raise PinMismatch(fam.base or fam.family, fam.path, expected, actual, files, cpu_capability())
-    if not rebuild and _cached_matches(final, expected):
+    if not rebuild and _cached_matches(final, expected, derived_keys.listed(fam)):
         # another process (a parallel test worker, a second build) installed the pin meanwhile and may be
         # reading it: keep it rather than swap it away under the reader
         shutil.rmtree(tmp, ignore_errors=True)

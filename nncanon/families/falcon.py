@@ -43,6 +43,7 @@ released checkpoint has them.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from transformers.models.falcon import modeling_falcon as hf
@@ -54,6 +55,7 @@ from ..core.model import FamilyMismatch, StandardModel
 from ..core.relations import first, relation
 from ..core.values import Value
 from ..core.views import heads
+from ..guards import releases
 from ..parts.attention import rotary
 from ..parts.attention.alibi import alibi_relations
 from ..parts.attention.softmax import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
@@ -85,24 +87,30 @@ ParallelBlock = parallel_block("Falcon-7B's block", flag="parallel_attn", one_no
 # -- the attention: multi-query from one fused query_key_value, the rotary on whole heads ---------------------------
 
 
-@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
-          "num_heads + 2, head_dim]: the query heads, then one key and one value head shared by every query head "
-          "(multi_query); "
-          "attention_values == v; attention_queries and attention_keys are q and k in heads, "
-          + rotary.describe("head_dim", rotary.HALVES),
-          proves="attention_values", reads="input attention_queries attention_keys attention_values")
-def _fused_multi_query(host, r):
-    module = host._module
-    x = first(r["input"])
-    fused = module.query_key_value(x)
-    q, k, v = module._split_heads(fused)
-    # the layout written independently of _split_heads: num_heads query heads, then the key's, then the value's
-    heads = fused.unflatten(-1, (module.num_heads + 2, module.head_dim))
-    d = module.head_dim
-    return [(heads[:, :, :-2], q), (heads[:, :, -2:-1], k), (heads[:, :, -1:], v),
-            (v.transpose(1, 2).double(), r["attention_values"].double()),
-            *rotary.rotated(q.transpose(1, 2), r["attention_queries"], d, rotary.HALVES),
-            *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
+#: the relations' clause for FalconAttention's own split of query_key_value (``_split_heads``), which releases before
+#: 5.25 have and check against: 5.25 splits inline, and the relations then hold the values to the layout alone
+_OWN_SPLIT = "split by the module's own _split_heads == "
+
+
+def _fused_multi_query(own_split: bool):
+    @relation("q, k, v == query_key_value(input) " + (_OWN_SPLIT if own_split else "") + "viewed [batch, seq, "
+              "num_heads + 2, head_dim]: the query heads, then one key and one value head shared by every query head "
+              "(multi_query); "
+              "attention_values == v; attention_queries and attention_keys are q and k in heads, "
+              + rotary.describe("head_dim", rotary.HALVES),
+              proves="attention_values", reads="input attention_queries attention_keys attention_values")
+    def check(host, r):
+        module = host._module
+        fused = module.query_key_value(first(r["input"]))
+        # the layout written independently of the module: num_heads query heads, then the key's, then the value's
+        heads = fused.unflatten(-1, (module.num_heads + 2, module.head_dim))
+        q, k, v = heads[:, :, :-2], heads[:, :, -2:-1], heads[:, :, -1:]
+        own = list(zip((q, k, v), module._split_heads(fused))) if own_split else []
+        d = module.head_dim
+        return [*own, (v.transpose(1, 2).double(), r["attention_values"].double()),
+                *rotary.rotated(q.transpose(1, 2), r["attention_queries"], d, rotary.HALVES),
+                *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
+    return check
 
 
 _ROTARY = "apply_rotary_pos_emb_0"
@@ -120,34 +128,39 @@ MultiQueryAttention = host("MultiQueryAttention", Attention, values=[
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op("attn_output_permute_0")),
 ], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=stacked_qkv("query_key_value"),
-    RELATIONS=(*ATTENTION_RELATIONS, _fused_multi_query))
+    RELATIONS=(*ATTENTION_RELATIONS, _fused_multi_query(own_split=True)))
 
 # -- Falcon-40B's layout (new_decoder_architecture): the parallel block with two LayerNorms, key/value groups ------
 
 
-@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
-          "num_kv_heads, num_heads / num_kv_heads + 2, head_dim]: each group's query heads, then its key head, then "
-          "its value head (new_decoder_architecture); the group's key and value broadcast to each of its query "
-          "heads; attention_values == v; attention_queries and attention_keys are q and k in heads, "
-          + rotary.describe("head_dim", rotary.HALVES),
-          proves="attention_values", reads="input attention_queries attention_keys attention_values")
-def _grouped_split(host, r):
-    module = host._module
-    x = first(r["input"])
-    fused = module.query_key_value(x)
-    q, k, v = module._split_heads(fused)
-    kv = module.config.num_kv_heads
-    groups = fused.unflatten(-1, (kv, -1, module.head_dim))  # [batch, seq, kv, group + 2, head_dim]
-    group = groups.shape[-2] - 2
+def _grouped_split(own_split: bool):
+    """``own_split``: the release's own ``_split_heads``, which broadcasts each group's key and value to its query
+    heads before the attention (before 5.25); 5.25 hands the attention one key and one value head per group, and the
+    attention function repeats them (``repeat_kv``)."""
+    shared = ("the group's key and value broadcast to each of its query heads" if own_split else
+              "one key and one value head per group (num_kv_heads), which the attention repeats for each of the "
+              "group's query heads")
 
-    def shared(slot):  # the group's one head, repeated for each of its query heads
-        return groups[..., slot, :].repeat_interleave(group, dim=2)
-
-    d = module.head_dim
-    return [(groups[..., :group, :].flatten(2, 3), q), (shared(group), k), (shared(group + 1), v),
-            (v.transpose(1, 2).double(), r["attention_values"].double()),
-            *rotary.rotated(q.transpose(1, 2), r["attention_queries"], d, rotary.HALVES),
-            *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
+    @relation("q, k, v == query_key_value(input) " + (_OWN_SPLIT if own_split else "") + "viewed [batch, seq, "
+              "num_kv_heads, num_heads / num_kv_heads + 2, head_dim]: each group's query heads, then its key head, "
+              f"then its value head (new_decoder_architecture); {shared}; attention_values == v; attention_queries and "
+              "attention_keys are q and k in heads, " + rotary.describe("head_dim", rotary.HALVES),
+              proves="attention_values", reads="input attention_queries attention_keys attention_values")
+    def check(host, r):
+        module = host._module
+        fused = module.query_key_value(first(r["input"]))
+        groups = fused.unflatten(-1, (module.config.num_kv_heads, -1, module.head_dim))  # [b, s, kv, group + 2, d]
+        group = groups.shape[-2] - 2
+        q, k, v = groups[..., :group, :].flatten(2, 3), groups[..., group, :], groups[..., group + 1, :]
+        own = []
+        if own_split:  # the group's one head, repeated for each of its query heads, as _split_heads broadcasts it
+            k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+            own = list(zip((q, k, v), module._split_heads(fused)))
+        d = module.head_dim
+        return [*own, (v.transpose(1, 2).double(), r["attention_values"].double()),
+                *rotary.rotated(q.transpose(1, 2), r["attention_queries"], d, rotary.HALVES),
+                *rotary.rotated(k.transpose(1, 2), r["attention_keys"], d, rotary.HALVES)]
+    return check
 
 
 def _group_part(part: str):
@@ -169,27 +182,28 @@ _GROUPED = WeightLayout(q=Projection("query_key_value", _group_part("q"), groupe
                         k=Projection("query_key_value", _group_part("k")),
                         v=Projection("query_key_value", _group_part("v")), broadcast_kv=True)
 GroupedAttention = host("GroupedAttention", MultiQueryAttention, WEIGHTS=_GROUPED,
-                        RELATIONS=(*ATTENTION_RELATIONS, _grouped_split))
+                        RELATIONS=(*ATTENTION_RELATIONS, _grouped_split(own_split=True)))
 TwoNormBlock = parallel_block("Falcon-40B's block", flag="new_decoder_architecture")
 
 
 # -- Falcon-RW's layout (alibi): the sequential block, multi-head attention with ALiBi, biases ----------------------
 
 
-@relation("q, k, v == query_key_value(input) split by the module's own _split_heads == viewed [batch, seq, "
-          "num_heads, 3, head_dim]: each head's query, key and value side by side (multi_query false); "
-          "attention_queries, attention_keys and attention_values are q, k and v in heads (no rotary: ALiBi)",
-          proves="attention_queries attention_keys attention_values",
-          reads="input attention_queries attention_keys attention_values")
-def _per_head_split(host, r):
-    module = host._module
-    x = first(r["input"])
-    fused = module.query_key_value(x)
-    q, k, v = module._split_heads(fused)
-    heads = fused.unflatten(-1, (module.num_heads, 3, module.head_dim))
-    return [(heads[..., 0, :], q), (heads[..., 1, :], k), (heads[..., 2, :], v),
-            (q.transpose(1, 2), r["attention_queries"]), (k.transpose(1, 2), r["attention_keys"]),
-            (v.transpose(1, 2), r["attention_values"])]
+def _per_head_split(own_split: bool):
+    @relation("q, k, v == query_key_value(input) " + (_OWN_SPLIT if own_split else "") + "viewed [batch, seq, "
+              "num_heads, 3, head_dim]: each head's query, key and value side by side (multi_query false); "
+              "attention_queries, attention_keys and attention_values are q, k and v in heads (no rotary: ALiBi)",
+              proves="attention_queries attention_keys attention_values",
+              reads="input attention_queries attention_keys attention_values")
+    def check(host, r):
+        module = host._module
+        fused = module.query_key_value(first(r["input"]))
+        heads = fused.unflatten(-1, (module.num_heads, 3, module.head_dim))
+        q, k, v = heads[..., 0, :], heads[..., 1, :], heads[..., 2, :]
+        own = list(zip((q, k, v), module._split_heads(fused))) if own_split else []
+        return [*own, (q.transpose(1, 2), r["attention_queries"]), (k.transpose(1, 2), r["attention_keys"]),
+                (v.transpose(1, 2), r["attention_values"])]
+    return check
 
 
 AlibiAttention = host("AlibiAttention", Attention, values=[
@@ -205,33 +219,83 @@ AlibiAttention = host("AlibiAttention", Attention, values=[
 ], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=interleaved_qkv("query_key_value"),
     RELATIONS=(*alibi_relations(scaled=True, times=lambda host: 2 if host._std_model.attn_implementation == "eager"
                                 else 1, why="twice under eager: FalconModel also puts alibi · scaling in the mask the "
-                                "eager attention adds"), HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1], _per_head_split))
+                                "eager attention adds"), HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1],
+               _per_head_split(own_split=True)))
+
+
+# -- transformers 5.25: FalconAttention on the shared attention interface --------------------------------------------
+# 5.25 rewrote FalconAttention's forward as Llama's: query_key_value split inline (no _split_heads), the queries, keys
+# and values handed to the attention function (eager_attention_forward or sdpa's), which repeats the key and value
+# heads itself (repeat_kv): Falcon-40B's keys and values enter it one per group, no longer broadcast; and ALiBi
+# reaches the scores only through the mask FalconModel builds (alibi · scaling), once under eager as under sdpa. So
+# each layout's values are read at the attention call (`Attention`'s read points), proven by the same relations, the
+# split held to the layout written out (there is no module split to check it against).
+
+#: Falcon-40B's weights on 5.25: W_K and W_V as before, and the keys and values read have their num_kv_heads too
+_GROUPED_INTERFACE = dataclasses.replace(_GROUPED, broadcast_kv=False)
+_SCALING = staticmethod(lambda module: module.inv_norm_factor)
+INTERFACE = {
+    "7b": host("MultiQueryAttention", Attention, SCALING=_SCALING, WEIGHTS=stacked_qkv("query_key_value"),
+               RELATIONS=(*ATTENTION_RELATIONS, _fused_multi_query(own_split=False))),
+    "rw": host("AlibiAttention", Attention, values=[
+        Value("attention_head_outputs", HeadOutputs, "The per-head outputs, as the output projection takes them",
+              child("o_proj", "input"), view=heads())], SCALING=_SCALING, WEIGHTS=interleaved_qkv("query_key_value"),
+        RELATIONS=(*alibi_relations(scaled=True), HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1],
+                   _per_head_split(own_split=False))),
+}
+INTERFACE["40b"] = host("GroupedAttention", INTERFACE["7b"], WEIGHTS=_GROUPED_INTERFACE,
+                        RELATIONS=(*ATTENTION_RELATIONS, _grouped_split(own_split=False)))
+#: before 5.25: FalconAttention's own forward (read at its own ops, above)
+SPLIT_HEADS = {"7b": MultiQueryAttention, "40b": GroupedAttention, "rw": AlibiAttention}
+#: the first release whose FalconAttention calls the shared attention interface
+INTERFACE_SINCE = (5, 25)
+
+
+def on_interface(release: str | None = None) -> bool:
+    """Whether transformers ``release`` (the installed one by default) runs FalconAttention through the shared
+    attention interface (5.25 and later), which moved where every attention value is read."""
+    from packaging.version import Version
+
+    return Version(releases.installed() if release is None else release).release >= INTERFACE_SINCE
+
+
+def attentions(release: str | None = None) -> dict[str, type]:
+    """Each layout's attention host ("7b", "40b", "rw") under transformers ``release`` (the installed one by
+    default): the read points of its forward, each proven by the layout's relations."""
+    return INTERFACE if on_interface(release) else SPLIT_HEADS
 
 
 def layout_envoys(config) -> dict:
-    """The hosts of the layout ``config`` selects, over ``ENVOYS`` (Falcon-7B's)."""
+    """The hosts of the layout ``config`` selects, over ``ENVOYS`` (Falcon-7B's), under the installed release."""
     if config.new_decoder_architecture:
-        return {hf.FalconDecoderLayer: TwoNormBlock, hf.FalconAttention: GroupedAttention}
+        return {hf.FalconDecoderLayer: TwoNormBlock, hf.FalconAttention: attentions()["40b"]}
     if config.alibi:
-        return {hf.FalconDecoderLayer: Block, hf.FalconAttention: AlibiAttention}
+        return {hf.FalconDecoderLayer: Block, hf.FalconAttention: attentions()["rw"]}
     return {}
 
 
-ENVOYS = {hf.FalconDecoderLayer: ParallelBlock, hf.FalconAttention: MultiQueryAttention,
+ENVOYS = {hf.FalconDecoderLayer: ParallelBlock, hf.FalconAttention: attentions()["7b"],
           hf.FalconMLP: ungated_mlp("dense_h_to_4h")}
+
+
+def kv_heads(config, num_heads: int, release: str | None = None) -> int:
+    """The key and value heads entering the attention under ``release`` (the installed one by default): one under
+    multi_query (FalconConfig sets num_kv_heads to the heads, which the 7B attention does not use); under
+    new_decoder_architecture as many as the query heads before 5.25 (the forward broadcasts each group's key and
+    value to its query heads), the config's num_kv_heads from 5.25 (the attention function repeats them); a key and
+    a value head per query head on Falcon-RW (multi_query false)."""
+    if config.multi_query and not config.new_decoder_architecture:
+        return 1
+    if config.new_decoder_architecture and on_interface(release):
+        return config.num_kv_heads
+    return num_heads
 
 
 class FalconStandardModel(host("FalconStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
                                family_module=sys.modules[__name__])):
     @property
     def num_kv_heads(self) -> int:
-        """The key and value heads entering the attention: one under multi_query (FalconConfig sets num_kv_heads
-        to the heads, which the 7B attention does not use); as many as the query heads under
-        new_decoder_architecture, whose forward broadcasts each group's key and value to its query heads."""
-        config = self.text_config
-        # new_decoder_architecture: every query head gets its group's key and value, broadcast before the attention
-        return 1 if config.multi_query and not config.new_decoder_architecture else self.num_heads
-    # Falcon-RW (multi_query false): a key and a value head per query head
+        return kv_heads(self.text_config, self.num_heads)
 
 
 ROOT = FalconStandardModel
