@@ -181,9 +181,24 @@ def _replace_claims_values(text: str, values: dict) -> str:
     return "".join(lines[:start + 1] + kept) + ("\n" if kept else "") + block + trailing + "".join(lines[end:])
 
 
+def _refuse_a_moved_release(family: Family) -> None:
+    """``claims.values`` are the locked release's: under a release a ``claims.releases`` entry names (one that moved
+    read points), writing them would put that release's read points there."""
+    import transformers
+    from packaging.specifiers import SpecifierSet
+
+    release = transformers.__version__
+    for spec in ((family.get("claims") or {}).get("releases") or {}):
+        if SpecifierSet(spec).contains(release, prereleases=True):
+            raise FamilyYamlError(family.path, f"claims.releases.{spec}", f"transformers {release} is installed, "
+                                  "whose read points this entry claims; claims writes claims.values, the locked "
+                                  "release's: run it there, and edit this entry from verify's message")
+
+
 def write_claims(family: str | Path | Family) -> Path:
     """Write ``claims.values`` from the code into the family's YAML; returns the YAML's path."""
     family = get_family(family)
+    _refuse_a_moved_release(family)
     text = family.path.read_text(encoding="utf-8")
     family.path.write_text(_replace_claims_values(text, served_claims(family)), encoding="utf-8")
     get_family(family.path)  # the file still validates

@@ -40,10 +40,32 @@ def _read_at(value: dict) -> str:
     return f"not served under any load: {why}"
 
 
+def release_claims(family: Family, release: str | None = None) -> dict | None:
+    """``claims.values`` under transformers ``release`` (the installed one by default): each claim of a
+    ``claims.releases`` entry whose specifier names the release (a read point it moved) in place of the one
+    ``claims.values`` makes, which the locked release reads."""
+    from packaging.specifiers import SpecifierSet
+
+    claims = family.get("claims") or {}
+    values = claims.get("values")
+    if values is None:
+        return None
+    if release is None:
+        import transformers
+
+        release = transformers.__version__
+    merged = {host: dict(names) for host, names in values.items()}
+    for spec, moved in (claims.get("releases") or {}).items():
+        if SpecifierSet(spec).contains(release, prereleases=True):
+            for host, names in moved.items():
+                merged[host].update(names)
+    return merged
+
+
 def check_value_claims(family: Family, hosts: list[dict]) -> None:
     """The YAML's ``claims.values`` (host -> value -> layout, read_at) equal the code's, one for one:
     every host kind and every value ``support()`` serves is claimed, and nothing else."""
-    claims = (family.get("claims") or {}).get("values")
+    claims = release_claims(family)
     if claims is None:
         raise FamilyYamlError(family.path, "claims.values", "missing: the page's support tables must be claimed "
                               f"(write them with: python -m generator claims {family.family})")

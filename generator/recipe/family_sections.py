@@ -31,7 +31,7 @@ BLOCK_KIND_REQUIRED = ("label", "mixer")
 VISION_PAGE_FIELDS = ("line", "chain", "facts", "parts")
 VISION_PAGE_REQUIRED = ("line", "chain", "facts")
 CHAIN_LINK_FIELDS = ("module", "value")
-CLAIMS_FIELDS = ("identities", "values")
+CLAIMS_FIELDS = ("identities", "values", "releases")
 IDENTITY_FIELDS = ("kind", "expr", "load", "tolerance")
 IDENTITY_REQUIRED = ("kind", "expr")
 VALUE_CLAIM_FIELDS = ("layout", "read_at")
@@ -310,16 +310,45 @@ def check_claims(file: Path, claims: Any) -> None:
                                                                      f"{tolerance}; state the error the claim allows")
     values = claims.get("values")
     if values is not None:
-        _check_type(file, "claims.values", values, dict)
-        for host, names in values.items():
-            where = f"claims.values.{host}"
-            _check_type(file, where, host, str)
-            _check_type(file, where, names, dict)
-            for name, claim in names.items():
-                _check_type(file, f"{where}.{name}", name, str)
-                _mapping(file, f"{where}.{name}", claim, VALUE_CLAIM_FIELDS, VALUE_CLAIM_FIELDS)
-                for key in VALUE_CLAIM_FIELDS:
-                    _check_type(file, f"{where}.{name}.{key}", claim[key], str)
+        _value_claims(file, "claims.values", values)
+    moved = claims.get("releases")
+    if moved is not None:
+        _release_claims(file, moved, values or {})
+
+
+def _value_claims(file: Path, dotted: str, values: Any) -> None:
+    """host -> value -> {layout, read_at}, every field a string."""
+    _check_type(file, dotted, values, dict)
+    for host, names in values.items():
+        where = f"{dotted}.{host}"
+        _check_type(file, where, host, str)
+        _check_type(file, where, names, dict)
+        for name, claim in names.items():
+            _check_type(file, f"{where}.{name}", name, str)
+            _mapping(file, f"{where}.{name}", claim, VALUE_CLAIM_FIELDS, VALUE_CLAIM_FIELDS)
+            for key in VALUE_CLAIM_FIELDS:
+                _check_type(file, f"{where}.{name}.{key}", claim[key], str)
+
+
+def _release_claims(file: Path, moved: Any, values: dict) -> None:
+    """``claims.releases``: a transformers version specifier -> the claims of ``claims.values`` that differ under
+    the releases it names (a read point the release moved), each replacing the one ``claims.values`` makes."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    _check_type(file, "claims.releases", moved, dict)
+    for spec, claims in moved.items():
+        where = f"claims.releases.{spec}"
+        _check_type(file, where, spec, str)
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise FamilyYamlError(file, where, f"{spec!r} is not a version specifier (e.g. '>=5.25')") from None
+        _value_claims(file, where, claims)
+        for host, names in claims.items():
+            for name in names:
+                if name not in values.get(host, {}):
+                    raise FamilyYamlError(file, f"{where}.{host}.{name}", "claims.values makes no such claim: a "
+                                          "release's claim replaces one of claims.values (the locked release's)")
 
 
 # -- notes files and the family module ----------------------------------------------------------------
