@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,9 @@ def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels-only", action="store_true",
                         help="only the facts a CPU's kernels compute, into <build>/facts-kernels (no edits, no config "
                              "tables): to compare one CPU's with another's")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="verify every family even when one fails, then print a table (family, result, seconds, "
+                             "the error in one line); the exit status is 1 if any failed")
     parser.add_argument("families", nargs="*", metavar="FAMILY", help="only these families (default: every one)")
 
 
@@ -99,12 +103,40 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """Collect (verify every claim) without rendering."""
-    from generator.build import verify
+    """Collect (verify every claim) without rendering; ``--keep-going``: past a failing family, then the table."""
+    from generator.build import verify, verify_each
 
-    verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
-           kernels_only=args.kernels_only)
-    return 0
+    if not args.keep_going:
+        verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
+               kernels_only=args.kernels_only)
+        return 0
+    outcomes = verify_each(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
+                           kernels_only=args.kernels_only)
+    for outcome in outcomes:  # a bug keeps its traceback, as it does without --keep-going
+        if outcome.error is not None and not isinstance(outcome.error, reported_errors()):
+            print(f"{outcome.family}:", file=sys.stderr)
+            traceback.print_exception(outcome.error, file=sys.stderr)
+    print(verify_table(outcomes))
+    return 1 if any(outcome.result == "failed" for outcome in outcomes) else 0
+
+
+def one_line(error: BaseException) -> str:
+    """An error in one line: a reported error's own first line, anything else's type and first line."""
+    text = _message(error).splitlines()[0] if _message(error) else type(error).__name__
+    return text if isinstance(error, reported_errors()) else f"{type(error).__name__}: {text}"
+
+
+def verify_table(outcomes: list) -> str:
+    """``verify --keep-going``'s table: family, result, seconds, the error in one line; then the count failed."""
+    rows = [(o.family, o.result, "-" if o.seconds is None else f"{o.seconds:.1f}",
+             one_line(o.error) if o.error is not None else o.note) for o in outcomes]
+    head = ("family", "result", "seconds", "error")
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(3)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in [head, *rows]]
+    failed = [o.family for o in outcomes if o.result == "failed"]
+    lines.append(f"{len(failed)} of {len(outcomes)} families failed: {', '.join(failed)}" if failed
+                 else f"no family failed ({len(outcomes)} run)")
+    return "\n".join(lines)
 
 
 def _new_arguments(parser: argparse.ArgumentParser) -> None:

@@ -29,6 +29,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator.facts.collect import build_dir, cached_facts, facts_dir
@@ -114,28 +115,54 @@ def _wait_for(fd: int, timeout: float | None, busy: str) -> None:
             time.sleep(0.1)
 
 
-def collect_all(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
-                force: bool = False, kernels_only: bool = False) -> list[str]:
-    """Facts for each family (collected only where their cache key changed); returns the names collected.
-    ``kernels_only``: only the facts a CPU's kernels compute (``generator.facts.collect.KERNEL_FREE``)."""
+@dataclass
+class Outcome:
+    """One family's verification: ``result`` is "verified" (collected now), "cached" (its facts were current),
+    "failed" (``error`` the exception) or "left out" (its YAML's releases leave out the installed release)."""
+    family: str
+    result: str
+    seconds: float | None = None
+    error: BaseException | None = None
+    note: str = ""
+
+
+def collect_each(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
+                 force: bool = False, kernels_only: bool = False, keep_going: bool = False) -> list[Outcome]:
+    """Facts for each family (collected only where their cache key changed), each family's outcome in order.
+    ``keep_going``: a family that fails (any error but an interrupt; a family named whose YAML does not validate
+    too) is recorded as failed and the next one runs; else every family is resolved first and the first failure
+    ends the run. ``kernels_only``: only the facts a CPU's kernels compute (``generator.facts.collect.KERNEL_FREE``)."""
     import transformers
 
-    families = [get_family(name) for name in names] if names else all_families()  # each resolved once, here
+    if names and keep_going:
+        families: list[str | Family] = list(names)  # each resolved in its own row
+    else:
+        families = [get_family(name) for name in names] if names else all_families()  # each resolved once, here
     if not families:
         raise FamilyYamlError(families_dir(), None, "no family YAML (*.yaml) in it: nothing to verify; add one "
                               "(python -m generator new NAME --like llama), or point NNCANON_FAMILIES at the families")
-    collected, left_out = [], []
-    for family in families:
-        name = family.family
-        if not family.verified_under(transformers.__version__):  # its release record leaves it out, and says so
-            progress(f"{name}: not verified on transformers {transformers.__version__} "
-                     f"(families/{name}.yaml releases: {family.get('releases')})")
-            left_out.append(family)
-            continue
+    outcomes, left_out = [], []
+    for item in families:
+        name = item.family if isinstance(item, Family) else str(item)
         start = time.perf_counter()
-        _, fresh = cached_facts(family, progress=progress, force=force, kernels_only=kernels_only)
+        try:
+            family = get_family(item)
+            if not family.verified_under(transformers.__version__):  # its release record leaves it out, and says so
+                note = f"not verified on transformers {transformers.__version__} (families/{name}.yaml releases: " \
+                       f"{family.get('releases')})"
+                progress(f"{name}: {note}")
+                left_out.append(family)
+                outcomes.append(Outcome(name, "left out", note=note))
+                continue
+            _, fresh = cached_facts(family, progress=progress, force=force, kernels_only=kernels_only)
+        except Exception as error:  # noqa: BLE001 (keep_going: every family's error goes in its row)
+            if not keep_going:
+                raise
+            outcomes.append(Outcome(name, "failed", time.perf_counter() - start, error))
+            progress(f"{name}: failed after {time.perf_counter() - start:.1f} s")
+            continue
+        outcomes.append(Outcome(name, "verified" if fresh else "cached", time.perf_counter() - start))
         if fresh:
-            collected.append(name)
             progress(f"{name}: collected in {time.perf_counter() - start:.1f} s")
     if left_out and len(left_out) == len(families):  # a run that verified nothing must not pass as one that verified
         first, more = left_out[0], len(left_out) - 1
@@ -143,7 +170,15 @@ def collect_all(names: list[str | Family] | None = None, progress: Callable[[str
                               f"{transformers.__version__}, the one installed"
                               + (f" (and so do the {more} other families asked for)" if more else "")
                               + ": nothing was verified; run under a release it names, or widen releases")
-    return collected
+    return outcomes
+
+
+def collect_all(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
+                force: bool = False, kernels_only: bool = False) -> list[str]:
+    """Facts for each family (collected only where their cache key changed); returns the names collected. The
+    first family that fails ends it."""
+    outcomes = collect_each(names, progress=progress, force=force, kernels_only=kernels_only)
+    return [outcome.family for outcome in outcomes if outcome.result == "verified"]
 
 
 def verify(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
@@ -152,6 +187,15 @@ def verify(progress: Callable[[str], None] = print, force: bool = False, timeout
     with build_lock(progress, timeout):
         _clean_facts()
         return collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only)
+
+
+def verify_each(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
+                names: list[str] | None = None, kernels_only: bool = False) -> list[Outcome]:
+    """`verify` that goes on past a failing family (``verify --keep-going``): every family's outcome."""
+    with build_lock(progress, timeout):
+        _clean_facts()
+        return collect_each(names or None, progress=progress, force=force, kernels_only=kernels_only,
+                            keep_going=True)
 
 
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,
