@@ -9,7 +9,9 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from limits import HANG
 
 from generator.recipe.family import get_family
@@ -63,6 +65,62 @@ def test_the_pin_ignores_the_transformers_version_line(tmp_path):
     before = content_sha256(edited)
     edited.write_text(edited.read_text().replace('"hidden_size": 8', '"hidden_size": 9'))
     assert content_sha256(edited) != before  # every other byte still counts
+
+
+def test_the_pin_leaves_out_the_config_keys_a_release_derives(tmp_path):
+    """5.25's FalconConfig writes num_key_value_heads, derived from num_kv_heads and multi_query, into config.json;
+    5.23 and 5.24 do not. Listed in tiny.derived_config_keys, its line is left out of the pin, so both releases'
+    checkpoints pin the same; a key not listed, or any other edit, still counts."""
+    from generator.checkpoint.checkpoints import checkpoint_files
+
+    base = {"model_type": "falcon", "multi_query": True, "num_kv_heads": 4, "vocab_size": 10}
+    written = {"5.24.0": base, "5.25.0": base | {"num_key_value_heads": 1}}
+    for release, config in written.items():
+        directory = tmp_path / release
+        directory.mkdir()
+        text = json.dumps(config | {"transformers_version": release}, indent=2, sort_keys=True) + "\n"
+        (directory / "config.json").write_text(text)
+    derived = ("num_key_value_heads",)
+    assert checkpoint_files(tmp_path / "5.24.0", derived) == checkpoint_files(tmp_path / "5.25.0", derived)
+    assert checkpoint_files(tmp_path / "5.24.0") != checkpoint_files(tmp_path / "5.25.0")
+    edited = tmp_path / "5.25.0" / "config.json"
+    edited.write_text(edited.read_text().replace('"num_kv_heads": 4', '"num_kv_heads": 2'))
+    assert checkpoint_files(tmp_path / "5.24.0", derived) != checkpoint_files(tmp_path / "5.25.0", derived)
+
+
+class _Derives:
+    """A config class that derives ``doubled`` from ``width`` as it is built (as FalconConfig num_key_value_heads)."""
+
+    def __init__(self, width: int = 1, **rest):
+        self.width, self.doubled = width, 2 * width
+
+    @classmethod
+    def from_dict(cls, config: dict):
+        return cls(**config)
+
+
+@pytest.mark.parametrize(("listed", "written", "why"), [
+    (["doubled"], {"width": 3, "doubled": 6}, None),
+    (["doubled"], {"width": 3}, None),  # a release that does not write it: nothing left out
+    (["doubled"], {"width": 3, "doubled": 7}, "gives 6, not the 7 written"),
+    (["width"], {"width": 3, "doubled": 6}, "a field _Derives takes"),
+    (["doubled"], {"width": 3, "doubled": 6, "recipe": True}, "the recipe sets it"),
+])
+def test_only_a_derived_key_may_leave_the_pin(tmp_path, listed, written, why):
+    """The build checks each listed key the release wrote: not a field the class takes, not the recipe's, and given
+    back with the same value from the rest of the file; else the pin must count it, said in one line."""
+    from generator.checkpoint import derived_keys
+    from generator.recipe.fields import FamilyYamlError
+
+    recipe = {"doubled": 6} if "recipe" in written else {}
+    family = SimpleNamespace(path=tmp_path / "fam.yaml", tiny={"config": recipe, "derived_config_keys": listed})
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in written.items() if k != "recipe"}))
+    if why is None:
+        derived_keys.check(family, _Derives, tmp_path)
+        return
+    with pytest.raises(FamilyYamlError) as info:
+        derived_keys.check(family, _Derives, tmp_path)
+    assert why in str(info.value) and "tiny.derived_config_keys" in str(info.value) and "\n" not in str(info.value)
 
 
 def _eager(module, x):
