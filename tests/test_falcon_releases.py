@@ -134,7 +134,7 @@ def _split_as_5_25(module, x):
 @pytest.mark.parametrize("variant", [None, "40b", "rw"])
 def test_the_5_25_split_relations_hold_on_5_25s_split(variant):
     """Each 5.25 split relation, run on the q, k and v 5.25's forward hands the attention (one key and value head per
-    group on 40B), holds exactly; on the locked release's broadcast keys the 40B one does not (shapes differ)."""
+    group on 40B), holds exactly; the locked release's 40B relation, which expects the keys broadcast, does not."""
     from nncanon.relations import error
 
     module = _module(variant)
@@ -146,6 +146,6 @@ def test_the_5_25_split_relations_hold_on_5_25s_split(variant):
     host = SimpleNamespace(_module=module)
     with torch.no_grad():
         assert max(error(a, b) for a, b in relation.compute(host, read)) == 0
-        if variant == "40b":
+        if variant == "40b" and not falcon.on_interface():  # the locked release's relation calls _split_heads
             old = next(r for r in falcon.SPLIT_HEADS["40b"].RELATIONS if r.text.startswith("q, k, v"))
             assert max(error(a, b) for a, b in old.compute(host, read)) == float("inf")
