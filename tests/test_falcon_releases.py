@@ -149,3 +149,24 @@ def test_the_5_25_split_relations_hold_on_5_25s_split(variant):
         if variant == "40b" and not falcon.on_interface():  # the locked release's relation calls _split_heads
             old = next(r for r in falcon.SPLIT_HEADS["40b"].RELATIONS if r.text.startswith("q, k, v"))
             assert max(error(a, b) for a, b in old.compute(host, read)) == float("inf")
+
+
+@pytest.mark.parametrize(("entry", "why"), [
+    ({">=5.25": {"model.layers[i].self_attn": {"attention_sinks": {"layout": "x", "read_at": "y"}}}},
+     "claims.values makes no such claim"),
+    ({"five twenty-five": {}}, "is not a version specifier"),
+])
+def test_a_release_claim_replaces_one_of_claims_values(tmp_path, entry, why):
+    """claims.releases only replaces claims claims.values makes (the locked release's), under a valid specifier."""
+    import yaml
+
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
+
+    data = yaml.safe_load((ROOT / "families" / "falcon.yaml").read_text(encoding="utf-8"))
+    data["claims"]["releases"] = entry
+    path = tmp_path / "falcon.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    (tmp_path / "falcon.notes.md").write_text((ROOT / "families" / "falcon.notes.md").read_text(encoding="utf-8"))
+    with pytest.raises(FamilyYamlError, match=why):
+        load_family(path)

@@ -39,6 +39,13 @@ alone; the relations say so, and eager and sdpa give different logits on this la
 The head outputs are read at the output projection's input, the same under both loads; the scores and the pattern
 on eager only. Other combinations of the switches (ALiBi in a parallel block, a sequential 7B) are refused: no
 released checkpoint has them.
+
+The read points above are those of transformers before 5.25. 5.25 moved FalconAttention onto the shared attention
+interface, and the family picks each layout's hosts by the installed release (``attentions``): the queries, keys,
+values, scores, pattern and head outputs are read at the attention function's call, as Llama's are (Falcon-RW's head
+outputs still at the output projection's input); Falcon-40B's keys and values enter it one per group
+(``num_kv_heads`` is the config's), repeated by the attention function; and ALiBi reaches the scores only through
+FalconModel's mask, once under eager as under sdpa. Every value is proven by the same relations on both.
 """
 
 from __future__ import annotations
