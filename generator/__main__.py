@@ -134,8 +134,9 @@ def verify_table(outcomes: list) -> str:
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(3)]
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in [head, *rows]]
     failed = [o.family for o in outcomes if o.result == "failed"]
-    lines.append(f"{len(failed)} of {len(outcomes)} families failed: {', '.join(failed)}" if failed
-                 else f"no family failed ({len(outcomes)} run)")
+    counts = {result: sum(o.result == result for o in outcomes) for result in dict.fromkeys(o.result for o in outcomes)}
+    lines.append((f"{len(failed)} of {len(outcomes)} families failed: {', '.join(failed)}" if failed
+                  else "no family failed") + f" ({', '.join(f'{n} {result}' for result, n in counts.items())})")
     return "\n".join(lines)
 
 

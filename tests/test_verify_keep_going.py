@@ -63,7 +63,7 @@ def test_keep_going_runs_every_family_then_prints_the_table(stubbed, monkeypatch
     assert rows["qwen3"].split()[1:] == ["verified", rows["qwen3"].split()[2]]  # no error
     assert rows["mistral"].split()[1] == "failed" and rows["mistral"].endswith("RuntimeError: a bug in collection")
     assert rows["olmo"].split()[1:3] == ["left", "out"] and "releases: >=99.0" in rows["olmo"]
-    assert table[-1] == "2 of 4 families failed: llama, mistral"
+    assert table[-1] == "2 of 4 families failed: llama, mistral (2 failed, 1 verified, 1 left out)"
     # the bug keeps its traceback (on stderr, naming the family); the YAML's error is its one line in the table
     assert "mistral:\nTraceback" in captured.err and "RuntimeError: a bug in collection" in captured.err
     assert "llama" not in captured.err
@@ -73,7 +73,7 @@ def test_keep_going_exits_0_when_none_failed(stubbed, monkeypatch, capsys):
     monkeypatch.setenv("NNCANON_FAMILIES", str(_families(stubbed, {"qwen3": None})))
     assert main(["verify", "--keep-going", "qwen3"]) == 0
     out = capsys.readouterr().out
-    assert out.rstrip().endswith("no family failed (1 run)") and "qwen3 verified 0.0" in " ".join(out.split())
+    assert out.rstrip().endswith("no family failed (1 verified)") and "qwen3 verified 0.0" in " ".join(out.split())
 
 
 def test_without_keep_going_the_first_failure_ends_the_run(stubbed, monkeypatch, capsys):
