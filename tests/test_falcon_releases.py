@@ -170,3 +170,20 @@ def test_a_release_claim_replaces_one_of_claims_values(tmp_path, entry, why):
     (tmp_path / "falcon.notes.md").write_text((ROOT / "families" / "falcon.notes.md").read_text(encoding="utf-8"))
     with pytest.raises(FamilyYamlError, match=why):
         load_family(path)
+
+
+def test_claims_writes_claims_values_under_the_locked_release_only(monkeypatch):
+    """``python -m generator claims falcon`` under 5.25 would put 5.25's read points in claims.values, the locked
+    release's: it refuses, naming the claims.releases entry; under 5.23 it goes on."""
+    import transformers
+
+    from generator.contribute import _refuse_a_moved_release
+    from generator.recipe.family import load_family
+    from generator.recipe.fields import FamilyYamlError
+
+    family = load_family(ROOT / "families" / "falcon.yaml")
+    monkeypatch.setattr(transformers, "__version__", "5.23.0")
+    _refuse_a_moved_release(family)
+    monkeypatch.setattr(transformers, "__version__", "5.25.0")
+    with pytest.raises(FamilyYamlError, match=r"claims.releases.>=5.25.*the locked release's"):
+        _refuse_a_moved_release(family)
