@@ -117,6 +117,8 @@ CASES = [
     ("tags", ["ok", 5], "tags[1]", "expected a string, got 5"),
     ("tiny.config", [1, 2], "tiny.config", "expected a mapping"),
     ("tiny.processor", None, "tiny.processor", "expected a mapping, got None"),
+    ("tiny.derived_config_keys", "num_key_value_heads", "tiny.derived_config_keys", "expected a list"),
+    ("tiny.derived_config_keys", ["num_key_value_heads", 2], "tiny.derived_config_keys[1]", "expected a string, got 2"),
     (
         "tiny.tokenizer.bpe_vocab_size",
         "300",
