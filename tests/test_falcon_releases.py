@@ -135,7 +135,7 @@ def _split_as_5_25(module, x):
 def test_the_5_25_split_relations_hold_on_5_25s_split(variant):
     """Each 5.25 split relation, run on the q, k and v 5.25's forward hands the attention (one key and value head per
     group on 40B), holds exactly; the locked release's 40B relation, which expects the keys broadcast, does not."""
-    from nncanon.relations import error
+    from nncanon.core.relations import error
 
     module = _module(variant)
     layout = {None: "7b", "40b": "40b", "rw": "rw"}[variant]

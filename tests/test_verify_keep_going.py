@@ -37,12 +37,13 @@ def stubbed(tmp_path, monkeypatch):
     """qwen3 collects (stubbed); mistral's collection meets a bug; every other family collects for real."""
     real = build.cached_facts
 
-    def cached_facts(name, **kwargs):
+    def cached_facts(family, **kwargs):
+        name = getattr(family, "family", family)  # a Family, or its name
         if name == "qwen3":
             return {}, True
         if name == "mistral":
             raise RuntimeError("a bug in collection\nits second line")
-        return real(name, **kwargs)
+        return real(family, **kwargs)
 
     monkeypatch.setattr(build, "cached_facts", cached_facts)
     monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
