@@ -178,17 +178,16 @@
     // window moved would jump away from the pointer reaching for its links. Under the figure where that starts in
     // the window; else above the part's row (over the parts before it, not the ones after) where that is in the
     // window; else just under the part and every part of its row the card spans.
+    // the top of the part's row: the highest part the card spans that reaches down to the part's top
+    var rowTop = across.reduce(function (t, q) {
+      return q.top <= r.top && q.bottom >= r.top ? Math.min(t, q.top) : t;
+    }, r.top);
     if (fresh || card.__ncSide === undefined) {
-      var rowTop = across.reduce(function (t, q) {
-        return q.top <= r.top && q.bottom >= r.top ? Math.min(t, q.top) : t;
-      }, r.top);
       card.__ncSide = top + Math.min(height, window.innerHeight / 2) <= window.innerHeight ? "figure"
         : rowTop - 8 - height >= 0 ? "above" : "part";
     }
     if (card.__ncSide === "above") {
-      top = across.reduce(function (t, q) {
-        return q.top <= r.top && q.bottom >= r.top ? Math.min(t, q.top) : t;
-      }, r.top) - 8 - height;
+      top = rowTop - 8 - height;
     } else if (card.__ncSide === "part") {
       top = across.reduce(function (t, q) {
         return q.top <= r.bottom && q.bottom > t ? q.bottom : t;
