@@ -106,6 +106,30 @@ def until(page, expression: str, arg=None, what: str | None = None) -> None:
         raise AssertionError(f"waited {WAIT} s for {what or expression}") from None
 
 
+#: Material fetches sitemap.xml once per full load and follows a link instantly only once it has parsed it
+#: (a click before then is a full load: its click stream is combined with the sitemap's). Set before a load
+#: with ``page.add_init_script``; it marks the page once the parsed sitemap has reached Material's streams
+#: (the microtask after the parse, so the synchronous chain that stores it has run).
+SITEMAP_WATCH = """
+(() => {
+  const parse = DOMParser.prototype.parseFromString;
+  DOMParser.prototype.parseFromString = function (text, type) {
+    const doc = parse.call(this, text, type);
+    if (type === "text/xml" && doc.querySelector("urlset")) queueMicrotask(() => { window.__ncSitemap = true; });
+    return doc;
+  };
+})();
+"""
+
+
+def open_instant(tab, url: str):
+    """Open ``url`` and wait until Material's instant navigation follows its links (its sitemap is in)."""
+    tab.page.add_init_script(SITEMAP_WATCH)
+    page = tab.open(url)
+    until(page, "window.__ncSitemap === true", what="Material to load the sitemap its instant navigation needs")
+    return page
+
+
 def settled(page) -> None:
     """Two animation frames: what the page's scripts queued for the next frame (a re-placed card, a reached
     scroll box) has run."""

@@ -24,6 +24,7 @@ from browser_site import (
     family_url,
     fetch,
     html_pages,
+    open_instant,
     part,
     serious_axe_violations,
     until,
@@ -393,7 +394,7 @@ def test_linked_highlighting_both_ways(tab, base, facts):
 
 
 def test_works_after_instant_navigation(tab, base):
-    page = tab.open(f"{base}/families/")
+    page = open_instant(tab, f"{base}/families/")
     page.evaluate("window.__sameDocument = true")
     page.click(f'article a[href*="{FAMILY}"]')
     until(page, "!!document.getElementById('nc-data') && window.__nncanonReady !== undefined")
