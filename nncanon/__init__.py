@@ -24,6 +24,7 @@ from .families import CheckpointError, UnsupportedModelType
 from .guards import errors, releases, stale
 from .guards.errors import ReadOrderError, ShapeMismatch
 from .guards.readonly import ReadOnly
+from .guards.unsaved import NotSavedError
 from .research import decompose, grads, lens, sae, sae_jumprelu, weights
 from .research.grads import NoGradient
 
@@ -41,5 +42,6 @@ del _name, _module
 
 __all__ = ["load", "from_config", "wrap", "route_kernels", "StandardModel", "Support", "HostKind", "Unavailable",
            "NotOnHost", "ReadOnly", "FamilyMismatch", "MissingOp", "ImplementationError", "CheckpointError",
-           "NotRemotable", "UnsupportedModelType", "ReadOrderError", "ShapeMismatch", "NoGradient", "__version__",
+           "NotRemotable", "UnsupportedModelType", "ReadOrderError", "ShapeMismatch", "NoGradient", "NotSavedError",
+           "__version__",
            *PUBLIC_MODULES]

@@ -155,6 +155,10 @@ class StandardModel(Host, TransformersModel):
         check_inputs(self, inputs, kwargs)  # trace(123), an empty prompt, an id past the vocabulary: one line
         if remote:
             ship_by_value()
+        else:  # a name used after the trace without .save(): one line naming it, not a bare NameError
+            from ..guards.unsaved import SavingTracer
+
+            kwargs.setdefault("tracer_cls", SavingTracer)
         return super(StandardModel, self).trace(*inputs, remote=remote, **kwargs)
 
     def _remote_backend(self, *args: Any, **kwargs: Any) -> Any:
