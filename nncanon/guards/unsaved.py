@@ -86,7 +86,7 @@ class SavingTracer(InterleavingTracer):
     def __exit__(self, exc_type: Any, exc_value: Any, exc_traceback: Any) -> bool:
         info = self.info
         frame, code = (info.frame, info.code) if info is not None else (None, None)
-        handled = super().__exit__(exc_type, exc_value, exc_traceback)
+        handled = super(SavingTracer, self).__exit__(exc_type, exc_value, exc_traceback)
         outermost = getattr(_tracing._local, "depth", 0) == 0
         if handled and outermost and isinstance(frame, FrameType) and isinstance(code, CodeType):
             present = frame.f_locals  # a script's or notebook's globals; a function's locals (fresh on 3.11)
