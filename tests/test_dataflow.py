@@ -146,13 +146,15 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
         (f"{mlp}.expert_outputs", f"{mlp}.routed_output"),  # Σ over routing slots
         # routed_output recomputed from the per-expert weights at the router's choice (nncanon/parts/weights.py)
         (f"{mlp}.expert_indices", f"{mlp}.routed_output"), (f"{mlp}.expert_weights", f"{mlp}.routed_output"),
+        # and each slot's expert_outputs the same way: the proof chain's link from the router to the slots
+        (f"{mlp}.expert_indices", f"{mlp}.expert_outputs"), (f"{mlp}.expert_weights", f"{mlp}.expert_outputs"),
         (f"{mlp}.routed_output", f"{mlp}.mlp_output"), (f"{mlp}.shared_expert_output", f"{mlp}.mlp_output"),
         (f"{shared}.mlp_output", f"{mlp}.shared_expert_output"),  # sigmoid(shared_expert_gate(input)) · it
         (f"{shared}.mlp_activation", f"{shared}.mlp_neurons"), (f"{shared}.mlp_neurons", f"{shared}.mlp_output"),
     }
     # this load (sdpa, the kernel's own route) serves no state nor states: their pairs need both measured
     expected = {p for p in expected if set(p) <= set(rows)}
-    assert len(expected) == 33  # 35 less the two of state and states
+    assert len(expected) == 35  # 37 less the two of state and states
     assert pairs == expected, (pairs - expected, expected - pairs)
     at = {row: i for i, row in enumerate(rows)}
     assert all(at[a] < at[b] for a, b in pairs)

@@ -21,6 +21,7 @@ from typing import Any
 
 from generator.disk import BUILD, room
 from generator.facts import source_lines
+from generator.facts.chain import check_family_chain
 from generator.facts.claim_error import ClaimError
 from generator.facts.claims import block_of_kind, check_identities, check_value_claims
 from generator.facts.configs import config_tables, full_size
@@ -242,6 +243,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         check_value_claims(family, hosts)
         progress(f"{family.family}: relations on every block under every load")
         relations = prove_family(family, models, models.all, lambda m: run_inputs(m, family_module, prompts))
+        check_family_chain(family, models)  # and they join into one chain from the inputs to the logits
         edits = None
         if not kernels_only:
             progress(f"{family.family}: edits")

@@ -47,6 +47,7 @@ def collect_variants(family: Family, family_module: Any, prompts: list[str],
     """Every variant proven on its own tiny checkpoint; its facts, in the YAML's order (``kernels_only``: no
     edits, as :func:`generator.facts.collect.collect`)."""
     from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.facts.chain import check_family_chain
     from generator.facts.edits import prove_edits
     from generator.facts.proof import prove_family
 
@@ -59,6 +60,7 @@ def collect_variants(family: Family, family_module: Any, prompts: list[str],
         try:
             hosts = host_rows(models, variant, family_module, prompts)
             relations = prove_family(variant, models, models.all, lambda m: run_inputs(m, family_module, prompts))
+            check_family_chain(variant, models)
             edits = None if kernels_only else prove_edits(variant, models, family_module, prompts)
             tiny = models.get(models.default)
             measured = traits(family_module, tiny, tiny)  # the tiny config is the layout's: its switches are set

@@ -80,13 +80,18 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compar
     shared = [(label, _holds(row, starts)) for _, label, starts in SHARED]
     shape = dict(item.split(": ", 1) for item in row["shape"] if ": " in item)
     near = closest(row, [(f, feats) for f, feats in paged if f != page]) if row["wraps"] and not page else None
+    # the relations that held must also join into one chain (generator/facts/chain.py): where they do not, the
+    # row says which link broke instead of reading as if every relation it needs held
+    chain = row.get("chain")
+    if row["wraps"] and not page:
+        shared.append(("chain", chain is None))
     holds = [label for label, ok in shared if ok]
     return {
         "model_type": row["model_type"], "class": row["class"], "kind": kind, "page": page,
         "failure": row["failure"], "wraps": row["wraps"],
         "resolved": sum(v is None for v in values.values()), "values_of": len(values),
         "held": sum(r is None for r in relations.values()), "relations_of": len(relations),
-        "shared": shared, "closest": near[0] if near else None,
+        "shared": shared, "chain": chain, "closest": near[0] if near else None,
         "closest_share": f"{round(100 * near[1])}%" if near else None,
         "transformer_lens": compared.get("transformer_lens"), "nnterp": compared.get("nnterp"),
         "facets": {

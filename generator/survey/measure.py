@@ -168,11 +168,13 @@ def survey(model_type: str) -> dict:
     """The facts of one model type: how far it got, and what holds on it."""
     import torch
 
+    from generator.facts.chain import survey_gap
     from generator.survey.tree import NoTree, discover, family_module
     from nncanon.core.model import wrap
 
     facts: dict[str, Any] = {"model_type": model_type, "class": None, "builds": False, "forwards": False,
-                             "wraps": False, "failure": None, "values": {}, "relations": {}, "shape": [],
+                             "wraps": False, "failure": None, "values": {}, "relations": {}, "chain": None,
+                             "shape": [],
                              "tasks": tasks(model_type)}
     args, kwargs = inputs()
     with warnings.catch_warnings(), budget(BUDGET_S):
@@ -190,7 +192,12 @@ def survey(model_type: str) -> dict:
                 standard = wrap(family_module(model_type, tree), model, "text-generation")
             facts["wraps"] = True
             facts["values"] = read_values(standard, args, kwargs)
-            facts["relations"] = check_relations(standard, args, kwargs, facts["values"])
+            weights: dict[str, str | None] = {}
+            facts["relations"] = check_relations(standard, args, kwargs, facts["values"], weights)
+            # the relations that held must join into one chain, as a family page's must (generator/facts/chain.py):
+            # a mixer the generic parts do not describe breaks it even where each relation holds
+            held = {key for key, why in {**facts["relations"], **weights}.items() if why is None}
+            facts["chain"] = survey_gap(standard, args, kwargs, held.__contains__)
         except (Exception, NoTree, OverBudget) as error:  # any failure is the answer for this model type, in one line
             facts["failure"] = one_line(error)
             if isinstance(error, OUTSIDE_THE_KEY):
@@ -281,27 +288,35 @@ def read_values(model: Any, args: tuple, kwargs: dict) -> dict[str, str | None]:
     return dict(sorted(results.items()))
 
 
-def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str | None]) -> dict[str, str | None]:
+def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str | None],
+                    weights: dict[str, str | None] | None = None) -> dict[str, str | None]:
     """``"host: relation" -> None`` (it holds on every envoy of the host) or why not, for every relation of
     the generic hosts the tree mounts. Computed by the relation's own code on the values read; a term that is
-    a value which did not resolve (``values``, from `read_values`) is not read again."""
+    a value which did not resolve (``values``, from `read_values`) is not read again. ``weights``: the relations
+    that prove the weights (nncanon/parts/weights.py) checked too, their results put there (the chain needs them;
+    the page's counts are the hosts' own)."""
     from generator.facts.proof import envoys, mixer_of, path_of, pattern, targets
     from generator.survey.tree import generic_hosts, generic_relations
     from nncanon.core.relations import error as relative_error
+    from nncanon.parts.weights import relations as weight_relations
 
     results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_relations(SKIPPED)}
     failed: dict[str, str] = {}  # a relation holds only where it holds on every envoy: its first failure stays
     plan = []
+    weight_keys: set[str] = set()
     generic = {path for path, _ in generic_hosts()}
     for envoy in envoys(model):
         host = pattern(envoy._std_path)
         if host not in generic:
             continue
-        for relation in getattr(type(envoy), "RELATIONS", ()):
-            if relation.text.startswith(SKIPPED):
-                continue
-            key = f"{host}: {relation.text}"
-            relation = relation.on(mixer_of(envoy))
+        own = [(f"{host}: {r.text}", r.on(mixer_of(envoy))) for r in getattr(type(envoy), "RELATIONS", ())
+               if not r.text.startswith(SKIPPED)]
+        try:  # a guessed tree's weights may not map: then they prove nothing here
+            extra = [(f"{host}: {r.text}", r) for r in weight_relations(envoy)] if weights is not None else []
+        except Exception:
+            extra = []
+        weight_keys |= {key for key, _ in extra} - {key for key, _ in own}
+        for key, relation in own + extra:
             if "{mixer}" in relation.text:
                 failed.setdefault(key, "the block has no attention to mount as self_attn")
                 continue
@@ -341,4 +356,6 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
         else:
             results[key] = None
     results.update(failed)
+    for key in weight_keys:  # the weights' relations apart: the page counts the generic hosts' own
+        weights[key] = results.pop(key, "not checked")
     return dict(sorted(results.items()))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from generator.disk import SHARED, room
 
-SCHEMA = 1
+SCHEMA = 2  # 2: a row says where the chain of relations breaks ("chain")
 HERE = Path(__file__).resolve().parent
 NNTERP = HERE / "nnterp_status.json"
 #: the list of model types the last whole survey covered (``index.json`` beside the rows)
@@ -72,15 +72,20 @@ def code_hash() -> str:
     """The survey's code and what it measures with: its own package, the relations' reader, the weights'
     draws, the generic hosts and their relations. A change to any of them surveys every type again."""
     import generator.checkpoint.tiny_weights
+    import generator.facts.chain
+    import generator.facts.dataflow
     import generator.facts.proof
     import nncanon.core.relations
+    import nncanon.guards.order
     import nncanon.parts.attention.softmax
     import nncanon.parts.blocks.decoder
     import nncanon.parts.blocks.mlp
+    import nncanon.parts.weights
 
     files = sorted(HERE.glob("*.py")) + [Path(m.__file__) for m in (
         generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.blocks.decoder, nncanon.parts.attention.softmax,
-        nncanon.parts.blocks.mlp, nncanon.core.relations)]
+        nncanon.parts.blocks.mlp, nncanon.core.relations, generator.facts.chain, generator.facts.dataflow,
+        nncanon.guards.order, nncanon.parts.weights)]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -222,8 +227,9 @@ def summary(facts: dict) -> str:
     if facts["failure"]:
         return facts["failure"]
     values, relations = facts["values"], facts["relations"]
+    chain = f"; the chain breaks: {facts['chain']}" if facts.get("chain") else ""
     return (f"{sum(v is None for v in values.values())} of {len(values)} values, "
-            f"{sum(r is None for r in relations.values())} of {len(relations)} relations")
+            f"{sum(r is None for r in relations.values())} of {len(relations)} relations{chain}")
 
 
 def totals(rows: list[dict]) -> dict:

@@ -36,7 +36,7 @@ from ..core.relations import pick, relation
 from ..core.values import Value, View
 from ..core.views import heads
 from ..parts.attention.alibi import ALIBI_RELATIONS
-from ..parts.attention.softmax import EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.attention.softmax import EAGER, HEAD_RESULTS_RELATION, LINK_RELATIONS, Attention
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
 from ..parts.blocks.ungated import ungated_mlp
 from ..research.weights import interleaved_qkv
@@ -130,7 +130,7 @@ BloomAttention = host("BloomAttention", Attention, values=[
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",
           op("torch_bmm_0"), view=_HEAD_OUTPUTS, conditions=(EAGER,)),
 ], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=interleaved_qkv("query_key_value"),
-    RELATIONS=(*ALIBI_RELATIONS, HEAD_RESULTS_RELATION, pick(Attention.RELATIONS, "attention_output == o_proj"),
+    RELATIONS=(*ALIBI_RELATIONS, HEAD_RESULTS_RELATION, *LINK_RELATIONS, pick(Attention.RELATIONS, "attention_output == o_proj"),
                _fused_qkv))
 
 BloomMLP = host("BloomMLP", ungated_mlp("dense_h_to_4h"), values=[

@@ -65,7 +65,13 @@ from ..core.views import heads
 from ..guards import releases
 from ..parts.attention import rotary
 from ..parts.attention.alibi import alibi_relations
-from ..parts.attention.softmax import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.attention.softmax import (
+    ATTENTION_RELATIONS,
+    EAGER,
+    HEAD_RESULTS_RELATION,
+    MIXED_RELATION,
+    Attention,
+)
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
 from ..parts.blocks.parallel import parallel_block
 from ..parts.blocks.ungated import ungated_mlp
@@ -226,8 +232,8 @@ AlibiAttention = host("AlibiAttention", Attention, values=[
 ], SCALING=staticmethod(lambda module: module.inv_norm_factor), WEIGHTS=interleaved_qkv("query_key_value"),
     RELATIONS=(*alibi_relations(scaled=True, times=lambda host: 2 if host._std_model.attn_implementation == "eager"
                                 else 1, why="twice under eager: FalconModel also puts alibi · scaling in the mask the "
-                                "eager attention adds"), HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1],
-               _per_head_split(own_split=True)))
+                                "eager attention adds"), HEAD_RESULTS_RELATION, MIXED_RELATION,
+               ATTENTION_RELATIONS[-1], _per_head_split(own_split=True)))
 
 
 # -- transformers 5.25: FalconAttention on the shared attention interface --------------------------------------------
@@ -247,7 +253,7 @@ INTERFACE = {
     "rw": host("AlibiAttention", Attention, values=[
         Value("attention_head_outputs", HeadOutputs, "The per-head outputs, as the output projection takes them",
               child("o_proj", "input"), view=heads())], SCALING=_SCALING, WEIGHTS=interleaved_qkv("query_key_value"),
-        RELATIONS=(*alibi_relations(scaled=True), HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1],
+        RELATIONS=(*alibi_relations(scaled=True), HEAD_RESULTS_RELATION, MIXED_RELATION, ATTENTION_RELATIONS[-1],
                    _per_head_split(own_split=False))),
 }
 INTERFACE["40b"] = host("GroupedAttention", INTERFACE["7b"], WEIGHTS=_GROUPED_INTERFACE,

@@ -33,6 +33,7 @@ from ..parts.attention.softmax import (
     ATTENTION_RELATIONS,
     EAGER,
     HEAD_RESULTS_RELATION,
+    LINK_RELATIONS,
     Attention,
     causal_mask,
     mix,
@@ -127,7 +128,8 @@ def _capped_scores(host, r):
             (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
 
 
-CAPPED_ATTENTION_RELATIONS = (_capped_attention, _capped_scores, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
+CAPPED_ATTENTION_RELATIONS = (_capped_attention, _capped_scores, HEAD_RESULTS_RELATION, *LINK_RELATIONS,
+                              ATTENTION_RELATIONS[-1])  # o_proj as everywhere
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 
 SoftcappedAttention = host("SoftcappedAttention", Attention, values=[

@@ -39,6 +39,7 @@ from ..parts.attention.softmax import (
     ATTENTION_RELATIONS,
     EAGER,
     HEAD_RESULTS_RELATION,
+    LINK_RELATIONS,
     Attention,
     causal_mask,
     real_queries,
@@ -117,7 +118,8 @@ def _sink_scores(host, r):
             (torch.ones_like(total), total)]
 
 
-SINK_ATTENTION_RELATIONS = (_sink_attention, _sink_scores, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1])  # o_proj as everywhere
+SINK_ATTENTION_RELATIONS = (_sink_attention, _sink_scores, HEAD_RESULTS_RELATION, *LINK_RELATIONS,
+                            ATTENTION_RELATIONS[-1])  # o_proj as everywhere
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 
 SinkAttention = host("SinkAttention", Attention, values=[

@@ -36,9 +36,15 @@ from ..core.precision import SUBBLOCK
 from ..core.relations import first, relation, rows
 from ..core.values import Value
 from ..core.views import View, _tokens_read, _tokens_write
-from ..parts.attention.softmax import ATTENTION_RELATIONS, HEAD_RESULTS_RELATION, Attention, real_queries
+from ..parts.attention.softmax import (
+    ATTENTION_RELATIONS,
+    HEAD_RESULTS_RELATION,
+    LINK_RELATIONS,
+    Attention,
+    real_queries,
+)
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, TEXT_RENAME, text_only
-from ..parts.blocks.mixture import MoEBlock
+from ..parts.blocks.mixture import SHARED_INPUT_RELATION, MoEBlock
 from ..research.weights import MLP as WEIGHTS_MLP
 from ..research.weights import Weight
 
@@ -120,7 +126,8 @@ def _positions(host, r):
 
 
 ChunkedAttention = host("ChunkedAttention", Attention, RELATIONS=(_attention, _pattern, _positions,
-                                                                 HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1]))
+                                                                 HEAD_RESULTS_RELATION, *LINK_RELATIONS,
+                                                                 ATTENTION_RELATIONS[-1]))
 assert ATTENTION_RELATIONS[-1].text == "attention_output == o_proj(attention_premix)"
 
 # -- the MLPs: the dense MLP ([batch, seq] rows) and the shared expert (token rows), one module class --------
@@ -263,7 +270,8 @@ SigmoidMoE = host("SigmoidMoE", **EXPERT_WEIGHTS, values=[
     Value("shared_expert_output", Residual, _SHARED_OUTPUT, child("shared_experts"), view=_COPY),
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output", element=0),
           view=_TOKENS),
-], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=(_routing, _experts, _sum, _expert_weights))
+], HOST="model.layers[i].mlp", KIND="mixture MLP", RELATIONS=(_routing, _experts, _sum, _expert_weights,
+                                                              SHARED_INPUT_RELATION))
 
 # Llama4TextMLP is both the dense MLP and the shared expert: told apart by where they stand (a module class key
 # would win over the paths, so that class has none)

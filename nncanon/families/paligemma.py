@@ -48,7 +48,13 @@ from ..core.hosts import host
 from ..core.model import StandardModel
 from ..core.relations import relation
 from ..core.values import Condition
-from ..parts.attention.softmax import ATTENTION_RELATIONS, EAGER, HEAD_RESULTS_RELATION, Attention
+from ..parts.attention.softmax import (
+    ATTENTION_RELATIONS,
+    EAGER,
+    HEAD_RESULTS_RELATION,
+    LINK_RELATIONS,
+    Attention,
+)
 from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS
 from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.blocks.mlp import MLP
@@ -158,7 +164,8 @@ _capped_attention, _capped_pattern, _capped_allowed = span_relations(
 
 PrefixSoftcappedAttention = host(
     "PrefixSoftcappedAttention", SoftcappedAttention, values=[PREFIX_ALLOWED],
-    RELATIONS=(_capped_attention, _capped_pattern, HEAD_RESULTS_RELATION, ATTENTION_RELATIONS[-1], _capped_allowed),
+    RELATIONS=(_capped_attention, _capped_pattern, HEAD_RESULTS_RELATION, *LINK_RELATIONS,
+               ATTENTION_RELATIONS[-1], _capped_allowed),
     FIRST_POSITION=FIRST_POSITION)
 
 # -- the root: Gemma's (Gemma 2's), the embeddings stated off the image tokens ------------------------------------

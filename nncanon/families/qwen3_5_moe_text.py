@@ -26,7 +26,7 @@ from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf
 from ..core.hosts import host
 from ..core.model import StandardModel
 from ..parts import loading
-from ..parts.attention.softmax import Attention
+from ..parts.attention.softmax import OutputGatedAttention
 from ..parts.blocks.decoder import ROOT_VALUES, Block
 from ..parts.blocks.mixture import SharedMoE, moe_dim_sizes, routing
 from ..parts.blocks.mlp import TokenMLP
@@ -61,7 +61,7 @@ KERNELS = deltanet.KERNELS  # a DeltaNet family: generator/facts/collect.py adds
 
 ENVOYS = {
     hf.Qwen3_5MoeDecoderLayer: Layer,
-    hf.Qwen3_5MoeAttention: Attention,
+    hf.Qwen3_5MoeAttention: OutputGatedAttention,
     hf.Qwen3_5MoeGatedDeltaNet: DeltaNet,
     hf.Qwen3_5MoeSparseMoeBlock: Mixture,
     hf.Qwen3_5MoeMLP: TokenMLP,

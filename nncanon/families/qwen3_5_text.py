@@ -15,7 +15,7 @@ from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
 
 from ..core.hosts import host
 from ..core.model import StandardModel
-from ..parts.attention.softmax import Attention
+from ..parts.attention.softmax import OutputGatedAttention
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, Block, text_only
 from ..parts.blocks.mlp import MLP
 from ..parts.recurrent import deltanet
@@ -24,7 +24,7 @@ from ..parts.recurrent.deltanet import KERNELS, DeltaNet  # noqa: F401 (the fami
 FAMILY = "qwen3_5_text"
 MODEL_TYPES = ("qwen3_5_text",)
 RENAME = TEXT_RENAME
-ENVOYS = {hf.Qwen3_5DecoderLayer: Block, hf.Qwen3_5Attention: Attention, hf.Qwen3_5GatedDeltaNet: DeltaNet,
+ENVOYS = {hf.Qwen3_5DecoderLayer: Block, hf.Qwen3_5Attention: OutputGatedAttention, hf.Qwen3_5GatedDeltaNet: DeltaNet,
           hf.Qwen3_5MLP: MLP}
 ROOT = host("Qwen3_5StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 

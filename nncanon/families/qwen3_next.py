@@ -17,7 +17,7 @@ from transformers.models.qwen3_next import modeling_qwen3_next as hf
 
 from ..core.hosts import host
 from ..core.model import StandardModel
-from ..parts.attention.softmax import Attention
+from ..parts.attention.softmax import OutputGatedAttention
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_RENAME, text_only
 from ..parts.blocks.mixture import MoEBlock, SharedMoE, moe_dim_sizes, require_every_block_sparse
 from ..parts.blocks.mlp import TokenMLP
@@ -27,7 +27,7 @@ from ..parts.recurrent.deltanet import KERNELS, DeltaNet  # noqa: F401 (the fami
 FAMILY = "qwen3_next"
 MODEL_TYPES = ("qwen3_next",)
 RENAME = {**TEXT_RENAME, "gate": "router", "shared_expert": "shared_experts"}
-ENVOYS = {hf.Qwen3NextDecoderLayer: MoEBlock, hf.Qwen3NextAttention: Attention, hf.Qwen3NextGatedDeltaNet: DeltaNet,
+ENVOYS = {hf.Qwen3NextDecoderLayer: MoEBlock, hf.Qwen3NextAttention: OutputGatedAttention, hf.Qwen3NextGatedDeltaNet: DeltaNet,
           hf.Qwen3NextSparseMoeBlock: SharedMoE, hf.Qwen3NextMLP: TokenMLP}
 ROOT = host("Qwen3NextStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 

@@ -59,7 +59,15 @@ def _signature(model: Any) -> dict[int, tuple]:
     return {block: tuple(sorted(found)) for block, found in kinds.items()}
 
 
-def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
+def measure_on(model: Any, args: tuple, kwargs: dict) -> dict[tuple[str, str], list[str]]:
+    """:func:`forward_order` measured on ``args``/``kwargs`` instead of the prompt: for a model with no tokenizer
+    (the survey's, run on token ids), which :func:`positions` then reads."""
+    cache = model.__dict__.setdefault("_forward_orders", {})
+    cache[_load_key(model)] = _measure(model, args, kwargs)
+    return cache[_load_key(model)]
+
+
+def _measure(model: Any, args: tuple = (PROMPT,), kwargs: dict | None = None) -> dict[tuple[str, str], list[str]]:
     """One forward, one worker per value: on the root and on the first block of each kind of block."""
     from ..core.hosts import index
 
@@ -78,7 +86,7 @@ def _measure(model: Any) -> dict[tuple[str, str], list[str]]:
             for value in kind.cls.values():
                 if all(condition.holds(model) for condition in value.conditions):
                     targets.append(((kind.host, kind.cls.__name__), relative, value.name, index(path)))
-    produced = _record(model, targets, (PROMPT,), {})
+    produced = _record(model, targets, args, kwargs or {})
     key = _load_key(model)
     model.__dict__.setdefault("_forward_sequences", {})[key] = (
         [(k[0], n, b) for k, n, b in produced], {b: representative[s] for b, s in signatures.items()})

@@ -207,18 +207,31 @@ def _experts(host: Any) -> list[Relation]:
     except Exception:  # a layout nncanon does not map: the read says why, and nothing is claimed
         return []
 
-    def routed(h, r):
+    def slots(h, r):
+        """[tokens, top_k, hidden]: each routing slot's expert on the input, weighted by the router."""
         x = rows(first(r["input"])).double()
         indices, weights = rows(r["expert_indices"]).long(), rows(r["expert_weights"]).double()
         act = h.experts._module.act_fn
         gate = torch.einsum("td,tkdi->tki", x, h.W_gate.double()[indices])
         up = torch.einsum("td,tkdi->tki", x, h.W_in.double()[indices])
         out = torch.einsum("tki,tkid->tkd", act(gate) * up, h.W_out.double()[indices])
-        return [((out * weights[..., None]).sum(1), rows(r["routed_output"]))]
+        return out * weights[..., None]
+
+    def routed(h, r):
+        return [(slots(h, r).sum(1), rows(r["routed_output"]))]
+
+    def each(h, r):
+        """The slots as the host serves them: the link from the router's choice to what the slots sum to (the
+        proof chain, generator/facts/chain.py)."""
+        outputs = r["expert_outputs"]
+        return [(slots(h, r), outputs.reshape(-1, *outputs.shape[-2:]))]
 
     return [Relation("routed_output == Σ over routing slots of expert_weights · (act_fn(input · W_gate[e]) · "
                      "(input · W_in[e])) · W_out[e], e = expert_indices", (),
-                     ("input", "expert_indices", "expert_weights", "routed_output"), routed, SUBBLOCK)]
+                     ("input", "expert_indices", "expert_weights", "routed_output"), routed, SUBBLOCK),
+            Relation("expert_outputs == expert_weights · (act_fn(input · W_gate[e]) · (input · W_in[e])) · W_out[e] "
+                     "in each routing slot, e = expert_indices", (),
+                     ("input", "expert_indices", "expert_weights", "expert_outputs"), each, SUBBLOCK)]
 
 
 def _mlp(host: Any) -> list[Relation]:

@@ -14,8 +14,8 @@ import torch
 from ...core.hosts import host
 from ...core.layouts import HeadOutputs, HeadResults, Keys, Pattern, Queries, Residual, Values
 from ...core.locators import call, child, op, own
-from ...core.precision import SUBBLOCK
-from ...core.relations import relation
+from ...core.precision import STEP, SUBBLOCK
+from ...core.relations import first, relation
 from ...core.values import Condition, Value
 from ...core.views import head_results, heads
 from ...research.weights import ATTENTION as ATTENTION_WEIGHTS
@@ -112,6 +112,28 @@ def _pattern(host, r):
             (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
 
 
+@relation("attention_premix == attention_head_outputs, the heads side by side", proves="attention_premix",
+          reads="attention_head_outputs attention_premix")
+def _side_by_side(host, r):
+    """The link from the attention function's output to the output projection's input: on softmax attention
+    nothing stands between them but the reshape that puts the heads side by side. An attention that does
+    something there (differential attention's subtraction and per-head norm, a head gate) fails here, and its
+    family states what it does in its place. The same numbers moved, so exact."""
+    heads, premix = r["attention_head_outputs"], r["attention_premix"]
+    return [(heads.reshape(*heads.shape[:2], -1), premix.reshape(*premix.shape[:2], -1))]
+
+
+@relation("attention_head_outputs == attention_probabilities · attention_values",
+          proves="attention_head_outputs", reads="model.attention_mask attention_probabilities attention_values "
+                                                   "attention_head_outputs", tolerance=SUBBLOCK)
+def _mixed(host, r):
+    """The pattern the values are mixed with is the one read (eager only): it joins the probabilities to the head
+    outputs they make. A weighted sum over the prompt in float64 against float32's: SUBBLOCK."""
+    padding = r["model.attention_mask"]
+    heads = mix(r["attention_probabilities"].double(), r["attention_values"])
+    return [(real_queries(padding, heads, 1), real_queries(padding, r["attention_head_outputs"], 1))]
+
+
 @relation("attention_output == o_proj(attention_premix)", proves="attention_premix attention_output",
           reads="attention_premix attention_output")
 def _output_projection(host, r):
@@ -142,8 +164,12 @@ def head_results_value(projection: str = "o_proj", count: Any = None) -> Value:
 
 
 #: the output projection's relation stays last: families keep it by ATTENTION_RELATIONS[-1]
-ATTENTION_RELATIONS = (_attention, _pattern, _head_results, _output_projection)
+ATTENTION_RELATIONS = (_attention, _pattern, _head_results, _mixed, _side_by_side, _output_projection)
 HEAD_RESULTS_RELATION = _head_results
+#: the links of the proof chain (generator/facts/chain.py) a family that picks its relations keeps: the read pattern
+#: mixing the values, and the heads side by side into the output projection
+SIDE_BY_SIDE_RELATION, MIXED_RELATION = _side_by_side, _mixed
+LINK_RELATIONS = (_mixed, _side_by_side)
 
 #: the call of the attention function, found by what it calls (`Call`): on 5.23 attention_interface_0 is the
 #: get_interface(...) assignment, and a release that binds the name twice numbers the call _2
@@ -171,3 +197,25 @@ AttentionBase = host("AttentionBase", values=[
 #: the weights (W_Q ... b_O) are plain attributes: views of the parameters, outside any trace (nncanon.weights)
 Attention = host("Attention", AttentionBase, values=[head_results_value()], **ATTENTION_WEIGHTS)
 
+
+
+@relation("attention_premix == attention_head_outputs, the heads side by side, · sigmoid(gate), gate = the second half "
+          "of each head's q_proj(input)", proves="attention_premix", reads="input attention_head_outputs attention_premix",
+          tolerance=STEP, exact=False)
+def _output_gated(host, r):
+    """Qwen3-Next's and Qwen3.5's attention gates its heads' outputs before o_proj: q_proj gives each head its query and
+    a gate side by side, and the heads' outputs are scaled by the gate's sigmoid. The projection by the module, the
+    sigmoid and the product in float64 against the forward's float32: one step, and no error is exactly 0 on
+    every CPU."""
+    x = first(r["input"])
+    head_dim = host._module.head_dim
+    gate = host.q_proj._module(x).view(*x.shape[:-1], -1, head_dim * 2).chunk(2, dim=-1)[1]
+    heads, premix = r["attention_head_outputs"], r["attention_premix"]
+    gated = heads.double().reshape(*x.shape[:-1], -1) * torch.sigmoid(gate.double().reshape(*x.shape[:-1], -1))
+    return [(gated, premix.reshape(*premix.shape[:2], -1))]
+
+
+#: softmax attention whose heads are gated between the attention call and o_proj (Qwen3-Next, Qwen3.5): the link
+#: into the output projection is the gate, not the plain side by side
+OutputGatedAttention = host("OutputGatedAttention", Attention, RELATIONS=tuple(
+    _output_gated if relation is _side_by_side else relation for relation in ATTENTION_RELATIONS))

@@ -80,8 +80,17 @@ def _routed_plus_shared(host, r):
             (gate * rows(r["shared_experts.mlp_output"]), rows(r["shared_expert_output"]))]
 
 
+@relation("shared_experts.input == input: the shared expert reads the rows the router reads",
+          proves="", reads="input shared_experts.input")
+def _shared_input(host, r):
+    """The link from the mixture's input to its shared expert's (the proof chain, generator/facts/chain.py): the
+    forward hands the shared expert the hidden states it routes, nothing in between."""
+    return [(rows(first(r["input"])), rows(first(r["shared_experts.input"])))]
+
+
 MOE_RELATIONS = (routing(None), _slots, _routed_is_all)
-SHARED_MOE_RELATIONS = (routing(None), _slots, _routed_plus_shared)
+SHARED_MOE_RELATIONS = (routing(None), _slots, _routed_plus_shared, _shared_input)
+SHARED_INPUT_RELATION = _shared_input
 
 _NO_ACT = never("a mixture has no activation of its own: its experts are fused in mlp.experts "
                 "(a shared expert's is mlp.shared_experts.mlp_activation)")

@@ -37,7 +37,13 @@ from ...core.precision import SUBBLOCK
 from ...core.relations import relation
 from ...core.values import Condition, Value, View
 from ...core.views import READ_ONLY, heads
-from ..attention.softmax import ATTENTION_CALL, EAGER, head_results_value
+from ..attention.softmax import (
+    ATTENTION_CALL,
+    EAGER,
+    HEAD_RESULTS_RELATION,
+    LINK_RELATIONS,
+    head_results_value,
+)
 from ..attention.softmax import ATTENTION_RELATIONS as _SELF
 from ..blocks.decoder import BLOCK_RELATIONS
 
@@ -162,7 +168,7 @@ def cross_attention_host(name: str, condition: Condition, block: str = "model.la
         _with(head_results_value(), when),
     ]
     return host(name, values=values, HOST=f"{block}.cross_attn", KIND="cross-attention",
-                RELATIONS=(_qkv, _attention, _pattern, _SELF[2], _SELF[3], *extra))
+                RELATIONS=(_qkv, _attention, _pattern, HEAD_RESULTS_RELATION, *LINK_RELATIONS, _SELF[-1], *extra))
 
 
 def _with(value: Value, conditions: tuple) -> Value:
