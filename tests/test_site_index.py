@@ -209,12 +209,60 @@ def test_the_cheat_sheet_names_every_value_with_its_full_size_dims_and_links_its
                 assert sizes[dim] == size, (name, dim)
         for host in facts["hosts"]:
             # under model.vision the layouts' head and MLP dims are the encoder's (test_build checks them against the
-            # YAML's vision_config)
+            # YAML's vision_config); a host kind's own sizes (a mixture's expert width) are its (checked against the
+            # YAML's config below)
             own = {**sizes, **facts["printout"].get("vision_dims", {})} if host["path"].startswith("model.vision") \
-                else sizes
+                else dict(sizes)
+            own.update(next((k["dims"] for k in facts["printout"].get("host_dims", [])
+                             if (k["host"], k["class"]) == (host["path"], host["host_class"])), {}))
             for value in host["values"]:
                 shown = " ".join(str(own.get(d, d)) for d in value["dims"])
                 assert f"{value['layout']} [{shown}]" in sheet, (name, host["path"], value["name"])
+
+
+#: the dimensions a shape cell names because their size is the prompt's or the image's, not the checkpoint's
+PROMPT_DIMS = {"batch", "seq", "query", "key", "images", "patches", "features", "image_tokens"}
+
+
+def test_no_shape_cell_prints_a_config_fields_name(site, all_facts):
+    """Every dimension a cheat-sheet entry or a Weights row names is sized by the full-size checkpoint, but those the
+    prompt sizes: a mixture's expert width printed `intermediate_size` where the checkpoint has a number."""
+    out, _ = site
+    for name in all_facts:
+        page = (out / "families" / name / "index.html").read_text(encoding="utf-8")
+        sheet = page.split('class="nc-cheat"', 1)[1].split("</details>", 1)[0]
+        cells = [m.split("[", 1)[1] for m in re.findall(r'<span class="nc-cheat-dims">([^<]*)</span>', sheet)]
+        weights = page.split('id="weights"', 1)[1] if 'id="weights"' in page else ""
+        cells += re.findall(r"<td><code>\[([^<\]]*)\]</code></td>", weights)
+        assert cells, name
+        named = {word for cell in cells for word in re.findall(r"[A-Za-z_]\w*", cell)} - PROMPT_DIMS
+        assert not named, (name, sorted(named))
+
+
+#: the field of the printout checkpoint's config.json each mixture's host kinds are as wide as (read from the YAML,
+#: not from the model the facts measured)
+EXPERT_WIDTH = {
+    "qwen3_moe": {"model.layers[i].mlp": "moe_intermediate_size"},
+    "qwen3_next": {"model.layers[i].mlp": "moe_intermediate_size",
+                   "model.layers[i].mlp.shared_experts": "shared_expert_intermediate_size"},
+    "qwen2_moe": {"model.layers[i].mlp": "moe_intermediate_size",
+                  "model.layers[i].mlp.shared_experts": "shared_expert_intermediate_size"},
+    "deepseek_v3": {"model.layers[i].mlp": "moe_intermediate_size"},
+    "olmoe": {"model.layers[i].mlp": "intermediate_size"},
+    "gpt_oss": {"model.layers[i].mlp": "intermediate_size"},
+}
+
+
+@pytest.mark.parametrize("family", sorted(EXPERT_WIDTH))
+def test_a_mixtures_expert_width_is_its_checkpoints(all_facts, family):
+    from generator.recipe.family import get_family
+
+    fam = get_family(family)
+    config = fam.checkpoint_config(fam.printout_checkpoint)
+    config = config.get("text_config") or config
+    own = {k["host"]: k["dims"] for k in all_facts[family]["printout"]["host_dims"]}
+    for host, field in EXPERT_WIDTH[family].items():
+        assert own[host]["intermediate_size"] == config[field], (family, host, field)
 
 
 # ---------------------------------------------------------------- the numeric columns

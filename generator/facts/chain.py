@@ -162,7 +162,6 @@ def graph(model: Any, held: Callable[[str], bool] | None = None, fallback: Calla
     build's, where one that does not hold has already failed it). ``fallback(host, name, block)``: where another load
     of the same family produced a value this load's forward could not be measured for (the image load's)."""
     from nncanon.core.hosts import index
-
     from nncanon.guards.order import positions
 
     position = positions(model)

@@ -26,6 +26,7 @@ from generator.facts.claim_error import ClaimError
 from generator.facts.claims import block_of_kind, check_identities, check_value_claims
 from generator.facts.configs import config_tables, full_size
 from generator.facts.dataflow import dataflow
+from generator.facts.host_dims import host_dims
 from generator.facts.identity import check_identity, check_markers, import_module
 from generator.facts.loads import Models, resolve_loads
 from generator.facts.measure import full_size_notes, host_rows, run_inputs
@@ -284,7 +285,8 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             # the full-size checkpoint's size of every layout dimension (the cheat sheet's numbers), read from its model
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model),
                          "dims": {name: int(size) for name, size in printout_model.dim_sizes().items()},
-                         **block_dims(family_module, printout_model), **vision_dims(printout_model, task)},
+                         **block_dims(family_module, printout_model), **vision_dims(printout_model, task),
+                         **host_dims(printout_model)},
             "configs": configs, "vision_configs": vision_configs, "sizes": checkpoint_sizes,
             "identities": identities,
             "traits": family_traits,

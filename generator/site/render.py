@@ -46,7 +46,7 @@ from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
 from generator.site.recurrent import mixers, summary
 from generator.site.releases_page import load_records, releases_page, verified_on
-from generator.site.weights_section import weights_section
+from generator.site.weights_section import host_sizes, weights_section
 
 __all__ = [  # what tests and callers import from here (some live in generator.site.escaping, .printout)
     "FactsError",
@@ -167,6 +167,7 @@ def environment() -> jinja2.Environment:
         # a layout's dims with the full-size checkpoint's sizes where it has one (batch, seq stay names)
         sized=lambda dims, sizes: " ".join(str(sizes.get(d, d)) for d in dims),
     )
+    env.globals["host_sizes"] = host_sizes
     return env
 
 

@@ -25,6 +25,19 @@ def full_shape(dims: str, sizes: dict[str, int]) -> str:
     return "[" + ", ".join(str(sizes.get(d, d)) for d in dims.split()) + "]"
 
 
+def host_sizes(printout: dict, path: str, host_class: str) -> dict[str, int]:
+    """The full-size sizes of the dimensions a host kind's values and weights name: the model's, the vision
+    encoder's under ``model.vision``, and the kind's own where its weights give another (a mixture's expert width,
+    generator/facts/host_dims.py)."""
+    sizes = dict(printout.get("dims") or {})
+    if path.startswith("model.vision"):
+        sizes.update(printout.get("vision_dims") or {})
+    for kind in printout.get("host_dims") or []:
+        if kind["host"] == path and kind["class"] == host_class:
+            sizes.update(kind["dims"])
+    return sizes
+
+
 def proving(name: str, host: str, relations: list[dict], blocks: list[int] = ()) -> list[str]:
     """The texts of the checked relations on ``host`` (on any of ``blocks``, if given) that name the weight ``name``
     as a word."""
@@ -35,10 +48,11 @@ def proving(name: str, host: str, relations: list[dict], blocks: list[int] = ())
 
 def rows(facts: dict) -> list[dict]:
     """One row per weight per host kind, with its full-size shape and the relations that prove it."""
-    sizes = (facts.get("printout") or {}).get("dims") or {}
+    printout = facts.get("printout") or {}
     relations = facts.get("relations") or []
     out = []
     for kind in facts.get("weights") or []:
+        sizes = host_sizes(printout, kind["host"], kind["class"])
         for w in kind["weights"]:
             out.append({"host": kind["host"], "class": kind["class"], "blocks": kind.get("blocks") or [],
                         "name": w["name"], "dims": w["dims"], "shape": "" if w["status"] in ("none", "refused") else full_shape(w["dims"], sizes),
