@@ -70,3 +70,33 @@ def test_a_family_page_this_render_does_not_write_is_not_linked():
 
 def test_no_survey_yet(tmp_path):
     assert "No survey has run in this build" in render_coverage(environment(), tmp_path)
+
+
+def test_a_family_row_states_its_facts_and_never_the_surveys_guess():
+    """qwen3_5_moe_text's survey row (the generic parts on its tree) resolves fewer values and misses the residual
+    decomposition its page proves on every block; its family row gives the page's numbers, counted here from the
+    facts' own lists, and each shared relation ticked only where the facts hold that relation."""
+    import json
+
+    facts = json.loads((SURVEY.parent / "facts" / "qwen3_5_moe_text.json").read_text(encoding="utf-8"))
+    page = render_coverage(environment(), SURVEY, facts={"qwen3_5_moe_text": facts})
+    row = _row(page, "qwen3_5_moe_text")
+    served = sum(len(h["values"]) for h in facts["hosts"])
+    assert f"<td>{served} served</td>" in row and f"<td>{len(facts['relations'])} checked</td>" in row
+    texts = {(r["host"], r["text"]) for r in facts["relations"]}
+    assert ("model.layers[i]", "layer_mid + mlp.mlp_output == layer_output") in texts
+    for label in ("residual decomposition", "stack", "final norm", "head"):
+        assert f"✓ {label}</span>" in row, label
+    _, rows = load_rows(SURVEY)
+    survey = next(r for r in rows if r["model_type"] == "qwen3_5_moe_text")
+    assert f"{sum(v is None for v in survey['values'].values())} of" not in row  # not the survey's count
+
+
+def test_no_closest_family_below_half_alike():
+    from generator.site.coverage import ALIKE, closest, entry
+
+    index, rows = load_rows(SURVEY)
+    olmo = next(r for r in rows if r["model_type"] == "olmo")
+    unlike = [("llama", {"shape: nothing olmo has"})]
+    assert closest(olmo, unlike)[1] < ALIKE
+    assert entry(olmo, None, unlike, {})["closest"] is None

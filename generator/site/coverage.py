@@ -9,6 +9,7 @@ index's (site_templates/assets/families-filter.js): facet buttons, OR within a f
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from generator.site.families_index import facet_terms
@@ -22,6 +23,18 @@ SHARED = (
     ("final_norm", "final norm", ("model: final_norm_output == norm(",)),
     ("head", "head", ("model: lm_head_output == lm_head(",)),
 )
+
+#: the same four, as a family's facts state them (its own relations, checked on every block at its build): a parallel
+#: block's sum (gpt_neox: layer_input + attention_output + mlp_output == layer_output) is its residual decomposition
+VERIFIED = (
+    ("residual decomposition", "model.layers[i]", re.compile(r"layer_(input|mid) \+ .+ == layer_(mid|output)\b")),
+    ("stack", "model", re.compile(r"layers\[i\]\.layer_output == layers\[i\+1\]\.layer_input\b")),
+    ("final norm", "model", re.compile(r"final_norm_output == norm\(")),
+    ("head", "model", re.compile(r"lm_head_output == ")),
+)
+#: the least share of measured features a model type must have in common with a family for the row to name it as the
+#: family to start from: below it the generic parts describe neither (an encoder is not "closest" to mamba2)
+ALIKE = 0.5
 
 FACETS = (("status", "Status"), ("mixer", "Mixer"), ("mlp", "MLP"), ("holds", "Relations that hold"),
           ("task", "Task"), ("tl", "TransformerLens"), ("nnterp", "nnterp"))
@@ -64,6 +77,15 @@ def mixers(shape: list[str]) -> list[str]:
             + (["another mixer"] if "mixer: not attention" in shape else []))
 
 
+def verified(facts: dict) -> dict:
+    """A family row's numbers from the family's facts, what its page says: the values it serves, the relations its
+    build checked on every block, and which of the four shared ones they include."""
+    relations = facts.get("relations") or []
+    return {"served": sum(len(h["values"]) for h in facts.get("hosts") or []), "checked": len(relations),
+            "shared": [(label, any(r["host"] == host and pattern.match(r["text"]) for r in relations))
+                       for label, host, pattern in VERIFIED]}
+
+
 def status(row: dict, page: str | None) -> str:
     if page:
         return "family page"
@@ -73,13 +95,20 @@ def status(row: dict, page: str | None) -> str:
     return "does not finish" if row["failure"] else "surveyed"
 
 
-def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compared: dict) -> dict:
-    """One table row's data and facet terms; ``compared``: its TransformerLens and nnterp columns."""
+def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compared: dict,
+          facts: dict | None = None) -> dict:
+    """One table row's data and facet terms; ``compared``: its TransformerLens and nnterp columns; ``facts``: the
+    family's, for a family row (its numbers are the page's, never the survey's guess)."""
     kind = status(row, page)
     values, relations = row["values"], row["relations"]
     shared = [(label, _holds(row, starts)) for _, label, starts in SHARED]
+    own = verified(facts) if page and facts else None
+    if own:
+        shared = own["shared"]
     shape = dict(item.split(": ", 1) for item in row["shape"] if ": " in item)
     near = closest(row, [(f, feats) for f, feats in paged if f != page]) if row["wraps"] and not page else None
+    if near and near[1] < ALIKE:
+        near = None
     # the relations that held must also join into one chain (generator/facts/chain.py): where they do not, the
     # row says which link broke instead of reading as if every relation it needs held
     chain = row.get("chain")
@@ -87,7 +116,7 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compar
         shared.append(("chain", chain is None))
     holds = [label for label, ok in shared if ok]
     return {
-        "model_type": row["model_type"], "class": row["class"], "kind": kind, "page": page,
+        "model_type": row["model_type"], "class": row["class"], "kind": kind, "page": page, "verified": own,
         "failure": row["failure"], "wraps": row["wraps"],
         "resolved": sum(v is None for v in values.values()), "values_of": len(values),
         "held": sum(r is None for r in relations.values()), "relations_of": len(relations),
@@ -106,15 +135,19 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compar
     }
 
 
-def coverage_context(index: dict, rows: list[dict], families: set[str] | None = None) -> dict:
+def coverage_context(index: dict, rows: list[dict], families: set[str] | None = None,
+                     facts: dict[str, dict] | None = None) -> dict:
     """The Coverage template's context: every row, the facets with their counts, and the totals. A family page
-    is linked, and is a closest family, only where this render writes it (``families``; None: every one)."""
+    is linked, and is a closest family, only where this render writes it (``families``; None: every one); a family
+    row states what its facts (``facts``, by family) say was verified."""
     pages = index.get("pages", {})
+    facts = facts or {}
     rendered = set(pages.values()) if families is None else set(families)
     paged = [(pages[r["model_type"]], features(r)) for r in rows
              if r["model_type"] in pages and r["wraps"] and pages[r["model_type"]] in rendered]
     compared = index.get("comparison", {})
-    entries = [entry(row, pages.get(row["model_type"]), paged, compared.get(row["model_type"], {})) for row in rows]
+    entries = [entry(row, pages.get(row["model_type"]), paged, compared.get(row["model_type"], {}),
+                     facts.get(pages.get(row["model_type"], ""))) for row in rows]
     for e in entries:
         e["linked"] = e["page"] in rendered
     facets = facet_terms(entries, FACETS)
@@ -122,7 +155,9 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
     return {
         "entries": entries, "facets": facets, "index": index,
         "totals": {"types": len(entries), "pages": sum(e["kind"] == "family page" for e in entries),
-                   "builds": sum(r["builds"] for r in rows), "forwards": sum(r["forwards"] for r in rows),
+                   # a family page's model type builds and runs (its page was verified), whatever its survey row says
+                   "builds": sum(r["builds"] or bool(e["page"]) for r, e in zip(rows, entries)),
+                   "forwards": sum(r["forwards"] or bool(e["page"]) for r, e in zip(rows, entries)),
                    "wraps": len(wrapped),
                    "values_of": max((e["values_of"] for e in wrapped), default=0),
                    "mean_values": f"{sum(e['resolved'] for e in wrapped) / len(wrapped):.1f}" if wrapped else "0"},
@@ -130,10 +165,11 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
     }
 
 
-def render_coverage(env, survey: Path | None, families: set[str] | None = None) -> str:
+def render_coverage(env, survey: Path | None, families: set[str] | None = None,
+                    facts: dict[str, dict] | None = None) -> str:
     """The Coverage page's markdown, from the survey directory's index and rows (an empty page before the
-    first whole survey has run); ``families``: the family pages this render writes."""
+    first whole survey has run); ``families``: the family pages this render writes, ``facts`` theirs by family."""
     from generator.survey.run import load_rows
 
     index, rows = load_rows(survey) if survey is not None else ({}, [])
-    return env.get_template("coverage.md.j2").render(**coverage_context(index, rows, families))
+    return env.get_template("coverage.md.j2").render(**coverage_context(index, rows, families, facts))

@@ -495,7 +495,8 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
     from generator.site.coverage import render_coverage
 
     rendered = {facts["family"] for facts in families}
-    (out_dir / "coverage.md").write_text(render_coverage(env, survey, rendered), encoding="utf-8")
+    (out_dir / "coverage.md").write_text(render_coverage(env, survey, rendered, {f["family"]: f for f in families}),
+                                         encoding="utf-8")
     (out_dir / "llms.txt").write_text(
         env.get_template("llms.txt.j2").render(entries=entries), encoding="utf-8"
     )
