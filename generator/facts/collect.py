@@ -26,6 +26,7 @@ from generator.facts.claim_error import ClaimError
 from generator.facts.claims import block_of_kind, check_identities, check_value_claims
 from generator.facts.configs import config_tables, full_size
 from generator.facts.dataflow import dataflow
+from generator.facts.hidden_states import hidden_states_map
 from generator.facts.host_dims import host_dims
 from generator.facts.identity import check_identity, check_markers, import_module
 from generator.facts.loads import Models, resolve_loads
@@ -167,6 +168,13 @@ def produced(models: Models, index: int, family_module: Any = None) -> dict:
     return {"sequence": rows, "sequence_load": best[1], "dataflow": edges}
 
 
+def transformers_hidden_states(models: Models, family_module: Any, prompts: list[str]) -> dict:
+    """What each entry of transformers' ``output_hidden_states`` is, in standard names, on the default load."""
+    load, model = models.loads[models.default], models.get(models.default)
+    with load.within(model):
+        return hidden_states_map(model, *run_inputs(model, family_module, prompts))
+
+
 def vision_produced(models: Models, family_module: Any) -> dict:
     """The vision block's sequence and dataflow, as :func:`produced`, measured on the image load's prompt
     with images (a text prompt never runs the encoder)."""
@@ -291,6 +299,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             "identities": identities,
             "traits": family_traits,
             "weights": weight_rows(tiny),  # every standard weight per host kind, measured (generator/site/weights_section.py)
+            **transformers_hidden_states(models, family_module, prompts),
             "variants": layouts,
         }
         check_tags(family, facts)

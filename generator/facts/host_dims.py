@@ -14,9 +14,11 @@ from typing import Any
 
 
 def host_dims(model: Any) -> dict:
-    """``{"host_dims": [{"host": pattern, "class": host class, "dims": {name: size}}]}``: per host kind, the sizes
-    its weights give that the model-wide ``dim_sizes()`` lacks or sizes otherwise; nothing when no kind has any, so
-    such a family's facts are as they were. Two weights of one kind that size one name differently refuse."""
+    """``{"host_dims": [{"host": pattern, "class": host class, "dims": {name: size}, "weights": {weight: {name:
+    size}}}]}``: per host kind, the sizes its weights give that the model-wide ``dim_sizes()`` lacks or sizes
+    otherwise; where the kind's weights disagree on one name (Mllama's W_E has the image tokens' 8 rows past W_U's
+    vocabulary), that name is sized per weight instead. Nothing when no kind has any, so such a family's facts are
+    as they were."""
     import torch
 
     from nncanon.core.hosts import pattern
@@ -24,12 +26,14 @@ def host_dims(model: Any) -> dict:
     from nncanon.research.weights import names
 
     overall = model.dim_sizes()
-    kinds: dict[tuple[str, str], dict[str, int]] = {}
+    rows = []
+    seen: set[tuple[str, str]] = set()
     for host in {id(h): h for h in [model, *model._hosts]}.values():
         key = (pattern(host._std_path or "model"), type(host).__name__)
-        if key in kinds:
+        if key in seen:
             continue
-        own: dict[str, tuple[int, str]] = {}
+        seen.add(key)
+        per_weight: dict[str, dict[str, int]] = {}
         for name in names(type(host)):
             try:
                 weight = getattr(host, name)
@@ -37,14 +41,18 @@ def host_dims(model: Any) -> dict:
                 continue
             dims = getattr(type(host), name).dims.split()
             shape = tuple(getattr(weight, "shape", ()))
-            if not isinstance(weight, torch.Tensor) and not hasattr(weight, "shape") or len(shape) != len(dims):
+            if not (isinstance(weight, torch.Tensor) or hasattr(weight, "shape")) or len(shape) != len(dims):
                 continue  # no such bias, or a weight whose layout the read does not keep: nothing to read a size from
-            for dim, size in zip(dims, shape):
-                if dim in own and own[dim][0] != size:
-                    raise ValueError(f"{key[0]} ({key[1]}): {own[dim][1]} gives {dim}={own[dim][0]} and {name} "
-                                     f"gives {dim}={size}: one host kind has one size per dimension")
-                own[dim] = (int(size), name)
-        kinds[key] = {dim: size for dim, (size, _) in own.items() if overall.get(dim) != size}
-    rows = [{"host": host, "class": cls, "dims": dict(sorted(dims.items()))} for (host, cls), dims in kinds.items()
-            if dims]
+            per_weight[name] = {dim: int(size) for dim, size in zip(dims, shape)}
+        sizes: dict[str, set[int]] = {}
+        for own in per_weight.values():
+            for dim, size in own.items():
+                sizes.setdefault(dim, set()).add(size)
+        dims = {dim: next(iter(s)) for dim, s in sizes.items() if len(s) == 1 and overall.get(dim) != next(iter(s))}
+        apart = {name: {dim: size for dim, size in own.items() if len(sizes[dim]) > 1 and overall.get(dim) != size}
+                 for name, own in per_weight.items()}
+        apart = {name: own for name, own in apart.items() if own}
+        if dims or apart:
+            rows.append({"host": key[0], "class": key[1], "dims": dict(sorted(dims.items())),
+                         **({"weights": apart} if apart else {})})
     return {"host_dims": rows} if rows else {}

@@ -25,16 +25,17 @@ def full_shape(dims: str, sizes: dict[str, int]) -> str:
     return "[" + ", ".join(str(sizes.get(d, d)) for d in dims.split()) + "]"
 
 
-def host_sizes(printout: dict, path: str, host_class: str) -> dict[str, int]:
+def host_sizes(printout: dict, path: str, host_class: str, weight: str | None = None) -> dict[str, int]:
     """The full-size sizes of the dimensions a host kind's values and weights name: the model's, the vision
     encoder's under ``model.vision``, and the kind's own where its weights give another (a mixture's expert width,
-    generator/facts/host_dims.py)."""
+    generator/facts/host_dims.py), or ``weight``'s own where the kind's weights disagree (Mllama's W_E)."""
     sizes = dict(printout.get("dims") or {})
     if path.startswith("model.vision"):
         sizes.update(printout.get("vision_dims") or {})
     for kind in printout.get("host_dims") or []:
         if kind["host"] == path and kind["class"] == host_class:
             sizes.update(kind["dims"])
+            sizes.update((kind.get("weights") or {}).get(weight) or {})
     return sizes
 
 
@@ -52,8 +53,8 @@ def rows(facts: dict) -> list[dict]:
     relations = facts.get("relations") or []
     out = []
     for kind in facts.get("weights") or []:
-        sizes = host_sizes(printout, kind["host"], kind["class"])
         for w in kind["weights"]:
+            sizes = host_sizes(printout, kind["host"], kind["class"], w["name"])
             out.append({"host": kind["host"], "class": kind["class"], "blocks": kind.get("blocks") or [],
                         "name": w["name"], "dims": w["dims"], "shape": "" if w["status"] in ("none", "refused") else full_shape(w["dims"], sizes),
                         "status": w["status"], "why": w["why"],
