@@ -96,7 +96,24 @@ def test_what_the_trees_are(surveyed):
     assert all(v is None for v in llama["values"].values()) and all(r is None for r in llama["relations"].values())
     assert gpt2["relations"]["model: layers[0].layer_input == token_embeddings"] == "does not hold"
     assert gemma2["relations"]["model.layers[i]: layer_input + {mixer}.attention_output == layer_mid"] == "does not hold"
-    assert "block: sandwich norms" in gemma2["shape"] and "mlp: plain" in gpt2["shape"]
+    assert "norms: sandwich norms" in gemma2["shape"] and "mlp: plain" in gpt2["shape"]
+    assert "norms: pre-norm" in llama["shape"] and "norms: pre-norm" in gpt2["shape"]
+
+
+def test_the_closest_family_is_chosen_by_block_structure_and_says_what_differs(surveyed):
+    """GLM-4 norms each sublayer's input and output under names unlike Gemma's (post_self_attn_layernorm): its
+    placement is measured on the forward, so its closest family is the sandwich one, and against llama alone the
+    row names the difference. OLMo-2's norms on the sublayers' outputs only read as post-norm."""
+    from generator.site.coverage import closest, features
+    from generator.survey.measure import survey
+
+    glm4, olmo2 = survey("glm4"), survey("olmo2")
+    assert "norms: sandwich norms" in glm4["shape"] and "norms: post-norm" in olmo2["shape"]
+    paged = [(t, features(surveyed[t])) for t in TREES]
+    family, _, differs = closest(glm4, paged)
+    assert family == "gemma2" and not any(d.startswith("norms") for d in differs), (family, differs)
+    family, _, differs = closest(glm4, paged[:1])
+    assert family == "llama" and "norms: sandwich norms here, pre-norm there" in differs, differs
 
 
 def test_a_model_type_that_does_not_build_says_why_in_one_line():

@@ -60,15 +60,34 @@ def features(row: dict) -> set[str]:
             | {f"relation {k}" for k, v in row["relations"].items() if v is None} | {_kind(i) for i in row["shape"]})
 
 
-def closest(row: dict, paged: list[tuple[str, set[str]]]) -> tuple[str, float] | None:
-    """The family whose model type's survey row shares the most (Jaccard) with ``row``'s; a tie goes to llama
-    (the tree the generic parts are), then by name."""
+#: the shape words that say how a block computes (where its norms sit, what its MLP and mixer are, one norm for a
+#: parallel block): the family to start from is the one that differs from a model type in fewest of these, then
+#: shares the most of everything else measured
+STRUCTURE = ("norms: ", "mlp: ", "mixer: ", "attention: q/k", "attention: plain", "block: one norm")
+
+
+def structure(features: set[str]) -> set[str]:
+    return {f for f in features if f.startswith(STRUCTURE)}
+
+
+def closest(row: dict, paged: list[tuple[str, set[str]]]) -> tuple[str, float, list[str]] | None:
+    """The family whose model type's survey row has the fewest differences in block structure from ``row``'s, then
+    shares the most (Jaccard) with it; a tie goes to llama (the tree the generic parts are), then by name. With it,
+    what differs in structure: "norms: sandwich norms here, pre-norm there"."""
     mine = features(row)
-    scored = [(len(mine & theirs) / len(mine | theirs), family) for family, theirs in paged if mine | theirs]
+    scored = [(-len(structure(mine) ^ structure(theirs)), len(mine & theirs) / len(mine | theirs), family, theirs)
+              for family, theirs in paged if mine | theirs]
     if not scored:
         return None
-    best = max(score for score, _ in scored)
-    return min((family != "llama", family) for score, family in scored if score == best)[1], best
+    best = max((apart, share) for apart, share, _, _ in scored)
+    family, theirs = min(((f != "llama", f), t) for apart, share, f, t in scored if (apart, share) == best)
+    family = family[1]
+    differs = []
+    for category in dict.fromkeys(f.split(":", 1)[0] for f in structure(mine) ^ structure(theirs)):
+        here, there = ([f.split(": ", 1)[1] for f in sorted(structure(side)) if f.split(":", 1)[0] == category]
+                       for side in (mine, theirs))
+        differs.append(f"{category}: {', '.join(here) or 'none'} here, {', '.join(there) or 'none'} there")
+    return family, best[1], differs
 
 
 def mixers(shape: list[str]) -> list[str]:
@@ -121,7 +140,7 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compar
         "resolved": sum(v is None for v in values.values()), "values_of": len(values),
         "held": sum(r is None for r in relations.values()), "relations_of": len(relations),
         "shared": shared, "chain": chain, "closest": near[0] if near else None,
-        "closest_share": f"{round(100 * near[1])}%" if near else None,
+        "closest_share": f"{round(100 * near[1])}%" if near else None, "differs": near[2] if near else [],
         "transformer_lens": compared.get("transformer_lens"), "nnterp": compared.get("nnterp"),
         "facets": {
             "status": [kind],

@@ -74,6 +74,7 @@ def code_hash() -> str:
     import generator.checkpoint.tiny_weights
     import generator.facts.chain
     import generator.facts.dataflow
+    import generator.facts.norm_placement
     import generator.facts.proof
     import nncanon.core.relations
     import nncanon.guards.order
@@ -85,7 +86,7 @@ def code_hash() -> str:
     files = sorted(HERE.glob("*.py")) + [Path(m.__file__) for m in (
         generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.blocks.decoder, nncanon.parts.attention.softmax,
         nncanon.parts.blocks.mlp, nncanon.core.relations, generator.facts.chain, generator.facts.dataflow,
-        nncanon.guards.order, nncanon.parts.weights)]
+        nncanon.guards.order, nncanon.parts.weights, generator.facts.norm_placement)]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())

@@ -46,6 +46,9 @@ class Tree:
     paths: list[str] = field(default_factory=list)
     #: the tree's shape in words the closest-family match compares: "norm: RMSNorm", "mlp: gated", ...
     shape: list[str] = field(default_factory=list)
+    #: every block as (block, its attention or None, its MLP or None): where its norms sit is measured on these
+    #: (generator/facts/norm_placement.py), not read off the norms' names
+    blocks: list[tuple[Any, Any, Any]] = field(default_factory=list)
 
 
 def _path_of(module: Any, target: Any) -> str | None:
@@ -107,6 +110,7 @@ def discover(module: Any) -> Tree:
     for layer in layers:  # a hybrid's block kinds are classes of their own, or one class holding other mixers
         firsts.setdefault((type(layer), tuple(type(c).__name__ for _, c in layer.named_children())), layer)
         tree.envoys[type(layer)] = Block
+        tree.blocks.append((layer, *_mixer_and_mlp(layer)))
     for block in firsts.values():
         _block(tree, block, Attention, MLP)
     tree.shape = list(dict.fromkeys(tree.shape))
@@ -118,12 +122,29 @@ def discover(module: Any) -> Tree:
     return tree
 
 
-def _block(tree: Tree, block: Any, attention_host: type, mlp_host: type) -> None:
-    """The block's mixer, MLP and norms mounted on the Llama names, and its shape in words."""
+def _sublayers(block: Any) -> tuple[str | None, str | None]:
+    """The names of the block's attention and MLP children (None where it has none the generic parts know)."""
     attention = _child(block, lambda name, child: "attention" in type(child).__name__.lower()
                        or type(child).__name__.endswith(("Attn", "SelfAttn")))
     mlp = _named(block, MLP_NAMES) or _child(block, lambda name, child: any(
         word in type(child).__name__.lower() for word in ("mlp", "feedforward", "moe", "sparse")))
+    return attention, mlp
+
+
+#: the children a block's other sequence mixers go by (Mamba's mixer, a DeltaNet's linear_attn, LFM2's conv): where
+#: its norms sit is measured around them too, though the generic parts mount no attention there
+OTHER_MIXERS = ("mixer", "mamba", "linear_attn", "conv", "temporal_block", "mamba_layer")
+
+
+def _mixer_and_mlp(block: Any) -> tuple[Any, Any]:
+    attention, mlp = _sublayers(block)
+    mixer = attention or _named(block, OTHER_MIXERS)
+    return (getattr(block, mixer) if mixer else None), (getattr(block, mlp) if mlp else None)
+
+
+def _block(tree: Tree, block: Any, attention_host: type, mlp_host: type) -> None:
+    """The block's mixer, MLP and norms mounted on the Llama names, and its shape in words."""
+    attention, mlp = _sublayers(block)
     norms = [name for name, child in block.named_children() if _is_norm(child)]
     if attention is not None:
         cls = type(getattr(block, attention))
@@ -152,11 +173,9 @@ def _block(tree: Tree, block: Any, attention_host: type, mlp_host: type) -> None
         tree.shape.append("mlp: none")
     tree.shape.append(f"block norms: {len(norms)}")
     wanted = ["input_layernorm", "post_attention_layernorm"]
-    if "pre_feedforward_layernorm" in norms:
-        tree.shape.append("block: sandwich norms")  # post_attention_layernorm normalizes the attention output
     for standard, native in zip(wanted, [n for n in norms if n not in wanted] if not set(wanted) & set(norms) else []):
         tree.rename[native] = standard
-    if len(norms) == 1:
+    if len(norms) == 1 and attention is not None and mlp is not None:
         tree.shape.append("block: one norm (parallel attention and MLP)")
 
 
