@@ -73,6 +73,10 @@ def test_the_same_mechanism_gets_the_same_word(all_facts):
         assert ("pre-norm" in t["norms"]) == (not any(m in traits["block"] for m in ("post-norm", "sandwich norms")))
         assert all(term[0].islower() or term.split()[0] in ("RMSNorm", "LayerNorm") for terms_ in t.values()
                    for term in terms_), (name, t)
+        # a windowed attention has one word, in the Mixer facet, whether its config windows some blocks or all
+        windowed = "sliding window" in traits.get("attention", []) or any(
+            k["kind"] == "sliding_attention" for k in f["stack"].get("block_kinds", []))
+        assert ("sliding-window attention" in t["mixer"]) == windowed and "sliding window" not in t["attention"], name
 
 
 # ---------------------------------------------------------------- navigation

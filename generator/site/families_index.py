@@ -36,6 +36,9 @@ PARENTS = {"mixture + shared expert": "mixture of experts"}
 #: traits.norm_gain (how a norm applies its learned parameters) -> the norms facet's word; "weight" is the default
 GAINS = {"1 + weight": "gain 1 + weight", "weight + bias": "norm bias", "none": "no norm gain"}
 
+#: the attention quirk (generator/facts/traits.py) the Mixer facet's "sliding-window attention" says
+WINDOWED = "sliding window"
+
 #: block mechanics that are about where the norms sit
 PLACEMENTS = ("post-norm", "sandwich norms")
 
@@ -119,11 +122,19 @@ def facets(facts: dict) -> dict[str, list[str]]:
     norms += [GAINS.get(g, f"gain {g}") for g in gain.split(" / ") if g and g != "weight"]
     vision = facts.get("vision")
     mlps = [MLPS.get(m, m) for m in traits.get("mlp", "").split(" then ") if m]
+    quirks = list(dict.fromkeys(_attention_term(q) for q in traits.get("attention", [])))
+    mixers = list(dict.fromkeys(t for m in mixer_counts(facts) for t in m["terms"]))
+    if WINDOWED in quirks:
+        # one word for one mechanism, in the Mixer facet: a config that windows every attention block (Mistral's
+        # sliding_window, no sliding block kind) runs sliding-window attention, not full attention
+        quirks.remove(WINDOWED)
+        if MIXERS["sliding_attention"] not in mixers:
+            mixers = [MIXERS["sliding_attention"] if t == MIXERS["full_attention"] else t for t in mixers]
     return {
-        "mixer": list(dict.fromkeys(t for m in mixer_counts(facts) for t in m["terms"])),
+        "mixer": mixers,
         "mlp": list(dict.fromkeys(mlps)),
         "norms": norms,
-        "attention": list(dict.fromkeys(_attention_term(q) for q in traits.get("attention", []))),
+        "attention": quirks,
         "block": [m for m in block if m not in PLACEMENTS],
         "vision": [f"vision: {vision['line']}" if vision.get("line") else "vision encoder"] if vision else ["text only"],
     }
