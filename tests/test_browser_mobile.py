@@ -137,6 +137,26 @@ def test_the_families_index_scrolls_in_its_own_box_on_a_phone(browser, base):
     assert not t.errors, t.errors
 
 
+def test_a_table_wider_than_its_box_keeps_its_first_column_on_a_desktop(browser, base):
+    """The Coverage page's nine columns are wider than the article at 1440 px: the model type stays in view while
+    the other columns scroll (the box is narrowed here so the few fixture rows overflow as the 272 do)."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    t = Tab(context.new_page())
+    page = t.open(f"{base}/coverage/")
+    box = page.locator(".nc-families-box").first
+    box.evaluate("e => { e.style.maxWidth = '420px' }")
+    assert box.evaluate("e => e.scrollWidth > e.clientWidth + 100")
+    first = page.locator("table.nc-coverage tbody td:first-child").first
+    second = page.locator("table.nc-coverage tbody td:nth-child(2)").first
+    x, y = first.bounding_box()["x"], second.bounding_box()["x"]
+    box.evaluate("e => { e.scrollLeft = 250 }")
+    assert abs(first.bounding_box()["x"] - x) < 1 and second.bounding_box()["x"] < y - 100
+    # what scrolled under it is covered, not shown through it
+    assert first.evaluate("e => getComputedStyle(e).backgroundColor") not in ("rgba(0, 0, 0, 0)", "transparent")
+    context.close()
+    assert not t.errors, t.errors
+
+
 def test_touch_screens_get_no_key_hints_and_a_thumb_to_hit(browser, base):
     context = browser.new_context(**PHONE)
     t = Tab(context.new_page())
