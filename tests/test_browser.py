@@ -574,3 +574,27 @@ def test_walking_a_block_part_by_part_no_card_covers_the_next_part(tab, base):
                     and other[1] < settled_card[3]):
                 problems.append(f"{path} near the window's {where}: its card covers the next part, {following}")
     assert not problems, "\n".join(problems)
+
+
+def test_the_keyboard_reaches_the_diagram_in_a_few_tabs(tab, base):
+    """Material's "Skip to content", then the page's jump link: the block diagram's first part is a handful of Tabs
+    from the top, not the 168 it took behind the cheat sheet's 73 links."""
+    page = tab.open(family_url(base))
+    presses = 0
+
+    def tab_until(expression: str, limit: int) -> None:
+        nonlocal presses
+        for _ in range(limit):
+            page.keyboard.press("Tab")
+            presses += 1
+            if page.evaluate(f"(() => {{ const e = document.activeElement; return !!e && ({expression}); }})()"):
+                return
+        raise AssertionError(f"{limit} Tabs did not reach {expression}: " + page.evaluate(
+            "document.activeElement.outerHTML.slice(0, 200)"))
+
+    tab_until("e.classList.contains('md-skip')", 3)
+    page.keyboard.press("Enter")
+    tab_until("e.matches('.nc-jump a[href$=\"#the-residual-stream\"]')", 6)
+    page.keyboard.press("Enter")
+    tab_until("!!e.closest('.nc-figure')", 6)
+    assert presses <= 12, presses
