@@ -225,7 +225,9 @@ def test_the_cheat_sheet_names_every_value_with_its_full_size_dims_and_links_its
 
 
 #: the dimensions a shape cell names because their size is the prompt's or the image's, not the checkpoint's
-PROMPT_DIMS = {"batch", "seq", "query", "key", "images", "patches", "features", "image_tokens"}
+#: (Mllama's image_batch, image_tiles and vision_tokens count the images a prompt carries: nncanon/families/mllama.py)
+PROMPT_DIMS = {"batch", "seq", "query", "key", "images", "patches", "features", "image_tokens", "image_batch",
+               "image_tiles", "vision_tokens"}
 
 
 def test_no_shape_cell_prints_a_config_fields_name(site, all_facts):
