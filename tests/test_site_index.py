@@ -311,6 +311,15 @@ def test_a_numeric_heading_sorts_the_families(site, browser, all_facts):
     page.click('.nc-sort[data-key="parameters"]')
     order = page.eval_on_selector_all("table.nc-families tbody tr td:first-child code", "cs => cs.map(c => c.textContent)")
     assert [largest[n] for n in order] == sorted(largest.values())
+    # the order is in the URL: a reload (or a shared link) shows the same
+    assert "sort=parameters" in page.url and "order=ascending" in page.url
+    page.reload()
+    until(page, "document.querySelector('th:has(.nc-sort[data-key=\"parameters\"])').getAttribute('aria-sort') "
+                "=== 'ascending'", what="the sort the URL names")
+    again = page.eval_on_selector_all("table.nc-families tbody tr td:first-child code", "cs => cs.map(c => c.textContent)")
+    assert again == order
+    box = page.locator('.nc-sort[data-key="parameters"]').bounding_box()
+    assert box["height"] >= 24 and box["width"] >= 24, box  # a target a thumb hits (WCAG 2.5.8)
     page.close()
 
 

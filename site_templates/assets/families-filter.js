@@ -79,25 +79,36 @@
     sortable(document.querySelector("table.nc-families"));
   }
   // A numeric heading sorts the rows by its column's value (the largest checkpoint's), largest first; a second
-  // click reverses. aria-sort tells a screen reader which column orders the table.
+  // click reverses. aria-sort tells a screen reader which column orders the table. The order lives in the URL
+  // (?sort=layers&order=ascending), as the filter does, so a sorted view can be linked and survives reload.
   function sortable(table) {
     if (!table) return;
     var body = table.tBodies[0];
     var original = Array.prototype.slice.call(body.rows);
+    function order(button, descending, updateUrl) {
+      var th = button.closest("th");
+      var column = Array.prototype.indexOf.call(th.parentNode.children, th);
+      table.querySelectorAll("th[aria-sort]").forEach(function (h) { h.setAttribute("aria-sort", "none"); });
+      th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+      var rows = original.slice().sort(function (a, b) {
+        var x = parseFloat(a.cells[column].dataset.value) || 0, y = parseFloat(b.cells[column].dataset.value) || 0;
+        return descending ? y - x : x - y;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+      if (!updateUrl) return;
+      var params = new URLSearchParams(window.location.search);
+      params.set("sort", button.dataset.key);
+      params.set("order", descending ? "descending" : "ascending");
+      history.replaceState(history.state, "", window.location.pathname + "?" + params.toString() + window.location.hash);
+    }
     table.querySelectorAll(".nc-sort").forEach(function (button) {
       button.addEventListener("click", function () {
-        var th = button.closest("th");
-        var column = Array.prototype.indexOf.call(th.parentNode.children, th);
-        var descending = th.getAttribute("aria-sort") !== "descending";
-        table.querySelectorAll("th[aria-sort]").forEach(function (h) { h.setAttribute("aria-sort", "none"); });
-        th.setAttribute("aria-sort", descending ? "descending" : "ascending");
-        var rows = original.slice().sort(function (a, b) {
-          var x = parseFloat(a.cells[column].dataset.value) || 0, y = parseFloat(b.cells[column].dataset.value) || 0;
-          return descending ? y - x : x - y;
-        });
-        rows.forEach(function (row) { body.appendChild(row); });
+        order(button, button.closest("th").getAttribute("aria-sort") !== "descending", true);
       });
     });
+    var params = new URLSearchParams(window.location.search);
+    var chosen = params.get("sort") && table.querySelector('.nc-sort[data-key="' + CSS.escape(params.get("sort")) + '"]');
+    if (chosen) order(chosen, params.get("order") !== "ascending", false);
   }
   if (window.document$ && window.document$.subscribe) {
     window.document$.subscribe(init);
