@@ -41,6 +41,7 @@ def on_config(config):
 _ROW = re.compile(r'<tr id="(v-[^"]+)" data-path="([^"]+)"[^>]*>(.*?)</tr>', re.S)
 _CELL = re.compile(r'<td class="nc-(layout|desc|read)">(.*?)</td>', re.S)
 _TAG = re.compile(r"<[^>]+>")
+_CHECKPOINT = re.compile(r'<th scope="col" id="(config-[^"]+)" data-checkpoint="([^"]+)"')
 _rows: dict[str, list[dict]] = {}
 
 
@@ -63,6 +64,13 @@ def on_page_content(content, page, config, files):
             # a row is what a search for a value's path is after: ranked above prose that mentions its parts
             entries.append({"location": f"{page.url}#{anchor}", "title": html.unescape(path), "text": text,
                             "boost": 10})
+        # a search for a checkpoint's name ("Qwen3-30B-A3B") is after the family that serves it: each full-size
+        # config's column is an entry of its own, titled with the checkpoint and ranked as a value row is
+        family = page.file.src_uri.split("/")[1]
+        for anchor, checkpoint in _CHECKPOINT.findall(content):
+            name = html.unescape(checkpoint)
+            entries.append({"location": f"{page.url}#{anchor}", "title": name, "boost": 10,
+                            "text": f"{name}: a checkpoint of the {family} family, its full-size config."})
         _rows[page.url] = entries
     return content
 

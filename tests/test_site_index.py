@@ -166,6 +166,23 @@ def test_a_search_that_names_the_family_ranks_it_first(site, browser, family, va
     page.close()
 
 
+@pytest.mark.browser
+@pytest.mark.parametrize("checkpoint, family", [("Qwen3-30B-A3B", "qwen3_moe"), ("gemma-2-9b", "gemma2")])
+def test_a_search_for_a_checkpoints_name_finds_its_family_first(site, browser, all_facts, checkpoint, family):
+    """The checkpoint is one a family's full-size configs name (read from the facts, so the test follows them)."""
+    named = [c["checkpoint"] for t in all_facts[family]["configs"] for c in [t, *({"checkpoint": a} for a in
+                                                                                 t.get("also", []))]]
+    assert any(checkpoint in c for c in named), named
+    _, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/families/")
+    page.fill("input.md-search__input", checkpoint)
+    page.wait_for_selector(".md-search-result__item a")
+    links = page.eval_on_selector_all(".md-search-result__item a", "els => els.map(e => e.getAttribute('href'))")
+    assert f"families/{family}/" in links[0] and "#config-" in links[0], links[:6]
+    page.close()
+
+
 def test_the_search_index_has_a_row_per_value_and_no_diagram_or_printout(site, all_facts):
     out, _ = site
     docs = json.loads((out / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
