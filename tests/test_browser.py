@@ -441,6 +441,10 @@ def test_dark_scheme_and_phone_width(browser, base):
                               " / s.viewBox.baseVal.width; }")
     assert shown >= 12, shown
     assert not scroller.locator(".nc-scroll-hint").is_visible()
+    # the stack's chain (embeddings ... lm_head, logits) is wider than a phone: it says so, and scrolls to its end
+    chain = page.locator(".nc-figure .nc-scroll:has(#nc-stack-chain)")
+    assert chain.evaluate("e => e.scrollWidth > e.clientWidth + 1")
+    assert chain.locator(".nc-scroll-hint").is_visible()
     # the slider still picks every block; the card fits the screen
     page.mouse.click(*_tick_centre(page, 39))
     assert page.locator(".nc-slider").input_value() == "39"
