@@ -128,8 +128,9 @@ def facets(facts: dict) -> dict[str, list[str]]:
         # one word for one mechanism, in the Mixer facet: a config that windows every attention block (Mistral's
         # sliding_window, no sliding block kind) runs sliding-window attention, not full attention
         quirks.remove(WINDOWED)
-        if MIXERS["sliding_attention"] not in mixers:
+        if MIXERS["sliding_attention"] not in mixers:  # RecurrentGemma's local attention blocks: named here
             mixers = [MIXERS["sliding_attention"] if t == MIXERS["full_attention"] else t for t in mixers]
+            mixers += [MIXERS["sliding_attention"]] if MIXERS["sliding_attention"] not in mixers else []
     return {
         "mixer": mixers,
         "mlp": list(dict.fromkeys(mlps)),
