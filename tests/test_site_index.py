@@ -292,6 +292,55 @@ def test_a_mixtures_expert_width_is_its_checkpoints(all_facts, family):
 # ---------------------------------------------------------------- the numeric columns
 
 
+def test_active_parameters_agree_with_the_names_that_state_them(all_facts):
+    """A mixture checkpoint's name often states its parameters per token ("Qwen3-30B-A3B": 3B active): the count
+    on the meta model (every parameter but the routed experts a token is not sent to) is that number, to the name's
+    rounding and the embeddings it may leave out; a dense checkpoint uses all of its parameters."""
+    named = 0
+    for name, facts in all_facts.items():
+        for s in facts["sizes"]:
+            if not s["experts"]:
+                assert s["active"] == s["parameters"], (name, s["checkpoint"])
+                continue
+            assert s["active"] < s["parameters"], (name, s["checkpoint"])
+            stated = re.search(r"-A(\d+(?:\.\d+)?)B\b", s["checkpoint"])
+            if stated:
+                named += 1
+                ratio = s["active"] / (float(stated.group(1)) * 1e9)
+                assert 0.75 <= ratio <= 1.35, (s["checkpoint"], s["active"], ratio)
+    assert named >= 4, named
+
+
+def test_the_properties_page_has_a_row_per_checkpoint_with_its_numbers(site, all_facts):
+    out, _ = site
+    page = (out / "properties" / "index.html").read_text(encoding="utf-8")
+    rows = re.findall(r"<tr data-mixer=.*?</tr>", page, re.S)
+    sizes = [(name, s) for name, f in all_facts.items() for s in f["sizes"]]
+    assert len(rows) == len(sizes)
+    for (name, s), row in zip(sizes, rows):
+        assert f"<code>{s['checkpoint']}</code>" in row and f'href="../families/{name}/"' in row, (name, row[:200])
+        values = re.findall(r'<td class="nc-num" data-value="([^"]*)"', row)
+        assert values[0] == str(s["parameters"]) and values[1] == str(s["active"]), (name, values)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1440, 375])
+def test_the_properties_page_sorts_by_active_parameters_and_filters_mixtures(site, browser, all_facts, width):
+    _, base = site
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(f"{base}/properties/?mlp=mixture%20of%20experts")
+    until(page, "document.querySelector('.nc-trait-count').textContent !== ''", what="the filter from the URL")
+    page.click('.nc-sort[data-key="active"]')
+    shown = page.eval_on_selector_all("table.nc-properties tbody tr:not([hidden]) td:first-child code",
+                                      "cs => cs.map(c => c.textContent)")
+    active = {s["checkpoint"]: s["active"] for f in all_facts.values() for s in f["sizes"]
+              if "mixture" in f["traits"]["mlp"]}
+    assert sorted(shown) == sorted(active) and [active[c] for c in shown] == sorted(active.values(), reverse=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.close()
+
+
+
 @pytest.mark.parametrize("family", ["gpt2", "qwen3_moe", "gemma2"])
 def test_the_index_numbers_are_the_full_size_models_own(all_facts, family):
     """Each checkpoint's numbers against transformers' own model of its config, built on the meta device apart

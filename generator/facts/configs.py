@@ -98,10 +98,24 @@ def sizes(checkpoint_id: str, model: Any) -> dict:
         kv_heads = model.num_kv_heads if heads else None
     except (AttributeError, nncanon.Unavailable):  # a stack with no one kv-head count
         kv_heads = None
+    total = sum(p.numel() for p in model._module.parameters())
     return {"checkpoint": checkpoint_id, "blocks": model.num_layers, "width": model.hidden_size,
             "heads": heads, "kv_heads": kv_heads, "experts": dims.get("num_experts"), "top_k": dims.get("top_k"),
-            "parameters": sum(p.numel() for p in model._module.parameters()),
+            "parameters": total, "active": active_parameters(model, total, dims),
+            "head_dim": dims.get("head_dim") if heads else None,
             "context": getattr(model.text_config, "max_position_embeddings", None)}
+
+
+def active_parameters(model: Any, total: int, dims: dict) -> int:
+    """The parameters one token's forward uses: all of them, but of each mixture's routed experts only the top_k of
+    num_experts it is routed to (a routed expert is a child named ``experts``, its weights stacked or a list; a
+    shared expert is another child and always runs). Counted on the meta model, as the total is."""
+    experts, top_k = dims.get("num_experts"), dims.get("top_k")
+    if not experts or not top_k:
+        return total
+    routed = {id(p): p.numel() for name, module in model._module.named_modules() if name.rsplit(".", 1)[-1] == "experts"
+              for p in module.parameters()}
+    return total - round(sum(routed.values()) * (1 - top_k / experts))
 
 
 def config_tables(family: Family, family_module: Any, task: str, causal_lm: type,

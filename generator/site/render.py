@@ -44,6 +44,7 @@ from generator.site.interiors import check_order, interior, undrawn
 from generator.site.mechanics import mechanics_table
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
+from generator.site.properties import render_properties
 from generator.site.recurrent import mixers, summary
 from generator.site.releases_page import load_records, releases_page, verified_on
 from generator.site.weights_section import host_sizes, weights_section
@@ -482,6 +483,7 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
         env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries), numbers=NUMBERS,
                                                         match=matches), encoding="utf-8"
     )
+    (out_dir / "properties.md").write_text(render_properties(env, entries), encoding="utf-8")
     (out_dir / "mechanics.md").write_text(
         env.get_template("mechanics.md.j2").render(mechanics=mechanics_table(families)), encoding="utf-8"
     )
