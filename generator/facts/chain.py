@@ -185,6 +185,17 @@ def graph(model: Any, held: Callable[[str], bool] | None = None, fallback: Calla
     first = min((at for (block, at) in measured.values() if block is not None), default=math.inf)
     for row, (block, at) in measured.items():
         g.place[row] = (0, block, at) if block is not None else (_BEFORE if at < first else _AFTER, 0, at)
+    # values read at one point, views of one tensor (the keys and their rotary columns), were produced at once: a
+    # relation between them runs both ways
+    for envoy in hosts:
+        path = _path(envoy)
+        at_one: dict[str, list[str]] = defaultdict(list)
+        for value in type(envoy).values():
+            if f"{path}.{value.name}" in g.place:
+                at_one[repr(value.locator)].append(f"{path}.{value.name}")
+        for rows_ in at_one.values():
+            low = min(g.place[row] for row in rows_)
+            g.place.update({row: low for row in rows_})
     # a module call's input just before its host's first value, its output just after its last
     for envoy in hosts:
         path = _path(envoy)
@@ -272,12 +283,6 @@ KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
         ('model.layers[i].attention_norm_output',
          'model.layers[i].mamba.gated_norm_output'),
     },
-    'deepseek_v3': {
-        ('model.layers[i].self_attn.attention_keys_rope',
-         'model.layers[i].self_attn.attention_head_outputs'),
-        ('model.layers[i].self_attn.attention_keys_rope',
-         'model.layers[i].self_attn.attention_scores'),
-    },
     'falcon_h1': {
         ('model.layers[i].attention_norm_output',
          'model.layers[i].mamba.attention_output'),
@@ -285,10 +290,6 @@ KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
     'falcon_mamba': {
         ('model.layers[i].attention_norm_output',
          'model.layers[i].mixer.gated_output'),
-    },
-    'gpt_oss': {
-        ('model.layers[i].mlp.expert_weights',
-         'model.layers[i].mlp.routed_output'),
     },
     'granitemoehybrid': {
         ('model.layers[i].attention_norm_output',

@@ -46,7 +46,7 @@ from ..parts.blocks.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock
+from ..parts.blocks.mixture import MOE_RELATIONS, SHARED_INPUT_RELATION, MoE, MoEBlock
 from ..parts.blocks.mlp import MLP
 from ..research.weights import Layout as WeightLayout
 
@@ -113,12 +113,9 @@ def _reconstruct(host, r):
 
 
 @relation("attention_queries == [nope | rotary(rope)] of q_b_proj(query_latent) per head; attention_keys_rope == "
-          "rotary(kv_a_proj_with_mqa(input)[..., kv_lora_rank:]), one per token, the same on every head; "
-          "attention_queries_nope, attention_queries_rope, attention_keys_nope, attention_keys_rope are the "
-          "first qk_nope_head_dim and last qk_rope_head_dim columns of attention_queries and attention_keys",
-          proves="attention_queries_nope attention_queries_rope attention_keys_rope query_latent",
-          reads="inputs query_latent attention_queries attention_queries_nope attention_queries_rope attention_keys "
-                "attention_keys_nope attention_keys_rope", tolerance=SUBBLOCK)
+          "rotary(kv_a_proj_with_mqa(input)[..., kv_lora_rank:]), one per token, the same on every head",
+          proves="attention_keys_rope query_latent", reads="inputs query_latent attention_queries attention_keys_rope",
+          tolerance=SUBBLOCK)
 def _parts(host, r):
     import torch
 
@@ -130,12 +127,23 @@ def _parts(host, r):
     q = module.q_b_proj(r["query_latent"]).unflatten(-1, (-1, module.qk_head_dim)).transpose(1, 2)
     k_rot = module.kv_a_proj_with_mqa(x)[..., module.kv_lora_rank:][:, None]
     q_rot, k_rot = rotate(module, q[..., nope:], k_rot, cos, sin)
-    queries, keys = r["attention_queries"], r["attention_keys"]
-    heads_ = keys.shape[1]
-    return [(torch.cat([q[..., :nope], q_rot], -1), queries),
-            (k_rot.expand(-1, heads_, -1, -1), r["attention_keys_rope"]),
-            (queries[..., :nope], r["attention_queries_nope"]), (queries[..., nope:], r["attention_queries_rope"]),
-            (keys[..., :nope], r["attention_keys_nope"]), (keys[..., nope:], r["attention_keys_rope"])]
+    rope = r["attention_keys_rope"]
+    return [(torch.cat([q[..., :nope], q_rot], -1), r["attention_queries"]),
+            (k_rot.expand(-1, rope.shape[1], -1, -1), rope)]
+
+
+@relation("attention_keys == [attention_keys_nope | attention_keys_rope] per head; attention_queries == "
+          "[attention_queries_nope | attention_queries_rope] per head: the first qk_nope_head_dim and the last "
+          "qk_rope_head_dim columns", proves="attention_keys attention_queries_nope attention_queries_rope",
+          reads="attention_queries attention_keys attention_queries_nope attention_queries_rope attention_keys_nope "
+                "attention_keys_rope")
+def _columns(host, r):
+    """The keys the scores read are the reconstructed no-rope part and the shared rotary part side by side (the
+    link from each to the scores); the same numbers moved, so exact."""
+    import torch
+
+    return [(torch.cat([r["attention_keys_nope"], r["attention_keys_rope"]], -1), r["attention_keys"]),
+            (torch.cat([r["attention_queries_nope"], r["attention_queries_rope"]], -1), r["attention_queries"])]
 
 
 _QUERIES, _KEYS = op(_CALL, io="input", element=1), op(_CALL, io="input", element=2)
@@ -167,7 +175,7 @@ LatentAttention = host("LatentAttention", Attention, WEIGHTS=_LATENT, values=[
           "head's last qk_rope_head_dim columns", _KEYS, view=part("rope"), conditions=(ATTENTION_CALL,)),
     Value("attention_premix", HeadOutputs, "Every head's output side by side, as the output projection takes it",
           child("o_proj", "input"), view=heads("v_head_dim")),
-], RELATIONS=(_latents, _reconstruct, _parts, *ATTENTION_RELATIONS))
+], RELATIONS=(_latents, _reconstruct, _parts, _columns, *ATTENTION_RELATIONS))
 
 # -- the mixture: sigmoid scores, grouped top-k, scaled weights, a shared expert --------------------------
 
@@ -211,7 +219,7 @@ def _routed_plus_shared(host, r):
 GroupedMoE = host("GroupedMoE", MoE, values=[
     Value("shared_expert_output", Residual,
           "The shared expert's output, added ungated", child("shared_experts")),
-], RELATIONS=(_grouped_routing, MOE_RELATIONS[1], _routed_plus_shared))
+], RELATIONS=(_grouped_routing, MOE_RELATIONS[1], _routed_plus_shared, SHARED_INPUT_RELATION))
 
 ENVOYS = {hf.DeepseekV3DecoderLayer: MoEBlock, hf.DeepseekV3Attention: LatentAttention, hf.DeepseekV3MoE: GroupedMoE,
           hf.DeepseekV3MLP: MLP}

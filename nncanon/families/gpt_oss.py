@@ -167,15 +167,29 @@ def clamped_swiglu(experts, gate_up):
           "min(g, swiglu_limit) · sigmoid(swiglu_alpha · min(g, swiglu_limit))",
           proves="expert_outputs", reads="input expert_indices expert_weights expert_outputs", tolerance=SUBBLOCK)
 def _experts(host, r):
+    read = r["expert_outputs"]
+    return [(_slots(host, r), read.reshape(-1, *read.shape[-2:]))]
+
+
+def _slots(host, r):
+    """Each token's routing slots' weighted expert outputs ``[tokens, top_k, hidden]``, in float64 from the input,
+    the router's choice and the experts' parameters."""
     experts = host._module.experts
     x = rows(first(r["input"])).double()
     indices, weights = rows(r["expert_indices"]).long(), rows(r["expert_weights"]).double()
     gate_up = (x[:, None, None, :] @ experts.gate_up_proj.double()[indices]).squeeze(-2)
     gate_up = gate_up + experts.gate_up_proj_bias.double()[indices]
     out = (clamped_swiglu(experts, gate_up)[..., None, :] @ experts.down_proj.double()[indices]).squeeze(-2)
-    out = (out + experts.down_proj_bias.double()[indices]) * weights[..., None]
-    read = r["expert_outputs"]
-    return [(out, read.reshape(-1, *read.shape[-2:]))]
+    return (out + experts.down_proj_bias.double()[indices]) * weights[..., None]
+
+
+@relation("routed_output == Σ over routing slots of expert_weights[slot] · expert e(input), e = expert_indices[slot]",
+          proves="routed_output", reads="input expert_indices expert_weights routed_output", tolerance=SUBBLOCK)
+def _routed(host, r):
+    """The link from the router's choice to the routed output that holds under every load: the eager experts loop
+    over experts and never hold expert_outputs, which the slot-by-slot relations read. The slots' sum in float64
+    against the forward's float32 (top_k terms): SUBBLOCK."""
+    return [(_slots(host, r).sum(dim=1), rows(r["routed_output"]))]
 
 
 def _interleaved(host: Any, part: str, bias: bool) -> Any:
@@ -228,7 +242,7 @@ def _expert_weights(host, r):
 
 Mixture = host("Mixture", MoE, values=[
     Value("mlp_output", Residual, "What the MLP adds to the residual stream", own("output", element=0)),
-], RELATIONS=(_routing, _experts, *MOE_RELATIONS[1:], _expert_weights), **EXPERT_WEIGHTS)
+], RELATIONS=(_routing, _experts, *MOE_RELATIONS[1:], _expert_weights, _routed), **EXPERT_WEIGHTS)
 
 ENVOYS = {hf.GptOssDecoderLayer: MoEBlock, hf.GptOssAttention: SinkAttention, hf.GptOssMLP: Mixture}
 ROOT = host("GptOssStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
