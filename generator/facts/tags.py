@@ -247,6 +247,30 @@ def _entry(tag: str) -> tuple[str, re.Match, bool] | None:
     return None
 
 
+#: a qualifier naming transformers releases (``Eager attention only (transformers <5.24)``): the tag holds on those,
+#: where the page's locked release is, and is checked only under them (5.24 moved GPT-J onto sdpa too)
+_RELEASES = re.compile(r"^transformers (?P<spec>[<>=!~].*)$")
+
+
+def _on_release(family: Family, tag: str) -> bool:
+    """Whether ``tag`` is checked under the installed release: always, unless its qualifier names releases
+    (``transformers <spec>``) the installed one is not in; a qualifier that is no version specifier is refused."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    qualifier = _QUALIFIER.match(tag)["qualifier"]
+    named = _RELEASES.match(qualifier or "")
+    if named is None:
+        return True
+    try:
+        releases = SpecifierSet(named["spec"])
+    except InvalidSpecifier:
+        raise ClaimError(family.family, f"tag {tag!r}", f"{named['spec']!r} is not a version specifier "
+                                                        "(write e.g. 'transformers <5.24')") from None
+    import transformers
+
+    return releases.contains(transformers.__version__, prereleases=True)
+
+
 #: how the vocabulary's patterns read in an error
 SPELLED = {"(?:Q/K/V|QKV) bias|Attention bias(?:es)?": "Q/K/V bias, QKV bias, Attention bias(es)",
            "Scaled rotary \\((\\w+)\\)": "Scaled rotary (<rope_type>)",
@@ -283,6 +307,8 @@ def check_tags(family: Family, facts: dict) -> None:
                                                             f"of: {vocabulary()} (a '(qualifier)' may follow one)")
         pattern, found, qualified = entry
         needs, holds = TAGS[pattern]
+        if not _on_release(family, tag):  # a release-qualified tag says nothing of the installed release
+            continue
         # a tag holds on every layout the page covers (the tiny: recipe's and each variant's), a qualified one on some
         if not (any if qualified else all)(holds(layout, qualified, found) for layout in layouts):
             raise ClaimError(family.family, f"tag {tag!r}", f"needs {needs}, which the measured traits "

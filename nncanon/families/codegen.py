@@ -102,11 +102,13 @@ _WEIGHTS = Layout(q=Projection("qkv_proj", _chunk_part(0), grouped=True),
                   k=Projection("qkv_proj", _chunk_part(2), grouped=True),
                   v=Projection("qkv_proj", _chunk_part(1), grouped=True))
 
+#: SIN_FIRST: from 5.24 its rotary_emb hands the attention (sin, cos), not (cos, sin) (nncanon.parts.weights)
 #: where its release has _attn, CodeGen divides the (masked) scores by scale_attn (√head_dim) and softmaxes them by
 #: building nn.Softmax and calling it (the call, call_0, reads the scores); the relations compare the scores where a
 #: key is allowed, where adding the mask before or after the division is the same
 CodeGenAttention = release_attention("CodeGenAttention", hf.CodeGenAttention, lambda module: 1.0 / module.scale_attn,
-                                     (*ATTENTION_RELATIONS, _split_projection), softmax="call_0", WEIGHTS=_WEIGHTS)
+                                     (*ATTENTION_RELATIONS, _split_projection), softmax="call_0", WEIGHTS=_WEIGHTS,
+                                     SIN_FIRST=True)
 
 ENVOYS = {hf.CodeGenBlock: parallel_block("CodeGen's block", one_norm=True), hf.CodeGenAttention: CodeGenAttention,
           hf.CodeGenMLP: ungated_mlp("fc_in")}

@@ -58,9 +58,10 @@ RENAME = {
 
 _rotated_projections = rotary.projected("rotary_dim", rotary.ADJACENT)
 
+#: SIN_FIRST: from 5.24 its rotary_emb hands the attention (sin, cos), not (cos, sin) (nncanon.parts.weights)
 #: GPT-J divides the scores by scale_attn (√head_dim, a float32 buffer-free attribute) where its release has _attn
 GPTJAttention = release_attention("GPTJAttention", hf.GPTJAttention, lambda module: 1.0 / module.scale_attn,
-                                  (*ATTENTION_RELATIONS, _rotated_projections))
+                                  (*ATTENTION_RELATIONS, _rotated_projections), SIN_FIRST=True)
 
 ENVOYS = {hf.GPTJBlock: parallel_block("GPT-J's block", one_norm=True), hf.GPTJAttention: GPTJAttention,
           hf.GPTJMLP: ungated_mlp("fc_in")}

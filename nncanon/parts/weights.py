@@ -89,7 +89,9 @@ def _rotary_at_zero(host: Any, inputs: Any, keep: torch.Tensor) -> torch.Tensor 
     pair = kwargs.get("position_embeddings") if isinstance(kwargs, dict) else None
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not torch.is_tensor(pair[0]):
         return None
-    cos = pair[0]
+    # GPT-J's and CodeGen's rotary (5.24 on) hands the attention (sin, cos), every other family's (cos, sin); read
+    # as cos, the sin is 0 at position 0 and the relation would be off by the whole value
+    cos = pair[1] if getattr(type(host), "SIN_FIRST", False) else pair[0]
     cos = cos.expand(keep.shape[0], *cos.shape[1:]) if cos.shape[0] == 1 else cos
     return cos[keep][:, 0, :1].double()[:, None, :]  # every rotated column turns by cos(0·θ) = the same factor
 
