@@ -172,39 +172,55 @@ def test_a_mixer_whose_cache_argument_is_not_found_makes_the_conv_state_unavaila
 
 
 def test_pyproject_declares_the_verified_range_and_the_lock_lies_inside_it():
+    """transformers, torch and nnsight: pyproject requires each package's verified range (RANGES), and
+    constraints.txt locks a release inside it."""
     import re
     import tomllib
 
     from nncanon.guards import releases
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = next(d for d in project["dependencies"] if re.match(r"transformers\b", d))
-    assert declared.replace(" ", "") == f"transformers{releases.VERIFIED}"
-    locked = re.search(r"^transformers==(\S+)$", (REPO / "constraints.txt").read_text(), re.MULTILINE).group(1)
-    assert releases.verified(locked)
-    assert not releases.verified("5.22.0") and not releases.verified("5.25.0") and releases.verified("5.24.0")
+    lock = (REPO / "constraints.txt").read_text()
+    for package, spec in releases.RANGES.items():
+        declared = next(d for d in project["dependencies"] if re.match(rf"{package}\b", d))
+        assert declared.replace(" ", "") == f"{package}{spec}"
+        locked = re.search(rf"^{package}==(\S+)$", lock, re.MULTILINE).group(1)
+        assert releases.verified(locked, package), package
+    assert releases.RANGES["transformers"] == releases.VERIFIED
+    assert not releases.verified("5.22.0") and not releases.verified("5.26.0")
+    assert releases.verified("5.24.0") and releases.verified("5.25.0")
+    assert releases.verified("2.13.0+cpu", "torch") and releases.verified("2.14.1", "torch")
+    assert not releases.verified("2.15.0", "torch") and not releases.verified("0.8.0", "nnsight")
 
 
-def test_load_warns_once_outside_the_verified_range(monkeypatch):
+@pytest.mark.parametrize(("package", "outside", "inside"), [("transformers", "5.12.1", "5.23.0"),
+                                                            ("torch", "2.16.0", "2.13.0+cpu"),
+                                                            ("nnsight", "0.9.0", "0.8.1")])
+def test_load_warns_once_outside_the_verified_range(monkeypatch, package, outside, inside):
+    """A transformers, torch or nnsight outside its range warns once per process at load, naming the package and
+    its range; every package inside its range: no warning."""
+    import re
     import warnings
 
-    import pytest
-
+    import nncanon
+    from generator.checkpoint.checkpoints import checkpoint_dir
     from nncanon.guards import releases
 
-    monkeypatch.setattr(releases, "installed", lambda: "5.12.1")
+    fine = {"transformers": "5.23.0", "torch": "2.13.0", "nnsight": "0.8.1"}
+    monkeypatch.setattr(releases, "installed", lambda name="transformers": {**fine, package: outside}[name])
     monkeypatch.setattr(releases, "_warned", set())
-    with pytest.warns(releases.UnverifiedRelease, match=r"verified on transformers >=5\.23,<5\.25; transformers "
-                                                         r"5\.12\.1 is installed"):
-        releases.warn_unverified()
+    spec = re.escape(releases.RANGES[package])
+    checkpoint = checkpoint_dir(get_family("llama"))
+    with pytest.warns(releases.UnverifiedRelease, match=rf"verified on {package} {spec}; {package} "
+                                                        rf"{re.escape(outside)} is installed") as caught:
+        nncanon.load(checkpoint)
+    assert len([w for w in caught if issubclass(w.category, releases.UnverifiedRelease)]) == 1
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        releases.warn_unverified()  # once
-    monkeypatch.setattr(releases, "installed", lambda: "5.23.0")
-    monkeypatch.setattr(releases, "_warned", set())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        releases.warn_unverified()  # a verified release: no warning
+        warnings.simplefilter("error", releases.UnverifiedRelease)
+        nncanon.load(checkpoint)  # once
+        monkeypatch.setattr(releases, "installed", lambda name="transformers": {**fine, package: inside}[name])
+        monkeypatch.setattr(releases, "_warned", set())
+        nncanon.load(checkpoint)  # verified releases: no warning
 
 
 def test_an_argument_the_release_does_not_pass_is_unavailable_not_an_index_error():

@@ -209,19 +209,20 @@ def check(facts_dir: Path) -> Path:
         raise ReleaseRecordError(f"{path.relative_to(REPO_ROOT)} is missing: write it with "
                                  f"python -m generator releases (NNCANON_BUILD={Path(facts_dir).parent})")
     kept = read_record(path)
-    differences = _differences(kept, made)
+    found = differences(kept, made)
     library = read_json(LIBRARY_RECORD, LIBRARY, f"restore it (git checkout -- {_shown(LIBRARY_RECORD)}) or write it "
                                                  "again: python -m generator releases")
     if library != library_record():
-        differences.append(f"{LIBRARY_RECORD.relative_to(REPO_ROOT)} does not list the kept records' families")
-    if differences:
-        shown = "; ".join(differences[:5]) + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")
+        found.append(f"{LIBRARY_RECORD.relative_to(REPO_ROOT)} does not list the kept records' families")
+    if found:
+        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
         raise ReleaseRecordError(f"{path.relative_to(REPO_ROOT)} differs from the facts in {facts_dir}: {shown}; "
                                  "write it again with python -m generator releases")
     return path
 
 
-def _differences(kept: dict, made: dict) -> list[str]:
+def differences(kept: dict, made: dict) -> list[str]:
+    """Every family, value and relation ``made`` says differently from ``kept`` (--check's, verify-newest's)."""
     out = []
     for family in sorted(set(kept["families"]) | set(made["families"])):
         if family not in made["families"]:

@@ -1,10 +1,11 @@
-"""The transformers releases nncanon is verified on, and what it says under any other.
+"""The transformers, torch and nnsight releases nncanon is verified on, and what it says under any other.
 
 Every value, relation and edit on the site is checked on the tiny checkpoints under each release of
-`VERIFIED` (pyproject declares the same range; the site itself is built on the one `constraints.txt`
-locks). Under a release outside it nncanon still loads: `load` warns once naming the range, and a value
-whose op the release does not have is `Unavailable` naming the release (`StandardModel._install_sources`)
-rather than failing the load, as it does inside the range, where it means the family module is wrong.
+`VERIFIED` (pyproject declares the same ranges; the site itself is built on the ones `constraints.txt`
+locks). Under a release outside them nncanon still loads: `load` warns once per package and release, naming
+the range, and a value whose op the transformers release does not have is `Unavailable` naming the release
+(`StandardModel._install_sources`) rather than failing the load, as it does inside the range, where it means the
+family module is wrong.
 """
 
 from __future__ import annotations
@@ -14,51 +15,57 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 
-#: the releases every family is verified on (pyproject's transformers requirement; tests/test_release_range.py)
-VERIFIED = ">=5.23,<5.25"
+#: the transformers releases every family is verified on (pyproject's transformers requirement;
+#: tests/test_release_range.py): the locked 5.23 and every release after it up to 5.25 (make verify-newest)
+VERIFIED = ">=5.23,<5.26"
+#: each package's verified range, pyproject's requirement of it: torch and nnsight move the traces as a transformers
+#: release moves the read points (nnsight recompiles forwards; torch names the ops), so each is verified, not assumed
+RANGES = {"transformers": VERIFIED, "torch": ">=2.13,<2.15", "nnsight": "==0.8.1"}
 
-_warned: set[str] = set()
+_warned: set[tuple[str, str]] = set()
 
 
 class UnverifiedRelease(UserWarning):
-    """The installed transformers is outside the releases nncanon is verified on."""
+    """The installed transformers, torch or nnsight is outside the releases nncanon is verified on."""
 
 
-def installed() -> str:
+def installed(package: str = "transformers") -> str:
     # read once per process: importlib.metadata parses the package's METADATA file on every call, and every load
     # asks. A plain dict: shipped code must not hold an lru_cache (tests/test_remote.py)
-    if "transformers" not in _INSTALLED:
+    if package not in _INSTALLED:
         try:
-            _INSTALLED["transformers"] = version("transformers")
+            _INSTALLED[package] = version(package)
         except PackageNotFoundError:
-            _INSTALLED["transformers"] = "(not installed)"
-    return _INSTALLED["transformers"]
+            _INSTALLED[package] = "(not installed)"
+    return _INSTALLED[package]
 
 
 _INSTALLED: dict[str, str] = {}
 
 
-def verified(release: str | None = None) -> bool:
-    """Whether ``release`` (the installed one by default) is in `VERIFIED`."""
+def verified(release: str | None = None, package: str = "transformers") -> bool:
+    """Whether ``release`` of ``package`` (the installed one by default) is in its range (`RANGES`)."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    release = installed() if release is None else release
+    release = installed(package) if release is None else release
     try:
-        return Version(release) in SpecifierSet(VERIFIED)
+        return Version(release) in SpecifierSet(RANGES[package])  # torch's 2.13.0+cpu is in >=2.13 (PEP 440)
     except InvalidVersion:
         return False
 
 
 def warn_unverified() -> None:
-    """Warn, once per process and release, when the installed transformers is outside `VERIFIED`."""
-    release = installed()
-    if release in _warned or verified(release):
-        return
-    _warned.add(release)
-    warnings.warn(f"nncanon is verified on transformers {VERIFIED}; transformers {release} is installed, so a "
-                  f"value the release moved may be unavailable or differ (pip install 'transformers{VERIFIED}')",
-                  UnverifiedRelease, stacklevel=3)
+    """Warn, once per process, package and release, when the installed transformers, torch or nnsight is outside
+    its verified range."""
+    for package, spec in RANGES.items():
+        release = installed(package)
+        if (package, release) in _warned or verified(release, package):
+            continue
+        _warned.add((package, release))
+        warnings.warn(f"nncanon is verified on {package} {spec}; {package} {release} is installed, so a value the "
+                      f"release moved may be unavailable or differ (pip install '{package}{spec}')",
+                      UnverifiedRelease, stacklevel=3)
 
 
 def named() -> str:
