@@ -43,23 +43,23 @@ FILLED = {
 }
 
 
-def fill_markers(copy, family: str) -> list[str]:
+def fill_markers(root, family: str) -> list[str]:
     """Make exactly the marked edits, then delete the markers; returns what each marker asked for."""
     asked = []
-    module = copy / "nncanon" / "families" / f"{family}.py"
+    module = root / "nncanon" / "families" / f"{family}.py"
     text = module.read_text()
     asked += re.findall(rf"{re.escape(MARKER)} \w+\): (.*)", text)
     text = re.sub(rf'^"""\n{re.escape(MARKER)}.*\n"""', '"""Helium: Llama\'s block on its own classes."""', text,
                   count=1, flags=re.M)
     module.write_text(text)
-    path = copy / "families" / f"{family}.yaml"
+    path = root / "families" / f"{family}.yaml"
     text = path.read_text()
     asked += re.findall(rf"{re.escape(MARKER)} \w+\): (.*)", text)
     data = yaml.safe_load(text)
     data.update(FILLED)
     data["page"]["config_fields"] = list(FILLED["checkpoints"][0]["config"])
     path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    notes = copy / "families" / f"{family}.notes.md"
+    notes = root / "families" / f"{family}.notes.md"
     asked += re.findall(rf"{re.escape(MARKER)} \w+\): (.*?) -->", notes.read_text())
     notes.write_text(NOTES)
     return asked
