@@ -140,17 +140,21 @@ class _Edit:
         if node is None:
             return text
         extra = {k: v for k, v in self.rename.items() if TEXT_RENAME.get(k) != v}
+        spelled = ast.get_source_segment(text, node.value) or ""
+        # the template's own spelling of the shared paths (decoder.TEXT_RENAME) needs no new import
+        shared = spelled if re.fullmatch(r"(\w+\.)?TEXT_RENAME", spelled) else "TEXT_RENAME"
         if not extra and set(TEXT_RENAME.items()) <= set(self.rename.items()):
-            value = "TEXT_RENAME"
+            value = shared
         else:
             key = lambda k: f"hf.{k.__name__}" if isinstance(k, type) else repr(k)  # noqa: E731
             body = ", ".join(f"{key(k)}: {v!r}" for k, v in extra.items())
-            value = f"{{**TEXT_RENAME, {body}}}" if set(TEXT_RENAME.items()) <= set(self.rename.items()) else \
+            value = f"{{**{shared}, {body}}}" if set(TEXT_RENAME.items()) <= set(self.rename.items()) else \
                 "{" + ", ".join(f"{key(k)}: {v!r}" for k, v in self.rename.items()) + "}"
         lines = text.splitlines(True)
         statement = f"RENAME = {value}  # the module paths the survey found on {self.model_type}'s tree\n"
         text = "".join(lines[:node.lineno - 1] + [statement] + lines[node.end_lineno:])
-        if "TEXT_RENAME" in value and not re.search(r"^\s+TEXT_RENAME,$|import .*\bTEXT_RENAME\b", text, re.M):
+        if shared == "TEXT_RENAME" and "TEXT_RENAME" in value and not re.search(
+                r"^\s+TEXT_RENAME,$|import .*\bTEXT_RENAME\b", text, re.M):
             text = text.replace("from ..core.model import StandardModel\n", "from ..core.model import StandardModel\n"
                                 "from ..parts.blocks.decoder import TEXT_RENAME\n", 1)
         return text
