@@ -211,7 +211,7 @@ class _Edit:
         config = {k: v for k, v in shrunk_kwargs(CONFIG_MAPPING[self.model_type]).items() if v is not None}
         like = self.like_tiny["config"]
         kept = {k: v for k, v in like.items() if k.endswith("_token_id") or (k in POSITIONS and k in config)}
-        return {**{k: v for k, v in config.items() if not k.endswith("_token_id")}, **kept}
+        return {**config, **kept}  # a token id the template has no say on keeps the survey's, inside the vocabulary
 
 
 def _flow(value: Any) -> str:
