@@ -23,13 +23,13 @@ from ..parts.attention.softmax import Attention
 from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
-    TEXT_PATHS,
     TEXT_RENAME,
     Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
+from ..parts.blocks.text_family import intermediate_dims, text_paths
 from .phi3 import Phi3MLP
 
 FAMILY = "glm"
@@ -41,11 +41,5 @@ ROOT = host("GlmStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROO
 build = text_only(hf.GlmForCausalLM)
 layer_types = attention_layer_types
 prepare = nothing_to_prepare
-
-
-def required_paths(model: StandardModel) -> list[str]:
-    return TEXT_PATHS
-
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.intermediate_size}
+required_paths = text_paths
+dim_sizes = intermediate_dims
