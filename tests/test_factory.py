@@ -8,7 +8,7 @@ import re
 
 import pytest
 import yaml
-from test_meaning import MARKER, copy, run  # noqa: F401  (copy: the module's fixture, a copy of the repository)
+from test_meaning import MARKER, OLMO_NOTES, copy, run  # noqa: F401  (copy: the module's fixture, a copy of the repository)
 
 pytestmark = pytest.mark.slow
 
@@ -16,20 +16,9 @@ pytestmark = pytest.mark.slow
 #: Llama's tree with its own classes, so the survey's parts hold and the factory's output verifies as written
 MODEL_TYPE = "helium"
 
-NOTES = """## The block, in order
-
-Every block adds what the attention and the MLP give to the stream:
-
-```python
-with model.trace(prompt):
-    x = model.layers[1].input.save()
-    attn = model.layers[1].self_attn.attention_output.save()
-    mlp = model.layers[1].mlp.mlp_output.save()
-    out = model.layers[1].layer_output.save()
-
-torch.equal(x + attn + mlp, out)        # True
-```
-"""
+#: test_meaning's OLMo notes without their OLMo sentence: the block's sum, true of any Llama tree
+NOTES = "## The block, in order\n\nEvery block adds what the attention and the MLP give to the stream:\n\n" + \
+    OLMO_NOTES.split("\n\n", 2)[2]
 
 #: what a person supplies where the factory left its markers (test values, true of the tiny checkpoint)
 FILLED = {
@@ -96,6 +85,8 @@ def test_new_from_survey_writes_a_family_that_verifies_once_the_marked_lines_are
 @pytest.mark.parametrize("argv, says", [
     ("new nope --from-survey", "--model-type 'nope' is not a model type the installed transformers knows"),
     ("new vit_copy --from-survey --model-type vit", "is not a causal-LM or image-text-to-text model type"),
+    # the survey's shrunk HunYuan config leaves head_dim None, which its attention raises to a power: no tree to mount
+    ("new hunyuan_v1_dense --from-survey", "the survey could not mount the generic parts on 'hunyuan_v1_dense'"),
 ])
 def test_new_from_survey_refuses_bad_input_in_one_line(copy, argv, says):  # noqa: F811
     done = run(copy, f"python -m generator {argv}")
