@@ -142,14 +142,28 @@ def verify_table(outcomes: list) -> str:
 
 def _new_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("family", help="the new family's name (lowercase, digits, underscores)")
-    parser.add_argument("--like", required=True, help="the family to start from, e.g. llama")
+    parser.add_argument("--like", help="the family to start from, e.g. llama (with --from-survey: default the "
+                                       "closest family the survey finds)")
     parser.add_argument("--model-type", help="the text config's model_type it serves (default: the name)")
+    parser.add_argument("--from-survey", action="store_true",
+                        help="write the family from the survey of its model type: the closest family's files, "
+                             "pointed at the model type's classes, module paths and shrunk tiny config")
 
 
 def run_new(args: argparse.Namespace) -> int:
     from generator.contribute import new_family
 
-    for path in new_family(args.family, args.like, args.model_type):
+    if args.from_survey:
+        from generator.factory import new_from_survey
+
+        written, like = new_from_survey(args.family, args.model_type, args.like)
+        print(f"started from {like}, the survey's closest family" if args.like is None else f"started from {like}")
+    elif args.like is None:
+        print("error: new needs --like FAMILY (the family to start from) or --from-survey", file=sys.stderr)
+        return 2
+    else:
+        written = new_family(args.family, args.like, args.model_type)
+    for path in written:
         print(f"wrote {path}")
     print(f"next: edit them, then python -m generator pin {args.family}; python -m generator claims {args.family}; "
           f"python -m generator verify {args.family}")

@@ -15,6 +15,7 @@ import ast
 import difflib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from generator.facts.identity import MARKER, check_identity, import_module
@@ -27,14 +28,17 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*")
 # transformers' model types are lowercase identifiers, some with hyphens (openai-gpt, xlm-roberta)
 _MODEL_TYPE = re.compile(r"[a-z][a-z0-9_-]*")
 _COMMAND = "python -m generator new"
+#: a rewrite of the (module, YAML, notes) texts ``new`` copied, before they are checked and written
+Edit = Callable[[str, str, str], tuple[str, str, str]]
 
 
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def new_family(name: str, like: str, model_type: str | None = None) -> list[Path]:
-    """Write a new family's module, YAML and notes from ``like``'s; returns the files written."""
+def new_family(name: str, like: str, model_type: str | None = None, edit: Edit | None = None) -> list[Path]:
+    """Write a new family's module, YAML and notes from ``like``'s; returns the files written. ``edit`` (``new
+    --from-survey``'s, generator/factory.py) rewrites the three texts before they are checked and written."""
     check_new_name(name)
     model_type = check_model_type(name if model_type is None else model_type)
     source = get_family(like)
@@ -62,6 +66,8 @@ def new_family(name: str, like: str, model_type: str | None = None) -> list[Path
     text = f"# {mark}: this header describes {like}\n" + _mark(text, YAML_MARKS, mark)
     notes = (families_dir() / f"{like}.notes.md").read_text(encoding="utf-8")
     notes = f"<!-- {mark}: these notes are {like}'s; rewrite them for {name} -->\n" + notes
+    if edit is not None:
+        module, text, notes = edit(module, text, notes)
     try:  # a module that does not parse would break `import nncanon` for every model in the checkout
         ast.parse(module, filename=str(module_path))
     except SyntaxError as e:

@@ -11,9 +11,10 @@ import sys
 from import_graph import REPO, circles, graph, modules
 
 STAGES = ("recipe", "checkpoint", "notes", "facts", "survey", "site")
-#: generator modules outside the stages: the command line and the whole build run every stage; the
+#: generator modules outside the stages: the command line, the whole build and ``new`` (contribute; factory, which
+#: starts from the survey and the Coverage page's closest-family match) run every stage; the
 #: directories' ownership and the shared caches' lock are utilities any stage that writes may use
-ORCHESTRATORS = {"generator", "generator.__main__", "generator.build", "generator.contribute"}
+ORCHESTRATORS = {"generator", "generator.__main__", "generator.build", "generator.contribute", "generator.factory"}
 UTILITIES = {"generator.ownership", "generator.shared_rows", "generator.disk"}
 
 

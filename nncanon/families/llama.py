@@ -20,7 +20,6 @@ from ..parts.attention.softmax import Attention
 from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
-    TEXT_PATHS,
     TEXT_RENAME,
     Block,
     attention_layer_types,
@@ -28,6 +27,7 @@ from ..parts.blocks.decoder import (
     text_only,
 )
 from ..parts.blocks.mlp import MLP
+from ..parts.blocks.text_family import intermediate_dims, text_paths
 
 FAMILY = "llama"
 MODEL_TYPES = ("llama",)
@@ -38,11 +38,5 @@ ROOT = host("LlamaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=R
 build = text_only(hf.LlamaForCausalLM)
 layer_types = attention_layer_types
 prepare = nothing_to_prepare
-
-
-def required_paths(model: StandardModel) -> list[str]:
-    return TEXT_PATHS
-
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.intermediate_size}
+required_paths = text_paths
+dim_sizes = intermediate_dims
