@@ -147,20 +147,22 @@ def _head_results(host, r):
     """The bias is the projection of zeros (none: zeros). A chain of heads·head_dim products and sums (<= 800)
     against the forward's one matmul over the same terms: SUBBLOCK."""
     projection = next(v for v in type(host).values() if v.name == "attention_head_results").extra["projection"]
-    proj = getattr(host, projection)._module
+    proj = host.get(projection)._module
     results = r["attention_head_results"]
     bias = proj.bias if proj.bias is not None else torch.zeros(results.shape[-1], dtype=results.dtype)
     return [(results.double().sum(-2) + bias.double(), r["attention_output"])]
 
 
-def head_results_value(projection: str = "o_proj", count: Any = None) -> Value:
+def head_results_value(projection: str = "o_proj", count: Any = None, shown: str | None = None) -> Value:
     """``attention_head_results`` read where ``projection`` (the output projection) is called; ``count(host)`` the
-    heads (default the text model's: `views.head_results`)."""
+    heads (default the text model's: `views.head_results`); ``shown``: how the page names the projection."""
+    named = shown or projection
     return Value("attention_head_results", HeadResults,
                  f"Each head's contribution to attention_output: its slice of attention_premix through its own columns "
-                 f"of {projection} (TransformerLens's hook_result); summed over heads, plus {projection}'s bias, "
+                 f"of {named} (TransformerLens's hook_result); summed over heads, plus {named}'s bias, "
                  f"attention_output; derived, read-only",
-                 child(projection, "input"), view=head_results(projection, count), extra={"projection": projection})
+                 child(projection, "input", shown=shown), view=head_results(projection, count),
+                 extra={"projection": projection})
 
 
 #: the output projection's relation stays last: families keep it by ATTENTION_RELATIONS[-1]
