@@ -24,7 +24,7 @@ pipeline (``TEXT_TASK``), whose preprocessing only tokenizes: fill-mask's refuse
 
 Native names (``bert.embeddings.word_embeddings``, ``token_type_embeddings``, ``position_embeddings``,
 ``LayerNorm``, ``bert.encoder.layer[i]`` with ``attention``, ``cls.predictions.transform``, ``decoder``) are
-mounted on the standard ones (``embed_tokens``, ``embed_token_types``, ``embed_positions``, ``embed_norm``,
+mounted on the standard ones (``embed_tokens``, ``embed_token_types``, ``embed_positions``, ``embed_layernorm``,
 ``layers[i]`` with ``self_attn``, ``head_transform``, ``lm_head``).
 """
 
@@ -71,6 +71,6 @@ before_the_head = transform_then_decoder  # the lens applies the MLM head's tran
 
 
 def required_paths(model: StandardModel) -> list[str]:
-    return ["embed_tokens", "embed_token_types", "embed_positions", "embed_norm", "layers", "head_transform",
+    return ["embed_tokens", "embed_token_types", "embed_positions", "embed_layernorm", "layers", "head_transform",
             "lm_head", "layers.0.self_attn", "layers.0.self_attn.self", "layers.0.self_attn.E_output.dense",
             "layers.0.intermediate", "layers.0.E_output.dense", "layers.0.E_output.LayerNorm"]

@@ -5,7 +5,7 @@ last, and the inputs it is called with (ids, a right-padded mask, token types).
     logits = decoder(LayerNorm(act(dense(layers[-1].layer_output))))                     the MLM head
 
 The three tables are mounted as ``embed_tokens``, ``embed_token_types`` and ``embed_positions``, the embeddings'
-LayerNorm as ``embed_norm``; the head's transform (dense, activation, LayerNorm) as ``head_transform`` and its
+LayerNorm as ``embed_layernorm``; the head's transform (dense, activation, LayerNorm) as ``head_transform`` and its
 decoder, tied to the word embeddings with a bias of its own, as ``lm_head``. There is no final norm: each block
 ends in one, and the transform's LayerNorm belongs to the head (the lens applies it: `before_the_head`).
 
@@ -60,20 +60,20 @@ def embeddings_relation(positions: Callable = first_column_positions, rows: str 
                         "column (padding is on the right)"):
     """The root relation of the summed and normed embeddings; ``positions`` gives each token's table row."""
 
-    @relation(f"layers[0].layer_input == embedding_output == layernorm(token_embeddings + token_type_embeddings + "
+    @relation(f"layers[0].layer_input == embedding_norm_output == layernorm(token_embeddings + token_type_embeddings + "
               f"position_embeddings), layernorm(x) = {_FORM}; token_embeddings == embed_tokens.weight[input_ids]; "
               "token_type_embeddings == embed_token_types.weight[token_type_ids] (0 where none are passed); "
               f"position_embeddings == embed_positions.weight[{rows}]",
-              proves="token_embeddings token_type_embeddings position_embeddings embedding_output",
+              proves="token_embeddings token_type_embeddings position_embeddings embedding_norm_output",
               reads="input_ids attention_mask token_type_ids token_embeddings token_type_embeddings "
-                    "position_embeddings embedding_output layers[0].layer_input")
+                    "position_embeddings embedding_norm_output layers[0].layer_input")
     def check(host, r):
         ids, mask = r["input_ids"], r["attention_mask"]
         mask = torch.ones_like(ids) if mask is None else mask
         table = host.embed_positions._module.weight
         summed = r["token_embeddings"] + r["token_type_embeddings"] + r["position_embeddings"]  # rows broadcast
-        return [(layer_norm(host.embed_norm._module, summed), r["embedding_output"]),
-                (r["embedding_output"], r["layers[0].layer_input"]),
+        return [(layer_norm(host.embed_layernorm._module, summed), r["embedding_norm_output"]),
+                (r["embedding_norm_output"], r["layers[0].layer_input"]),
                 (host.embed_tokens._module.weight[ids], r["token_embeddings"]),
                 (host.embed_token_types._module.weight[_types(r)], r["token_type_embeddings"]),
                 (table[positions(host, ids, mask)], r["position_embeddings"].expand(ids.shape[0], -1, -1))]
@@ -135,9 +135,9 @@ ENCODER_ROOT_VALUES = [
     Value("position_embeddings", PositionRows, "The learned position embedding's output: one row per position, "
           "added to every row of the batch (the model numbers the positions itself)", child("embed_positions"),
           view=SHARED_ROWS),
-    Value("embedding_output", Residual, "The LayerNorm of the three embeddings' sum: what enters the first block",
-          child("embed_norm")),
-    Value("final_norm_output", Residual, "The residual stream after the final norm", child("embed_norm"),
+    Value("embedding_norm_output", Residual, "The LayerNorm of the three embeddings' sum: what enters the first block",
+          child("embed_layernorm")),
+    Value("final_norm_output", Residual, "The residual stream after the final norm", child("embed_layernorm"),
           conditions=(never("an encoder's blocks are post-norm: each ends in its own LayerNorm, and there is no "
                             "final norm (the MLM head's transform has one: head_transform_output)"),)),
     Value("head_transform_output", Residual, "The MLM head's transform, LayerNorm(act(dense(x))): what the tied "
@@ -162,7 +162,7 @@ def encoder_rename(prefix: str) -> dict[str, str]:
     return {f"{prefix}.embeddings.word_embeddings": "embed_tokens",
             f"{prefix}.embeddings.token_type_embeddings": "embed_token_types",
             f"{prefix}.embeddings.position_embeddings": "embed_positions",
-            f"{prefix}.embeddings.LayerNorm": "embed_norm",
+            f"{prefix}.embeddings.LayerNorm": "embed_layernorm",
             f"{prefix}.encoder.layer": "layers",
             "attention": "self_attn"}
 
