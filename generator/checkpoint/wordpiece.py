@@ -6,7 +6,10 @@ around a pair with token_type_ids 0 then 1, padding on the right.
 bert-base-uncased's vocab.txt puts ``[PAD]`` at 0, ``[unused0]`` .. ``[unused98]`` at 1-99, ``[UNK]`` 100,
 ``[CLS]`` 101, ``[SEP]`` 102, ``[MASK]`` 103 and the pieces after them; the tiny vocabulary keeps that layout
 (the special tokens at their real ids, the unused rows between them), then the pieces a WordPiece trainer finds
-on the shared corpus (`CORPUS`). Training is integer counting, so the files are the same on every CPU.
+on the shared corpus (`CORPUS`): every character, alone and continuing a word (``##e``), then the corpus's most
+frequent words whole, ties in alphabetical order. tokenizers' WordPieceTrainer is not used: it breaks ties between
+equally frequent merges in a hash map's order, so two runs give two vocabularies and the pin would not hold. The
+counting here gives the same files on every run and every CPU.
 """
 
 from __future__ import annotations
@@ -26,10 +29,22 @@ def reserved(specials: dict[str, int]) -> dict[str, int]:
     return {taken.get(i) or f"[unused{next(unused)}]": i for i in range(top + 1)}
 
 
+def _pieces(corpus: str, size: int) -> list[str]:
+    """``size`` pieces: the characters, the characters continuing a word, then the most frequent whole words."""
+    from collections import Counter
+
+    from tokenizers import normalizers, pre_tokenizers
+
+    text = normalizers.BertNormalizer(lowercase=True).normalize_str(corpus)
+    words = Counter(word for word, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(text))
+    characters = sorted({c for word in words for c in word})
+    pieces = characters + [f"##{c}" for c in characters]
+    frequent = sorted((w for w in words if len(w) > 1), key=lambda w: (-words[w], w))
+    return (pieces + frequent)[:size]
+
+
 def build_wordpiece(fam: Any, corpus: str, max_length: int) -> Any:
-    """``BertTokenizer`` over a WordPiece vocabulary of the reserved rows then ``bpe_vocab_size`` trained pieces."""
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
-    from tokenizers.models import WordPiece
+    """``BertTokenizer`` over a WordPiece vocabulary of the reserved rows then ``bpe_vocab_size`` counted pieces."""
     from transformers import BertTokenizer
 
     recipe = fam.tiny["tokenizer"]
@@ -40,17 +55,12 @@ def build_wordpiece(fam: Any, corpus: str, max_length: int) -> Any:
                            "tiny.tokenizer.special_tokens")
     rows = reserved(specials)
     size = recipe["bpe_vocab_size"]
-    backend = Tokenizer(WordPiece(unk_token="[UNK]"))
-    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
-    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=size, min_frequency=1, special_tokens=[], show_progress=False)
-    backend.train_from_iterator([corpus], trainer=trainer)
-    pieces = sorted(backend.get_vocab().items(), key=lambda item: item[1])
+    pieces = _pieces(corpus, size)
     if len(pieces) != size:
-        raise RuntimeError(f"{fam.family}: the WordPiece trained on the corpus has {len(pieces)} pieces, not "
+        raise RuntimeError(f"{fam.family}: the corpus gives {len(pieces)} WordPiece pieces, not "
                            f"tiny.tokenizer.bpe_vocab_size = {size}: give a size the corpus reaches")
     vocab = dict(rows)
-    for piece, _ in pieces:
+    for piece in pieces:
         vocab.setdefault(piece, len(vocab))
     tokenizer = BertTokenizer(vocab=vocab, do_lower_case=True, model_max_length=max_length, **ROLES)
     for token, token_id in specials.items():

@@ -141,7 +141,9 @@ class StandardModel(Host, TransformersModel):
 
     def _wrap(self, module: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.nn.Module:
         if self.tokenizer is None and self.processor is None and self.task == "feature-extraction":
-            from transformers import FeatureExtractionPipeline  # an encoder from_config: as below, no tokenizer
+            from transformers import (
+                FeatureExtractionPipeline,  # an encoder from_config: as below, no tokenizer
+            )
 
             self.pipeline = FeatureExtractionPipeline(model=module, tokenizer=None, device=kwargs.get("device"))
             return self._finalize_pipeline()

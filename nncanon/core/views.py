@@ -7,7 +7,6 @@ edits land; every write maps a value in the layout back to the model's shape.
 from __future__ import annotations
 
 import operator
-
 from typing import Any
 
 import torch
