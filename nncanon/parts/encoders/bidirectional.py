@@ -22,7 +22,7 @@ from ...core.precision import SUBBLOCK
 from ...core.relations import first, relation
 from ...core.values import Value
 from ...core.views import heads
-from ..attention.softmax import ATTENTION_CALL, EAGER, head_results_value, mix, real_queries
+from ..attention.softmax import ATTENTION_CALL, EAGER, PATTERN_RELATIONS, head_results_value
 
 #: the attention function's call inside the self-attention's forward (BertSelfAttention.forward)
 _CALL = call("attention_interface_1")
@@ -30,46 +30,24 @@ _CALL = call("attention_interface_1")
 PROJECTION = "E_output.dense"
 
 
-def padding_mask(padding: Any, queries: int, keys: int) -> Any:
-    """[batch, 1, queries, keys] additive mask of an encoder: no causal part, only the padded keys masked."""
+def padding_mask(module: Any, padding: Any, queries: int, keys: int) -> Any:
+    """[batch, 1, queries, keys] additive mask of an encoder: no causal part, only the padded keys masked (the
+    signature of `softmax.causal_mask`, whose place it takes as the host's ``MASK``)."""
     allowed = padding[:, None, None, -keys:].bool().expand(-1, 1, queries, -1)
     return torch.where(allowed, 0.0, float("-inf"))
 
 
-def pattern(scaling: float, queries: Any, keys: Any, padding: Any) -> tuple[Any, Any]:
-    """Scores and probabilities ``[batch, heads, query, key]`` in float64, over every real key."""
-    scores = queries.double() @ keys.double().transpose(-1, -2) * scaling
-    scores = scores + padding_mask(padding, queries.shape[2], keys.shape[2]).double()
-    return scores, scores.softmax(-1)
+def _restated(shared: Any, text: str) -> Any:
+    """softmax's relation (its compute, under the host's ``MASK``) with the text an encoder's page states."""
+    return relation(text, proves=" ".join(shared.proves), reads=" ".join(shared.reads),
+                    tolerance=shared.tolerance)(shared.compute)
 
 
-def _scaling(host: Any) -> float:
-    return host._module.self.scaling
-
-
-@relation("attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + padding mask) · "
-          "attention_values, the mask bidirectional: every query reads every real key, before and after it",
-          proves="attention_queries attention_keys attention_values attention_head_outputs",
-          reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=SUBBLOCK)
-def _attention(host, r):
-    padding = r["model.attention_mask"]
-    _, probabilities = pattern(_scaling(host), r["attention_queries"], r["attention_keys"], padding)
-    mixed = mix(probabilities, r["attention_values"])
-    return [(real_queries(padding, mixed, 1), real_queries(padding, r["attention_head_outputs"], 1))]
-
-
-@relation("attention_scores == attention_queries · attention_keysᵀ · scaling + padding mask (no causal mask); "
-          "attention_probabilities == softmax(attention_scores)",
-          proves="attention_scores attention_probabilities",
-          reads="model.attention_mask attention_queries attention_keys attention_scores attention_probabilities",
-          tolerance=SUBBLOCK)
-def _pattern(host, r):
-    padding = r["model.attention_mask"]
-    scores, probabilities = pattern(_scaling(host), r["attention_queries"], r["attention_keys"], padding)
-    allowed = torch.isfinite(scores)  # transformers masks with the dtype's minimum, not -inf
-    return [(scores[allowed], r["attention_scores"].double()[allowed]),
-            (real_queries(padding, probabilities, 2), real_queries(padding, r["attention_probabilities"], 2))]
+_attention = _restated(PATTERN_RELATIONS[0], "attention_head_outputs == softmax(attention_queries · attention_keysᵀ · "
+                       "scaling + padding mask) · attention_values, the mask bidirectional: every query reads every "
+                       "real key, before and after it")
+_pattern = _restated(PATTERN_RELATIONS[1], "attention_scores == attention_queries · attention_keysᵀ · scaling + "
+                     "padding mask (no causal mask); attention_probabilities == softmax(attention_scores)")
 
 
 @relation("attention_probabilities > 0 at every real key after its query (no causal mask) and == 0 at every padded "
@@ -139,4 +117,6 @@ EncoderAttention = host("EncoderAttention", values=[
     Value("attention_output", Residual, "What the attention adds to the residual stream before the post-norm: "
           "output.dense's output", child(PROJECTION, shown="output.dense")),
     head_results_value(PROJECTION, shown="output.dense"),
-], HOST="model.layers[i].self_attn", KIND="attention", RELATIONS=ENCODER_ATTENTION_RELATIONS)
+], HOST="model.layers[i].self_attn", KIND="attention", RELATIONS=ENCODER_ATTENTION_RELATIONS,
+   # the scaling is the self-attention's (the wrapper has none); the mask is padding only
+   SCALING=staticmethod(lambda module: module.self.scaling), MASK=staticmethod(padding_mask))
