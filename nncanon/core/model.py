@@ -145,7 +145,8 @@ class StandardModel(Host, TransformersModel):
                 FeatureExtractionPipeline,  # an encoder from_config: as below, no tokenizer
             )
 
-            self.pipeline = FeatureExtractionPipeline(model=module, tokenizer=None, device=kwargs.get("device"))
+            self.pipeline = FeatureExtractionPipeline(model=module, tokenizer=None, device=kwargs.get("device"),
+                                                      task="feature-extraction")
             return self._finalize_pipeline()
         if self.tokenizer is None and self.processor is None and self.task == "text-generation":
             # nncanon.from_config with no tokenizer: the tree, support() and the shapes need none, and
