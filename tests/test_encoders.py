@@ -76,8 +76,9 @@ def test_the_lens_applies_the_heads_transform(model):
 
 
 def test_a_config_only_encoder_needs_no_tokenizer():
-    import nncanon
     from transformers import BertConfig
+
+    import nncanon
 
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=24, max_position_embeddings=32)
