@@ -22,7 +22,7 @@ from ...core.precision import SUBBLOCK
 from ...core.relations import first, relation
 from ...core.values import Value
 from ...core.views import heads
-from ..attention.softmax import ATTENTION_CALL, EAGER, PATTERN_RELATIONS, head_results_value
+from ..attention.softmax import ATTENTION_CALL, EAGER, LINK_RELATIONS, PATTERN_RELATIONS, head_results_value
 
 #: the attention function's call inside the self-attention's forward (BertSelfAttention.forward)
 _CALL = call("attention_interface_1")
@@ -92,7 +92,8 @@ def _head_results(host, r):
     return [(results.double().sum(-2) + host._module.output.dense.bias.double(), r["attention_output"])]
 
 
-ENCODER_ATTENTION_RELATIONS = (_attention, _pattern, _both_directions, _projections, _head_results,
+#: the proof chain's links are softmax's: the read pattern mixes the values, the heads go side by side into output.dense
+ENCODER_ATTENTION_RELATIONS = (_attention, _pattern, _both_directions, _projections, _head_results, *LINK_RELATIONS,
                                _output_projection)
 
 
