@@ -94,10 +94,36 @@ def test_the_tiny_tokenizer_follows_its_recipe(family):
         assert tokenizer.convert_tokens_to_ids(token) == token_id, token
     assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == (kind.bos, kind.eos, kind.pad)
     ids = tokenizer("Hello world")["input_ids"]
-    if kind.bos is not None:
+    if kind.cls == "BertTokenizer":  # an encoder's WordPiece: [CLS] ... [SEP], lowercased (its own test below)
+        assert (ids[0], ids[-1]) == (tokenizer.cls_token_id, tokenizer.sep_token_id)
+        assert tokenizer.decode(ids, skip_special_tokens=True) == "hello world"
+    elif kind.bos is not None:
         assert ids[0] == tokenizer.convert_tokens_to_ids(kind.bos)
     else:
         assert ids[0] not in recipe["special_tokens"].values()
-    assert tokenizer.decode(ids, skip_special_tokens=True) == "Hello world"
+    if kind.cls != "BertTokenizer":
+        assert tokenizer.decode(ids, skip_special_tokens=True) == "Hello world"
     vocab = fam.tiny["config"].get("text_config", fam.tiny["config"])["vocab_size"]
     assert len(tokenizer) <= vocab
+
+
+def test_a_wordpiece_tokenizer_frames_pairs_as_bert_does():
+    """bert's tiny WordPiece: its special tokens at bert-base-uncased's ids, a pair framed [CLS] A [SEP] B [SEP] with
+    token types 0 then 1, padding on the right with [PAD] (0), an unknown character [UNK] (100)."""
+    from transformers import AutoTokenizer
+
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.recipe.family import get_family
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir(get_family("bert")))
+    assert [tokenizer.convert_tokens_to_ids(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [
+        0, 100, 101, 102, 103]
+    assert tokenizer.convert_ids_to_tokens(1) == "[unused0]"
+    pair = tokenizer("The river ran low", "a library")
+    ids, types = pair["input_ids"], pair["token_type_ids"]
+    first_sep = ids.index(102)
+    assert ids[0] == 101 and ids[-1] == 102 and ids.count(102) == 2
+    assert set(types[: first_sep + 1]) == {0} and set(types[first_sep + 1:]) == {1}
+    batch = tokenizer(["river", "the river ran low"], padding=True)
+    assert tokenizer.padding_side == "right" and batch["input_ids"][0][-1] == 0 and batch["attention_mask"][0][-1] == 0
+    assert 100 in tokenizer("\u2603")["input_ids"]

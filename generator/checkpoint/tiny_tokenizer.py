@@ -97,6 +97,11 @@ def build_tokenizer(fam: Family):
     kind = tokenizer_kind(fam)
     recipe = fam.tiny["tokenizer"]
     size = recipe["bpe_vocab_size"]
+    config = fam.tiny["config"]
+    if kind.cls == "BertTokenizer":  # an encoder's WordPiece, not a byte-level BPE
+        from generator.checkpoint.wordpiece import build_wordpiece
+
+        return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     if kind.nfc:
@@ -131,7 +136,6 @@ def build_tokenizer(fam: Family):
 
     vocab = _with_inline_specials(vocab, _special_token_list(fam))
 
-    config = fam.tiny["config"]
     common = {
         "unk_token": None,
         "model_max_length": int(config.get("text_config", config).get("max_position_embeddings", 32768)),

@@ -173,7 +173,9 @@ TAGS: dict[str, tuple[str, Check]] = {
                               "one key and one value head shared by every query head" in e.relations),
     "ALiBi": ("an ALiBi bias in the attention's relation", lambda e, q, m: "alibi[h, k] == slopes[h]" in e.relations),
     "LayerNorm on the embeddings": ("a norm between the embedding and the first block", lambda e, q, m:
-                                    "embedding_norm_output == embed_layernorm(token_embeddings)" in e.relations),
+                                    # BLOOM's norms the token embeddings, BERT's their sum with the other tables
+                                    bool(re.search(r"embedding_norm_output == \w*layernorm\(token_embeddings",
+                                                   e.relations))),
     "Interleaved rotary": ("a rotary in adjacent pairs", lambda e, q, m: "rotate_every_two" in e.relations),
     "One LayerNorm per block": ("the MLP reading the attention's normed input", lambda e, q, m:
                                 "(one norm)" in e.relations),

@@ -74,7 +74,8 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     if any(hasattr(module, name) for module in (*attentions, *mlps) for name in fused):
         found.append("fused projections")
     decoder = tiny._module.get_decoder()
-    if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")):
+    # an encoder's table sits in its embeddings module (BERT's): the standard mount says it as well
+    if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")) or _child(tiny, "embed_positions") is not None:
         found.append("learned positions")
     if getattr(config, "do_layer_norm_before", None) is False:  # OPT-350m: the stream itself normed after each add
         found.append("norm after each add")
@@ -117,13 +118,16 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     # the blocks and their parts by their standard names, whatever a family calls them natively
     blocks = [tiny.layers[i] for i in range(tiny.num_layers)]
     layers = [block._module for block in blocks]
-    # a block whose MLP has no module of its own (OPT's fc1 / fc2 on the layer) is a plain MLP all the same
+    # a block whose MLP has no module of its own (OPT's fc1 / fc2, BERT's intermediate / output on the layer) is a
+    # plain MLP all the same
     mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp") if _child(block, "mlp") is not None else
-                                           block._module if hasattr(block._module, "fc1") else None,
+                                           block._module if _own_mlp(block._module) else None,
                                            _child(block, "shared_experts"))
                                   for block in blocks))
     block_norms = [norm for block in blocks
                    if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
+    if not block_norms:  # norms at no standard name (BERT's, inside its attention and output modules): the block's own
+        block_norms = [norm for layer in layers for norm in layer.modules() if "Norm" in type(norm).__name__]
     norms = _in_order(type(norm).__name__ for norm in block_norms)
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
@@ -160,6 +164,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
                for name in ("gate", "router") if hasattr(module, name)]
     projections = [getattr(attn, name) for attn in attentions
                    for name in ("q_proj", "qkv_proj", "query_key_value", "c_attn") if hasattr(attn, name)]
+    # an encoder's attention holds its projections in its self-attention (BERT's attention.self.query)
+    projections += [attn.self.query for attn in attentions if hasattr(getattr(attn, "self", None), "query")]
     fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
     mlps = [module for block in blocks if (module := _child(block, "mlp")) is not None]
     return {"mlp": mlp, "norm": kind, "norm_kinds": " / ".join(_in_order(norm_kinds(layer) for layer in layers)),
@@ -172,6 +178,11 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
             "norm_gain": gain, "attention": quirks, "norm_placement": placement,
             "block": block_mechanics(tiny, layers, attentions, config, placement),
             "block_kinds": sorted(set(family_module.layer_types(full)))}
+
+
+def _own_mlp(layer: Any) -> bool:
+    """The block holds its MLP's parts itself: OPT's fc1 and fc2, BERT's intermediate and output."""
+    return hasattr(layer, "fc1") or hasattr(layer, "intermediate")
 
 
 def norm_kinds(module: Any) -> str:

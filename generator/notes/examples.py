@@ -104,7 +104,10 @@ VISION_PROMPT_TEXT = "Which of the two images is wider?"
 
 
 def chat_prompt(tokenizer: Any, images: int = 0) -> str:
-    """A user message through the tokenizer's chat template, thinking off; ``images`` image parts first."""
+    """A user message through the tokenizer's chat template, thinking off; ``images`` image parts first. A tokenizer
+    with no chat template (an encoder's: BERT's WordPiece) gets the message's text itself."""
+    if not images and getattr(tokenizer, "chat_template", None) is None:
+        return PROMPT_TEXT
     if images:
         content: Any = [{"type": "image"} for _ in range(images)] + [
             {"type": "text", "text": VISION_PROMPT_TEXT}

@@ -204,6 +204,10 @@ TOKENIZER_KINDS = {
     # Llama 3.x: tokenizer.json only, BOS prepended, eos <|eot_id|> (Instruct), no pad token
     "llama3": TokenizerKind("PreTrainedTokenizerFast", lambda: LLAMA3_PRETOKENIZE_REGEX, LLAMA3_CHAT_TEMPLATE,
                             bos="<|begin_of_text|>", eos="<|eot_id|>", pad=None, padding_side=None, nfc=False),
+    # BERT's WordPiece (generator/checkpoint/wordpiece.py): no byte-level split, no chat template; [PAD] pads on the
+    # right, [CLS] and [SEP] frame every encoding
+    "wordpiece": TokenizerKind("BertTokenizer", lambda: "", "", bos=None, eos=None, pad="[PAD]", padding_side="right",
+                               nfc=False),
 }
 
 

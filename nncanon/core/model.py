@@ -140,6 +140,14 @@ class StandardModel(Host, TransformersModel):
         self._bind()
 
     def _wrap(self, module: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.nn.Module:
+        if self.tokenizer is None and self.processor is None and self.task == "feature-extraction":
+            from transformers import (
+                FeatureExtractionPipeline,  # an encoder from_config: as below, no tokenizer
+            )
+
+            self.pipeline = FeatureExtractionPipeline(model=module, tokenizer=None, device=kwargs.get("device"),
+                                                      task="feature-extraction")
+            return self._finalize_pipeline()
         if self.tokenizer is None and self.processor is None and self.task == "text-generation":
             # nncanon.from_config with no tokenizer: the tree, support() and the shapes need none, and
             # transformers' pipeline() refuses to guess one for a module built from a config
@@ -452,7 +460,10 @@ def wrap(family: ModuleType, module: torch.nn.Module, task: str, **preprocessors
         # under every rename alias looking for path keys (llama4_text's) there are none of (most of a wrap's time)
         envoys[torch.nn.Module] = Envoy
     root = family.layout_root(module.config.get_text_config()) if hasattr(family, "layout_root") else family.ROOT
-    model = root(module.eval(), task=task, rename=family.RENAME, envoys=envoys, **preprocessors)
+    # the pipeline a text load runs under: a decoder's text-generation, or the family's own (TEXT_TASK: an encoder's
+    # feature-extraction, whose preprocess only tokenizes; fill-mask's refuses a prompt without exactly one mask)
+    pipeline_task = getattr(family, "TEXT_TASK", task) if task == "text-generation" else task
+    model = root(module.eval(), task=pipeline_task, rename=family.RENAME, envoys=envoys, **preprocessors)
     model._standardize()
     return model
 

@@ -6,6 +6,7 @@ edits land; every write maps a value in the layout back to the model's shape.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -57,7 +58,8 @@ def heads(dim: str = "head_dim") -> View:
     """[batch, seq, heads*dim] -> [batch, seq, heads, dim]; ``dim`` names the host module's head width."""
 
     def read(host, x: torch.Tensor) -> torch.Tensor:
-        return x.unflatten(-1, (-1, getattr(host._module, dim)))
+        # a dotted ``dim`` reads a child's width (BERT's attention holds it on its ``self``)
+        return x.unflatten(-1, (-1, operator.attrgetter(dim)(host._module)))
 
     def write(host, x: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
         return x.flatten(-2)
@@ -77,7 +79,7 @@ def head_results(projection: str = "o_proj", count: Any = None) -> View:
     text model's; a vision tower's attention has its own)."""
 
     def read(host, x: torch.Tensor) -> torch.Tensor:
-        proj = getattr(host, projection)._module
+        proj = host.get(projection)._module  # dotted: a projection under a child (BERT's output.dense)
         weight = proj.weight if isinstance(proj, torch.nn.Linear) else proj.weight.T  # a Conv1D holds [in, out]
         count_ = host._std_model.num_heads if count is None else count(host)
         return torch.einsum("...hd,ohd->...ho", x.unflatten(-1, (count_, -1)), weight.unflatten(1, (count_, -1)))

@@ -4,7 +4,8 @@ A family module declares FAMILY, MODEL_TYPES, RENAME, ENVOYS (module class -> ho
 ROOT (its StandardModel subclass) and the functions build, required_paths, dim_sizes and
 prepare (see qwen3_5_moe_text for the reference); before_the_head and past_the_head when the
 forward does more than lm_head between the final norm and its logits (`nncanon.lens`); layout_envoys(config) (entries over ENVOYS)
-and layout_root(config) when the config picks among layouts (`nncanon.core.model.wrap`). A family module written outside nncanon
+and layout_root(config) when the config picks among layouts (`nncanon.core.model.wrap`); TEXT_TASK when its text load
+runs under another pipeline than text-generation (an encoder's feature-extraction: bert). A family module written outside nncanon
 is added with `register`.
 
 Finding a checkpoint's family imports that family's module only: which module serves a model_type is

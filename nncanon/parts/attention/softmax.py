@@ -63,14 +63,21 @@ def attending(host: Any) -> Any:
                            sliding_window=getattr(module, "sliding_window", None) if window is None else window(module))
 
 
-def pattern(module: Any, queries: Any, keys: Any, padding: Any) -> tuple[Any, Any]:
+def pattern(module: Any, queries: Any, keys: Any, padding: Any, mask: Any = causal_mask) -> tuple[Any, Any]:
     """Scores and probabilities ``[batch, heads, query, key]`` by the attention's own scaling, in
-    float64, keys repeated over the query groups."""
+    float64, keys repeated over the query groups; ``mask(module, padding, queries, keys)`` is the additive mask
+    (the causal one; an encoder's masks only the padding)."""
     queries, keys = queries.double(), keys.double()
     keys = keys.repeat_interleave(queries.shape[1] // keys.shape[1], 1)
     scores = queries @ keys.transpose(-1, -2) * module.scaling
-    scores = scores + causal_mask(module, padding, queries.shape[2], keys.shape[2]).double()
+    scores = scores + mask(module, padding, queries.shape[2], keys.shape[2]).double()
     return scores, scores.softmax(-1)
+
+
+def mask_of(host: Any) -> Any:
+    """The additive mask the host's attention applies: its class's ``MASK`` (an encoder's padding-only mask,
+    `nncanon.parts.encoders.bidirectional`), else the causal one."""
+    return getattr(type(host), "MASK", causal_mask)
 
 
 def mix(probabilities: Any, values: Any) -> Any:
@@ -92,7 +99,7 @@ def real_queries(padding: Any, x: Any, seq_dim: int) -> Any:
           tolerance=SUBBLOCK)
 def _attention(host, r):
     padding = r["model.attention_mask"]
-    _, probabilities = pattern(attending(host), r["attention_queries"], r["attention_keys"], padding)
+    _, probabilities = pattern(attending(host), r["attention_queries"], r["attention_keys"], padding, mask_of(host))
     heads = mix(probabilities, r["attention_values"])
     return [(real_queries(padding, heads, 1), real_queries(padding, r["attention_head_outputs"], 1))]
 
@@ -104,7 +111,8 @@ def _attention(host, r):
           tolerance=SUBBLOCK)
 def _pattern(host, r):
     padding = r["model.attention_mask"]
-    scores, probabilities = pattern(attending(host), r["attention_queries"], r["attention_keys"], padding)
+    scores, probabilities = pattern(attending(host), r["attention_queries"], r["attention_keys"], padding,
+                                    mask_of(host))
     read_scores = r["attention_scores"].double()
     # transformers masks with the dtype's minimum, not -inf: compare where a key is allowed
     allowed = torch.isfinite(scores)
@@ -147,24 +155,28 @@ def _head_results(host, r):
     """The bias is the projection of zeros (none: zeros). A chain of heads·head_dim products and sums (<= 800)
     against the forward's one matmul over the same terms: SUBBLOCK."""
     projection = next(v for v in type(host).values() if v.name == "attention_head_results").extra["projection"]
-    proj = getattr(host, projection)._module
+    proj = host.get(projection)._module
     results = r["attention_head_results"]
     bias = proj.bias if proj.bias is not None else torch.zeros(results.shape[-1], dtype=results.dtype)
     return [(results.double().sum(-2) + bias.double(), r["attention_output"])]
 
 
-def head_results_value(projection: str = "o_proj", count: Any = None) -> Value:
+def head_results_value(projection: str = "o_proj", count: Any = None, shown: str | None = None) -> Value:
     """``attention_head_results`` read where ``projection`` (the output projection) is called; ``count(host)`` the
-    heads (default the text model's: `views.head_results`)."""
+    heads (default the text model's: `views.head_results`); ``shown``: how the page names the projection."""
+    named = shown or projection
     return Value("attention_head_results", HeadResults,
                  f"Each head's contribution to attention_output: its slice of attention_premix through its own columns "
-                 f"of {projection} (TransformerLens's hook_result); summed over heads, plus {projection}'s bias, "
+                 f"of {named} (TransformerLens's hook_result); summed over heads, plus {named}'s bias, "
                  f"attention_output; derived, read-only",
-                 child(projection, "input"), view=head_results(projection, count), extra={"projection": projection})
+                 child(projection, "input", shown=shown), view=head_results(projection, count),
+                 extra={"projection": projection})
 
 
 #: the output projection's relation stays last: families keep it by ATTENTION_RELATIONS[-1]
 ATTENTION_RELATIONS = (_attention, _pattern, _head_results, _mixed, _side_by_side, _output_projection)
+#: the two that recompute the pattern under the host's mask (`mask_of`): an encoder restates their texts
+PATTERN_RELATIONS = (_attention, _pattern)
 HEAD_RESULTS_RELATION = _head_results
 #: the links of the proof chain (generator/facts/chain.py) a family that picks its relations keeps: the read pattern
 #: mixing the values, and the heads side by side into the output projection
