@@ -40,7 +40,8 @@ def pytest_configure(config):
 #: expensive session fixture -> (its unit, the test files that use it)
 SHARED = {
     "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_portable_pins.py",
-                                      "test_diagram_interiors.py", "test_site_index.py", "test_release_records.py"}),
+                                      "test_diagram_interiors.py", "test_site_index.py", "test_compare.py",
+                                      "test_release_records.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
                          "test_browser_coverage.py"}),
 }
@@ -103,6 +104,46 @@ def facts_by_capability(tmp_path_factory):
         _, err = run.communicate(timeout=HANG)
         assert run.returncode == 0, f"collecting facts under {capability}: {err[-3000:]}"
     return dirs
+
+
+@pytest.fixture(scope="session")
+def all_facts(facts_by_capability) -> dict[str, dict]:
+    """Every family's facts as collected natively this run, by family."""
+    import json
+
+    facts_dir = facts_by_capability["native"]
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(facts_dir.glob("*.json"))
+            if p.name != "index.json"}
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory, facts_by_capability):
+    """The whole site built from every family's facts with ``site_url`` set, served: (its directory, its base
+    URL). tests/test_site_index.py and tests/test_compare.py read it (one unit: built once)."""
+    import logging
+
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    from generator.site.render import MKDOCS_YML, render_site
+    from generator.site.serve import site_server
+
+    tmp = tmp_path_factory.mktemp("site-index")
+    out = tmp / "site"
+    out.mkdir()
+    server = site_server(out)
+    render_site(facts_by_capability["native"], tmp / "docs")
+    level = logging.getLogger("mkdocs").level
+    logging.getLogger("mkdocs").setLevel(logging.ERROR)
+    try:
+        build(load_config(str(MKDOCS_YML), docs_dir=str(tmp / "docs"), site_dir=str(out),
+                          site_url=server.url + "/", strict=True))
+    finally:
+        logging.getLogger("mkdocs").setLevel(level)
+    server.start()
+    yield out, server.url
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The site across families: the families index's facets, the navigation by line, and search to a value.
 
-Built once from every family's facts (collected once per run, tests/conftest.py) with ``site_url`` set,
+Built once from every family's facts (collected once per run, tests/conftest.py: ``site``) with ``site_url`` set,
 as tests/test_browser.py does for one family. The facet vocabulary is checked against the measured
 traits it is made from; the filter, the navigation and search are checked in Chromium.
 """
@@ -8,49 +8,13 @@ traits it is made from; the filter, the navigation and search are checked in Chr
 from __future__ import annotations
 
 import json
-import logging
 import re
 from pathlib import Path
 
 import pytest
 from browser_site import until
 
-from generator.site.serve import site_server
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def all_facts(facts_by_capability) -> dict[str, dict]:
-    facts_dir = facts_by_capability["native"]
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(facts_dir.glob("*.json"))
-            if p.name != "index.json"}
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory, facts_by_capability):
-    """The whole site built from every family's facts, served: (its directory, its base URL)."""
-    from mkdocs.commands.build import build
-    from mkdocs.config import load_config
-
-    from generator.site.render import MKDOCS_YML, render_site
-
-    tmp = tmp_path_factory.mktemp("site-index")
-    out = tmp / "site"
-    out.mkdir()
-    server = site_server(out)
-    render_site(facts_by_capability["native"], tmp / "docs")
-    level = logging.getLogger("mkdocs").level
-    logging.getLogger("mkdocs").setLevel(logging.ERROR)
-    try:
-        build(load_config(str(MKDOCS_YML), docs_dir=str(tmp / "docs"), site_dir=str(out),
-                          site_url=server.url + "/", strict=True))
-    finally:
-        logging.getLogger("mkdocs").setLevel(level)
-    server.start()
-    yield out, server.url
-    server.shutdown()
-    server.server_close()
 
 
 # ---------------------------------------------------------------- one vocabulary, from the traits

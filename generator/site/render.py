@@ -29,6 +29,7 @@ from markupsafe import Markup
 
 from generator.disk import BUILD, room
 from generator.site.block_diagram import block_diagram
+from generator.site.compare import write_compare
 from generator.site.config_matrix import config_matrix, layouts
 from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data
 from generator.site.escaping import (
@@ -484,6 +485,7 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
                                                         match=matches), encoding="utf-8"
     )
     (out_dir / "properties.md").write_text(render_properties(env, entries), encoding="utf-8")
+    write_compare(env, out_dir, families, entries)
     (out_dir / "mechanics.md").write_text(
         env.get_template("mechanics.md.j2").render(mechanics=mechanics_table(families)), encoding="utf-8"
     )
