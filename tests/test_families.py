@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 
 import pytest
 import torch
@@ -125,8 +126,10 @@ def read(model, prompts, names):
 
 
 def rotated_queries_and_keys(model, seen):
-    """The queries and keys as the attention computes them from what q_proj/k_proj (and q/k norms) returned."""
-    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+    """The queries and keys as the attention computes them from what q_proj/k_proj (and q/k norms) returned, rotated
+    by the modeling file's own apply_rotary_pos_emb (Helium's and ERNIE 4.5's rotate interleaved pairs, Llama's
+    halves)."""
+    apply_rotary_pos_emb = importlib.import_module(type(model._module).__module__).apply_rotary_pos_emb
 
     d = model.head_dim
     if "q_norm" in seen:
@@ -350,7 +353,9 @@ def test_full_size_printout(family):
     text = repr(model)
     assert model._module.device.type == "meta"
     assert text.startswith(f"{causal.__name__}(")
-    assert f"(embed_tokens): Embedding({config.vocab_size}, {config.hidden_size})" in text
+    # the padding row is named where the config gives one (Helium's pad_token_id)
+    assert re.search(rf"\(embed_tokens\): Embedding\({config.vocab_size}, {config.hidden_size}(, padding_idx=\d+)?\)",
+                     text), text[:600]
     assert f"(0-{config.num_hidden_layers - 1}): {config.num_hidden_layers} x " in text
     for line in ["(self_attn): ", "(mlp): ", "(input_layernorm): ", "(post_attention_layernorm): ", "(norm): ",
                  "(lm_head): Linear",

@@ -9,6 +9,7 @@ too, on a tiny random checkpoint saved here. Values are checked against plain Py
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -237,14 +238,17 @@ def test_an_op_a_release_outside_the_verified_range_lacks_is_unavailable_naming_
     import nncanon
     from nncanon.guards import releases
 
-    monkeypatch.setattr(releases, "installed", lambda: "5.0.0")
+    real = releases.installed
+    monkeypatch.setattr(releases, "installed",
+                        lambda package="transformers": "5.0.0" if package == "transformers" else real(package))
     monkeypatch.setattr(releases, "_warned", set())
     registered(family_reading(("attention_interface_1", "torch_softmax_0")))
-    with pytest.warns(releases.UnverifiedRelease, match=r"verified on transformers >=5\.23,<5\.25; transformers "
+    verified = re.escape(releases.RANGES["transformers"])  # the declared range, whatever it is today
+    with pytest.warns(releases.UnverifiedRelease, match=rf"verified on transformers {verified}; transformers "
                                                          r"5\.0\.0 is installed"):
         model = nncanon.load(checkpoint, attn_implementation="eager")
     with pytest.raises(nncanon.Unavailable, match=r"model.layers\[1\].self_attn.attention_scores is unavailable: "
-                                                  r"transformers 5\.0\.0 \(outside the verified >=5\.23,<5\.25\) "
+                                                  rf"transformers 5\.0\.0 \(outside the verified {verified}\) "
                                                   r"has no op .*torch_softmax_0"):
         _ = model.layers[1].self_attn.attention_scores
     row = next(r for r in model.support() if r.name == "attention_scores")

@@ -53,10 +53,12 @@ def _is_norm(module: Any, x: Any) -> bool:
 
 
 def placements(blocks: list[tuple[Any, Any, Any]], run: Any) -> list[set[str]]:
-    """The norm positions found on each block: "pre-mixer", "post-mixer", "pre-mlp", "post-mlp".
+    """The norm positions found on each block: "pre-mixer", "post-mixer", "pre-mlp", "post-mlp", and "after-add"
+    where the block's output is a norm's (the stream itself normed after the add: BERT's, OPT-350m's).
 
     ``blocks``: (block, mixer, mlp) native modules per block (mixer or mlp None where the block has none); ``run``
-    runs the model's forward once. A candidate is any module of a block outside its mixer and MLP."""
+    runs the model's forward once. A candidate is any module of a block outside its mixer and MLP; for "after-add",
+    any module of the block (BERT's last norm sits in its output sublayer)."""
     seen: dict[int, list] = {}
 
     def keep(key: int):
@@ -69,15 +71,24 @@ def placements(blocks: list[tuple[Any, Any, Any]], run: Any) -> list[set[str]]:
     for block, mixer, mlp in blocks:
         inside = {id(m) for sub in (mixer, mlp) if sub is not None for m in sub.modules()}
         candidates.append([m for m in block.modules() if m is not block and id(m) not in inside])
-    modules = {id(m): m for (_, mixer, mlp), own in zip(blocks, candidates) for m in (mixer, mlp, *own)
-               if m is not None}
+    modules = {id(m): m for block, _, _ in blocks for m in block.modules()}
     hooks = [m.register_forward_hook(keep(key), with_kwargs=True) for key, m in modules.items()]
     try:
         run()
     finally:
         for hook in hooks:
             hook.remove()
-    return [_found(seen, mixer, mlp, own) for (_, mixer, mlp), own in zip(blocks, candidates)]
+    found = [_found(seen, mixer, mlp, own) for (_, mixer, mlp), own in zip(blocks, candidates)]
+    for (block, _, _), where in zip(blocks, found):
+        if _after_add(seen, block):
+            where.add("after-add")
+    return found
+
+
+def _after_add(seen: dict, block: Any) -> bool:
+    _, out = seen.get(id(block), (None, None))
+    return any(_same(y, out) and _is_norm(m, x) for m in block.modules() if m is not block
+               for x, y in [seen.get(id(m), (None, None))] if x is not None)
 
 
 def _found(seen: dict, mixer: Any, mlp: Any, candidates: list) -> set[str]:
@@ -103,10 +114,13 @@ def _found(seen: dict, mixer: Any, mlp: Any, candidates: list) -> set[str]:
 
 def block_placement(found: list[set[str]]) -> str | None:
     """"sandwich norms" where a sublayer is normed before and on its output, "post-norm" where sublayer outputs are
-    normed and no input is, "pre-norm" where only inputs are, else None (no norm next to a sublayer)."""
+    normed and no input is, "norm after each add" where the stream itself is normed after the sublayers' adds and
+    no input is, "pre-norm" where only inputs are, else None (no norm next to a sublayer)."""
     for sub in ("mixer", "mlp"):
         if any({f"pre-{sub}", f"post-{sub}"} <= f for f in found):
             return "sandwich norms"
     if any(f & {"post-mixer", "post-mlp"} for f in found):
         return "post-norm"
+    if any("after-add" in f for f in found) and not any(f & {"pre-mixer", "pre-mlp"} for f in found):
+        return "norm after each add"
     return "pre-norm" if any(found) else None

@@ -64,7 +64,7 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     if getattr(config, "use_parallel_residual", False) or any(
             relation.compute is parallel_sum.compute for relation in getattr(type(tiny.layers[0]), "RELATIONS", ())):
         found.append("parallel block")
-    if placement in ("sandwich norms", "post-norm"):  # measured on the forward (norm_placement), not by names
+    if placement in ("sandwich norms", "post-norm", "norm after each add"):  # measured on the forward, not by names
         found.append(placement)
     if any(getattr(config, name, None) not in (None, 1, 1.0) for name in
            ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
@@ -77,8 +77,8 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     # an encoder's table sits in its embeddings module (BERT's): the standard mount says it as well
     if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")) or _child(tiny, "embed_positions") is not None:
         found.append("learned positions")
-    if getattr(config, "do_layer_norm_before", None) is False:  # OPT-350m: the stream itself normed after each add
-        found.append("norm after each add")
+    if getattr(config, "do_layer_norm_before", None) is False and "norm after each add" not in found:
+        found.append("norm after each add")  # OPT-350m's full size, whose tiny checkpoint may be pre-norm
     if getattr(decoder, "project_in", None) is not None:  # OPT-350m: an embedding narrower than the stream
         found.append("projected embeddings")
     return found

@@ -40,7 +40,7 @@ GAINS = {"1 + weight": "gain 1 + weight", "weight + bias": "norm bias", "none": 
 WINDOWED = "sliding window"
 
 #: block mechanics that are about where the norms sit
-PLACEMENTS = ("post-norm", "sandwich norms")
+PLACEMENTS = ("post-norm", "sandwich norms", "norm after each add")
 
 #: the facets, in the order the filter shows them: (key, label)
 FACETS = (

@@ -110,9 +110,23 @@
     var chosen = params.get("sort") && table.querySelector('.nc-sort[data-key="' + CSS.escape(params.get("sort")) + '"]');
     if (chosen) order(chosen, params.get("order") !== "ascending", false);
   }
+  // A table's first column stays in place while the rest scroll sideways under it (nncanon.css): the box's scroll
+  // padding is that column's width, so a cell scrolled into view (a sort heading reached by keyboard, a link
+  // followed) lands beside it, not under it.
+  function stickyPadding() {
+    document.querySelectorAll(".nc-families-box").forEach(function (box) {
+      var first = box.querySelector("table.nc-families tr > :first-child");
+      if (first) box.style.setProperty("--nc-first-col", first.getBoundingClientRect().width + "px");
+    });
+  }
+  function start() {
+    init();
+    stickyPadding();
+  }
+  window.addEventListener("resize", stickyPadding);
   if (window.document$ && window.document$.subscribe) {
-    window.document$.subscribe(init);
+    window.document$.subscribe(start);
   } else {
-    document.addEventListener("DOMContentLoaded", init);
+    document.addEventListener("DOMContentLoaded", start);
   }
 })();
