@@ -40,7 +40,7 @@ def pytest_configure(config):
 #: expensive session fixture -> (its unit, the test files that use it)
 SHARED = {
     "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_portable_pins.py",
-                                      "test_diagram_interiors.py", "test_site_index.py", "test_compare.py",
+                                      "test_diagram_interiors.py", "test_site_index.py", "test_compare.py", "test_sae_index.py",
                                       "test_release_records.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
                          "test_browser_coverage.py"}),

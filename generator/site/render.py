@@ -48,6 +48,7 @@ from generator.site.printout import printout_lines
 from generator.site.properties import render_properties
 from generator.site.recurrent import mixers, summary
 from generator.site.releases_page import load_records, releases_page, verified_on
+from generator.site.sae_index import index_rows, render_sae_index
 from generator.site.weights_section import host_sizes, weights_section
 
 __all__ = [  # what tests and callers import from here (some live in generator.site.escaping, .printout)
@@ -330,6 +331,7 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "diagram_json": diagram_data(facts, lookup, drawn),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
         "weights": weights_section(facts),
+        "saelens": index_rows([facts])[0],
     }
 
 
@@ -486,6 +488,7 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
     )
     (out_dir / "properties.md").write_text(render_properties(env, entries), encoding="utf-8")
     write_compare(env, out_dir, families, entries)
+    (out_dir / "sae-index.md").write_text(render_sae_index(env, families), encoding="utf-8")
     (out_dir / "mechanics.md").write_text(
         env.get_template("mechanics.md.j2").render(mechanics=mechanics_table(families)), encoding="utf-8"
     )
