@@ -61,7 +61,7 @@ def test_a_failure_fails_inside_the_range_only(monkeypatch, tmp_path, capsys, re
     monkeypatch.setattr(newest, "NEWEST_FILE", tmp_path / "newest-transformers")
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0 if verified else 1))
     kept = REPO / "releases" / "transformers-5.25.0.json"
-    monkeypatch.setattr(newest, "moved", lambda facts: (changes, kept))
+    monkeypatch.setattr(newest, "moved", lambda facts, release: (changes, kept))
     assert newest.main(["--python", "python", "--release", release]) == code
     out = capsys.readouterr()
     assert ("nothing moved" in out.out) == (not changes)
