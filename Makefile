@@ -43,8 +43,12 @@ verify-newest: newest-venv
 release-watch: newest-venv
 	$(VENV_NEWEST)/bin/python -m generator.facts.watch --python $(VENV_NEWEST)/bin/python $(if $(RELEASE),--release $(RELEASE)) $(FAMILIES)
 
+ifneq ($(filter release-accept,$(MAKECMDGOALS)),)
+ifndef RELEASE
+$(error make release-accept needs RELEASE=<the release watched>, e.g. RELEASE=5.26.0)
+endif
+endif
 release-accept: $(PY)
-	$(if $(RELEASE),,$(error make release-accept needs RELEASE=<the release watched>, e.g. RELEASE=5.26.0))
 	$(PY) -m generator.facts.watch --accept $(RELEASE) $(if $(DROP),--drop $(DROP))
 
 # after a family or a release changes: the kept records (releases/, nncanon/verified_releases.json) from the facts

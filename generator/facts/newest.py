@@ -101,9 +101,9 @@ def verify_release(python: str, release: str, installer: Callable[[str, str], No
     """Install ``release`` into ``python``'s venv (``installer``, default :func:`install`), run ``pip check`` and
     ``generator verify --keep-going --force`` into :func:`build_of` (``outcomes``: its table as JSON there too;
     ``families``: only theirs). Raises :class:`NewestError` when the install fails."""
-    from packaging.specifiers import SpecifierSet
-
     (installer or install)(python, release)
+    from packaging.specifiers import SpecifierSet  # installed by now: a fresh venv has none before
+
     spec = declared()
     inside = SpecifierSet(spec).contains(release, prereleases=True)
     problems = pip_check(python, inside)
