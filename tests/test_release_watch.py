@@ -6,7 +6,9 @@ release-accept keeps the candidate and refuses one that drops a kept family."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -150,3 +152,27 @@ def test_accept_refuses_a_candidate_that_drops_a_kept_family_unless_told(records
 def test_accept_without_a_watch_says_to_watch_first(records, capsys):
     assert watch.main(["--accept", "9.9.8"]) == 1
     assert "make release-watch RELEASE=9.9.8" in capsys.readouterr().err
+
+
+def test_the_watch_starts_in_a_venv_with_nothing_installed():
+    """make release-watch runs the module with the fresh venv's python, before the install: it imports no package
+    the install brings (packaging, yaml, torch, transformers, the library) until then."""
+    code = ("import sys\n"
+            "for name in ('packaging', 'yaml', 'torch', 'transformers', 'nnsight', 'nncanon', 'jinja2'):\n"
+            "    sys.modules[name] = None\n"
+            "from generator.facts import watch\n"
+            "try:\n"
+            "    watch.newest.verify_release('python', '9.9.9', installer=lambda python, release: sys.exit(7))\n"
+            "except SystemExit as stop:\n"
+            "    sys.exit(stop.code)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 7, done.stderr[-2000:]  # the install came first
+
+
+def test_the_scheduled_job_runs_the_watch_and_prints_its_report():
+    job = REPO / ".ci" / "release-watch"
+    assert os.access(job, os.X_OK)
+    text = job.read_text()
+    assert "make release-watch" in text and "REPORT.md" in text
+    assert subprocess.run(["bash", "-n", str(job)]).returncode == 0

@@ -11,6 +11,8 @@ facts make with the newest kept one (``releases/``), printing "nothing moved" or
 A failure (a family, ``pip check``, a record that no longer says what the facts say) fails the run when the release
 is inside the range pyproject declares: nncanon says it is verified there. Outside it the failure is reported and the
 run passes: that is the news a widening of the range starts from (the Releases page, docs_src/contributing.md).
+``make release-watch`` (:mod:`generator.facts.watch`) runs the same cycle (:func:`verify_release`, :func:`moved`)
+and writes candidate records and a report from it.
 """
 
 from __future__ import annotations
