@@ -126,8 +126,12 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def one_line(error: BaseException) -> str:
-    """An error in one line: a reported error's own first line, anything else's type and first line."""
-    text = _message(error).splitlines()[0] if _message(error) else type(error).__name__
+    """An error in one line: a reported error's own first line, anything else's type and first line; a first line
+    that ends in a colon ("2 do not hold:") goes on with the first line below it and how many more there are."""
+    lines = [line.strip() for line in _message(error).splitlines() if line.strip()] or [type(error).__name__]
+    text = lines[0]
+    if text.endswith(":") and len(lines) > 1:
+        text += f" {lines[1]}" + (f" (and {len(lines) - 2} more)" if len(lines) > 2 else "")
     return text if isinstance(error, reported_errors()) else f"{type(error).__name__}: {text}"
 
 

@@ -176,3 +176,14 @@ def test_the_scheduled_job_runs_the_watch_and_prints_its_report():
     text = job.read_text()
     assert "make release-watch" in text and "REPORT.md" in text
     assert subprocess.run(["bash", "-n", str(job)]).returncode == 0
+
+
+def test_a_verify_that_stops_before_its_table_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr(newest, "BUILD", tmp_path)
+    monkeypatch.setattr(watch, "WATCH", tmp_path / "release-watch")
+    monkeypatch.setattr(newest, "pip_check", lambda python, inside: [])
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1))  # no outcomes file
+    result = watch.watch(sys.executable, RELEASE, installer=lambda python, release: None)
+    assert "wrote no outcomes" in result.record_error and result.candidate is None
+    text = (tmp_path / "release-watch" / RELEASE / "REPORT.md").read_text()
+    assert "wrote no outcomes" in text and "candidate record: none written" in text

@@ -71,6 +71,9 @@ def watch(python: str, release: str | None = None, installer: Callable[[str, str
 def _records(watched: Watched, facts: Path, outcomes_file: Path) -> None:
     """The candidate record of the families that verified, and what moved against the kept one."""
     try:
+        if not outcomes_file.exists():
+            raise release_record.ReleaseRecordError("generator verify wrote no outcomes: it stopped before its table "
+                                                    "(its output above says why)")
         watched.outcomes = read_outcomes(outcomes_file)
         verified = verified_families(watched.outcomes)
         if not verified:

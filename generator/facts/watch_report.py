@@ -114,46 +114,48 @@ def report(watched: Watched) -> str:
 
 
 def _triage(w: Watched) -> list[str]:
-    """The hand work left: one step per failed family, then accepting the candidate and, where it is news, the range."""
+    """The hand work left: the failed families (each with its error and the command that reproduces it alone), then
+    accepting the candidate and, where it is news, the range."""
     venv = ".venv-transformers-newest/bin/python"
-    build = f"build/transformers-{w.release}"
-    steps = ["## Triage", ""]
+    watch_again = f"`make release-watch RELEASE={w.release}`"
     if w.error is not None:
-        steps += [f"1. Reproduce the install: `{venv} -m pip install transformers=={w.release}` beside nncanon's "
-                  "other requirements; a new hard dependency or a raised minimum goes into pyproject's "
-                  "dependencies if nncanon needs it, else into constraints.txt.",
-                  f"2. Watch again: `make release-watch RELEASE={w.release}`."]
-        return steps
-    n = 1
-    for row in w.failed():
-        steps.append(f"{n}. **{row['family']}**: {_cell(row['error'])}. Reproduce it alone: `NNCANON_BUILD={build} "
-                     f"{venv} -m generator verify --force {row['family']}`. Where the release moved a read point "
-                     "or a layout, give the family per-release locators chosen by the installed release and its "
-                     "YAML's `claims.releases` (docs_src/contributing.md, step 4); where it cannot hold, narrow "
-                     "the YAML's `releases` with a comment saying why.")
-        n += 1
+        return _numbered([f"Reproduce the install: `{venv} -m pip install transformers=={w.release}` beside nncanon's "
+                          "other requirements; a new hard dependency or a raised minimum goes into pyproject's "
+                          "dependencies if nncanon needs it, else into constraints.txt.", f"Watch again: {watch_again}."])
+    steps, failed = [], w.failed()
+    if failed:
+        where = ("inside the declared range: each is a regression, and the watch failed" if w.inside else
+                 "outside the declared range: they fail nothing, and are what stands between the range and this "
+                 "release (fix them to widen it, or say in pyproject's comment which families cannot)")
+        each = [f"    - **{row['family']}**: {_cell(row['error'])}  \n      `NNCANON_BUILD=build/transformers-"
+                f"{w.release} {venv} -m generator verify --force {row['family']}`" for row in failed]
+        families = f"{len(failed)} failed famil{'y' if len(failed) == 1 else 'ies'}"
+        steps.append(f"Triage the {families}, {where}. Reproduce each alone (the command under it). Where the "
+                     "release moved a read point or a layout, give the family per-release locators chosen by the installed release and its YAML's `claims.releases` (docs_src/contributing.md, "
+                     "\"Add a family\", step 4); where it cannot hold, narrow the YAML's `releases` with a comment "
+                     "saying why.\n" + "\n".join(each))
+    if w.record_error is not None:
+        steps.append(f"No candidate or comparison could be made: {_cell(w.record_error)}. Fix that and watch again.")
     if w.pip_problems:
-        steps.append(f"{n}. `pip check` complains: a requirement pyproject or constraints.txt states is wrong for "
-                     "this release; fix it there.")
-        n += 1
+        steps.append("`pip check` complains: a requirement pyproject or constraints.txt states is wrong for this "
+                     "release; fix it there.")
     if w.changes:
-        steps.append(f"{n}. Read what moved above: each is a value read elsewhere or a relation's error that "
-                     "changed; the Releases page will show it. A move that is a bug is fixed like a failure.")
-        n += 1
-    if w.failed() or w.pip_problems:
-        failed = " ".join(row["family"] for row in w.failed())
-        steps.append(f"{n}. After each fix, watch the failed families again (`make release-watch RELEASE={w.release}"
-                     + (f' FAMILIES="{failed}"`' if failed else "`") + "), then every family "
-                     f"(`make release-watch RELEASE={w.release}`): a candidate holds the families its run verified.")
-        n += 1
+        steps.append("Read what moved above: each is a value read elsewhere or a relation's error that changed; the "
+                     "Releases page will show it. A move that is a bug is fixed like a failure.")
+    if failed or w.pip_problems:
+        names = " ".join(row["family"] for row in failed)
+        steps.append(f"After each fix, watch the failed families again (`make release-watch RELEASE={w.release}"
+                     + (f' FAMILIES="{names}"`' if names else "`") + f"), then every family ({watch_again}): a "
+                     "candidate holds the families its run verified.")
     if w.candidate is not None:
-        kept = f"releases/transformers-{w.release}.json"
-        steps.append(f"{n}. Accept the candidate: `make release-accept RELEASE={w.release}` copies it to `{kept}` "
-                     "and writes `nncanon/verified_releases.json` again (what `generator releases --check` and "
-                     "`support()` read); commit both.")
-        n += 1
+        steps.append(f"Accept the candidate: `make release-accept RELEASE={w.release}` copies it to "
+                     f"`releases/transformers-{w.release}.json` and writes `nncanon/verified_releases.json` again "
+                     "(what `generator releases --check` and `support()` read); commit both.")
     if w.inside is False and w.clean():
-        steps.append(f"{n}. Every family verified outside the range: widen transformers to include "
-                     f"{w.release} in pyproject, `nncanon/guards/releases.py` RANGES, README and "
-                     "tests/test_release_range.py.")
-    return steps
+        steps.append(f"Every family verified outside the range: widen transformers to include {w.release} in "
+                     "pyproject, `nncanon/guards/releases.py` RANGES, README and tests/test_release_range.py.")
+    return _numbered(steps)
+
+
+def _numbered(steps: list[str]) -> list[str]:
+    return ["## Triage", "", *(f"{n}. {step}" for n, step in enumerate(steps, 1))]
