@@ -97,7 +97,8 @@ def report(watched: Watched) -> str:
               f"- against {_kept(w.against)}: " + (w.record_error if w.record_error else "nothing moved"
                                                     if not w.changes else f"{len(w.changes)} moved "
                                                     f"({len(moved_by_family(w.changes))} families)"),
-              "- candidate record: " + (f"`{release_record.shown_path(w.candidate)}`" if w.candidate else "none written"),
+              "- candidate record: " + (f"`{release_record.shown_path(w.candidate)}`" if w.candidate
+                                        else "none written"),
               "", "## Families", "", "| family | result | seconds | error, or why it was left out |",
               "|---|---|---|---|"]
     for row in rows:
@@ -121,7 +122,8 @@ def _triage(w: Watched) -> list[str]:
     if w.error is not None:
         return _numbered([f"Reproduce the install: `{venv} -m pip install transformers=={w.release}` beside nncanon's "
                           "other requirements; a new hard dependency or a raised minimum goes into pyproject's "
-                          "dependencies if nncanon needs it, else into constraints.txt.", f"Watch again: {watch_again}."])
+                          "dependencies if nncanon needs it, else into constraints.txt.",
+                          f"Watch again: {watch_again}."])
     steps, failed = [], w.failed()
     if failed:
         where = ("inside the declared range: each is a regression, and the watch failed" if w.inside else
@@ -131,9 +133,10 @@ def _triage(w: Watched) -> list[str]:
                 f"{w.release} {venv} -m generator verify --force {row['family']}`" for row in failed]
         families = f"{len(failed)} failed famil{'y' if len(failed) == 1 else 'ies'}"
         steps.append(f"Triage the {families}, {where}. Reproduce each alone (the command under it). Where the "
-                     "release moved a read point or a layout, give the family per-release locators chosen by the installed release and its YAML's `claims.releases` (docs_src/contributing.md, "
-                     "\"Add a family\", step 4); where it cannot hold, narrow the YAML's `releases` with a comment "
-                     "saying why.\n" + "\n".join(each))
+                     "release moved a read point or a layout, give the family per-release locators chosen by the "
+                     "installed release and its YAML's `claims.releases` (docs_src/contributing.md, \"Add a "
+                     "family\", step 4); where it cannot hold, narrow the YAML's `releases` with a comment saying "
+                     "why.\n" + "\n".join(each))
     if w.record_error is not None:
         steps.append(f"No candidate or comparison could be made: {_cell(w.record_error)}. Fix that and watch again.")
     if w.pip_problems:
