@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup site test verify-newest releases lint bench serve clean
+.PHONY: setup site test newest-venv verify-newest release-watch release-accept releases lint bench serve clean
 
 # constraints.txt locks the releases the site is built on, inside the range pyproject declares
 $(PY):
@@ -28,10 +28,28 @@ test: $(PY)
 # `pip check`, and what moved against the newest kept record. A failure fails inside the declared range only
 # (generator/facts/newest.py); RELEASE=5.24.0 verifies that release instead
 VENV_NEWEST := .venv-transformers-newest
-verify-newest:
+newest-venv:
 	test -x $(VENV_NEWEST)/bin/python || $(PYTHON) -m venv $(VENV_NEWEST)
 	$(VENV_NEWEST)/bin/python -m pip install -q --upgrade pip
+
+verify-newest: newest-venv
 	$(VENV_NEWEST)/bin/python -m generator.facts.newest --python $(VENV_NEWEST)/bin/python $(if $(RELEASE),--release $(RELEASE))
+
+# what a maintainer runs when a transformers release comes out (.ci/release-watch, the scheduled job, runs it too):
+# verify-newest's cycle, then the candidate record of the families that verified and REPORT.md (each family's result,
+# what moved, the triage steps) in build/release-watch/<release>/ (generator/facts/watch.py); RELEASE=5.26.0 watches
+# that release, FAMILIES="falcon gpt2" only those (a triage's second look). Then, once triaged:
+# make release-accept RELEASE=5.26.0 keeps the candidate in releases/ and writes nncanon/verified_releases.json
+release-watch: newest-venv
+	$(VENV_NEWEST)/bin/python -m generator.facts.watch --python $(VENV_NEWEST)/bin/python $(if $(RELEASE),--release $(RELEASE)) $(FAMILIES)
+
+ifneq ($(filter release-accept,$(MAKECMDGOALS)),)
+ifndef RELEASE
+$(error make release-accept needs RELEASE=<the release watched>, e.g. RELEASE=5.26.0)
+endif
+endif
+release-accept: $(PY)
+	$(PY) -m generator.facts.watch --accept $(RELEASE) $(if $(DROP),--drop $(DROP))
 
 # after a family or a release changes: the kept records (releases/, nncanon/verified_releases.json) from the facts
 # of the locked release (build/) and of the newest make verify-newest verified (build/newest-transformers names it)

@@ -81,6 +81,9 @@ def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-going", action="store_true",
                         help="verify every family even when one fails, then print a table (family, result, seconds, "
                              "the error in one line); the exit status is 1 if any failed")
+    parser.add_argument("--outcomes", metavar="FILE",
+                        help="with --keep-going (implied): also write the table as JSON to FILE, with the transformers, "
+                             "torch and nnsight releases it ran under (make release-watch reads it)")
     parser.add_argument("families", nargs="*", metavar="FAMILY", help="only these families (default: every one)")
 
 
@@ -106,7 +109,7 @@ def run_verify(args: argparse.Namespace) -> int:
     """Collect (verify every claim) without rendering; ``--keep-going``: past a failing family, then the table."""
     from generator.build import verify, verify_each
 
-    if not args.keep_going:
+    if not args.keep_going and args.outcomes is None:
         verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
                kernels_only=args.kernels_only)
         return 0
@@ -117,12 +120,18 @@ def run_verify(args: argparse.Namespace) -> int:
             print(f"{outcome.family}:", file=sys.stderr)
             traceback.print_exception(outcome.error, file=sys.stderr)
     print(verify_table(outcomes))
+    if args.outcomes is not None:
+        write_outcomes(Path(args.outcomes), outcomes)
     return 1 if any(outcome.result == "failed" for outcome in outcomes) else 0
 
 
 def one_line(error: BaseException) -> str:
-    """An error in one line: a reported error's own first line, anything else's type and first line."""
-    text = _message(error).splitlines()[0] if _message(error) else type(error).__name__
+    """An error in one line: a reported error's own first line, anything else's type and first line; a first line
+    that ends in a colon ("2 do not hold:") goes on with the first line below it and how many more there are."""
+    lines = [line.strip() for line in _message(error).splitlines() if line.strip()] or [type(error).__name__]
+    text = lines[0]
+    if text.endswith(":") and len(lines) > 1:
+        text += f" {lines[1]}" + (f" (and {len(lines) - 2} more)" if len(lines) > 2 else "")
     return text if isinstance(error, reported_errors()) else f"{type(error).__name__}: {text}"
 
 
@@ -138,6 +147,25 @@ def verify_table(outcomes: list) -> str:
     lines.append((f"{len(failed)} of {len(outcomes)} families failed: {', '.join(failed)}" if failed
                   else "no family failed") + f" ({', '.join(f'{n} {result}' for result, n in counts.items())})")
     return "\n".join(lines)
+
+
+def write_outcomes(path: Path, outcomes: list) -> None:
+    """``verify --outcomes``: each family's row as JSON (``generator.facts.watch_report.OUTCOMES``'s shape), and the
+    releases it was verified under."""
+    import json
+    import platform
+
+    import nnsight
+    import torch
+    import transformers
+
+    rows = [{"family": o.family, "result": o.result, "seconds": o.seconds,
+             "error": one_line(o.error) if o.error is not None else o.note} for o in outcomes]
+    data = {"transformers": transformers.__version__, "torch": torch.__version__,
+            "nnsight": getattr(nnsight, "__version__", "unknown"), "python": platform.python_version(),
+            "families": rows}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
 def _new_arguments(parser: argparse.ArgumentParser) -> None:

@@ -61,10 +61,19 @@ def test_a_failure_fails_inside_the_range_only(monkeypatch, tmp_path, capsys, re
     monkeypatch.setattr(newest, "NEWEST_FILE", tmp_path / "newest-transformers")
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0 if verified else 1))
     kept = REPO / "releases" / "transformers-5.25.0.json"
-    monkeypatch.setattr(newest, "moved", lambda facts: (changes, kept))
+    monkeypatch.setattr(newest, "moved", lambda facts, release: (changes, kept))
     assert newest.main(["--python", "python", "--release", release]) == code
     out = capsys.readouterr()
     assert ("nothing moved" in out.out) == (not changes)
     assert (tmp_path / "newest-transformers").read_text() == f"{release}\n"
     if not verified and code == 0:
         assert "outside the declared range, not failing: generator verify" in out.err
+
+
+def test_a_release_is_compared_with_the_newest_kept_record_not_newer_than_it():
+    kept = {p.stem.removeprefix("transformers-") for p in (REPO / "releases").glob("transformers-*.json")}
+    assert {"5.23.0", "5.24.0", "5.25.0"} <= kept
+    assert newest.kept_before("5.24.0").name == "transformers-5.24.0.json"  # its own, once kept
+    newest_kept = max(kept, key=lambda r: tuple(int(x) for x in r.split(".")))
+    assert newest.kept_before("99.0.0").name == newest.kept_before().name == f"transformers-{newest_kept}.json"
+    assert newest.kept_before("5.0.0").name == "transformers-5.23.0.json"  # older than every record: the oldest

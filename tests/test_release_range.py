@@ -190,7 +190,8 @@ def test_pyproject_declares_the_verified_range_and_the_lock_lies_inside_it():
     assert not releases.verified("5.22.0") and not releases.verified("5.26.0")
     assert releases.verified("5.24.0") and releases.verified("5.25.0")
     assert releases.verified("2.13.0+cpu", "torch") and releases.verified("2.14.1", "torch")
-    assert not releases.verified("2.15.0", "torch") and not releases.verified("0.8.0", "nnsight")
+    assert releases.verified("2.15.0+cu132", "torch")  # every family verified under 2.15 (issue 50)
+    assert not releases.verified("2.16.0", "torch") and not releases.verified("0.8.0", "nnsight")
 
 
 @pytest.mark.parametrize(("package", "outside", "inside"), [("transformers", "5.12.1", "5.23.0"),

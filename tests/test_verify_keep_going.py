@@ -83,3 +83,32 @@ def test_without_keep_going_the_first_failure_ends_the_run(stubbed, monkeypatch,
     captured = capsys.readouterr()
     assert captured.err.startswith(f"error: {stubbed}/families/llama.yaml: field 'notes[0]'")
     assert "qwen3" not in captured.out and "family " not in captured.out
+
+
+def test_outcomes_writes_each_row_as_json_and_a_claims_details_stay_on_its_line(stubbed, monkeypatch, capsys):
+    """``--outcomes FILE`` (make release-watch reads it; it implies --keep-going): each family's row and the releases
+    it ran under; an error whose first line ends in a colon goes on with its first detail and how many more."""
+    import json
+
+    import transformers
+
+    from generator.facts.claim_error import ClaimError
+
+    real = build.cached_facts
+
+    def cached_facts(family, **kwargs):
+        if getattr(family, "family", family) == "mistral":
+            raise ClaimError("mistral", "relations", "2 do not hold:\n  'a == b' is off by 0.1\n  'c == d' too")
+        return real(family, **kwargs)
+
+    monkeypatch.setattr(build, "cached_facts", cached_facts)
+    monkeypatch.setenv("NNCANON_FAMILIES", str(_families(stubbed, {"qwen3": None, "mistral": None})))
+    outcomes = stubbed / "out" / "outcomes.json"
+    assert main(["verify", "--outcomes", str(outcomes), "qwen3", "mistral"]) == 1
+    written = json.loads(outcomes.read_text())
+    assert written["transformers"] == transformers.__version__ and written["torch"] and written["nnsight"]
+    rows = {row["family"]: row for row in written["families"]}
+    assert rows["qwen3"]["result"] == "verified" and rows["qwen3"]["error"] == ""
+    said = "mistral: claim relations: 2 do not hold: 'a == b' is off by 0.1 (and 1 more)"
+    assert rows["mistral"] == {**rows["mistral"], "result": "failed", "error": said}
+    assert said in capsys.readouterr().out  # the table's row says the same

@@ -11,6 +11,8 @@ facts make with the newest kept one (``releases/``), printing "nothing moved" or
 A failure (a family, ``pip check``, a record that no longer says what the facts say) fails the run when the release
 is inside the range pyproject declares: nncanon says it is verified there. Outside it the failure is reported and the
 run passes: that is the news a widening of the range starts from (the Releases page, docs_src/contributing.md).
+``make release-watch`` (:mod:`generator.facts.watch`) runs the same cycle (:func:`verify_release`, :func:`moved`)
+and writes candidate records and a report from it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "build"
 #: where the newest verified release is written for `make releases` (the build directory's name carries it too)
-NEWEST_FILE = REPO / "build" / "newest-transformers"
+NEWEST_FILE = BUILD / "newest-transformers"
 
 
 class NewestError(RuntimeError):
@@ -76,18 +81,71 @@ def pip_check(python: str, inside: bool) -> list[str]:
     return [line for line in lines if inside or not re.match(r"nncanon \S+ has requirement transformers", line)]
 
 
-def moved(facts_dir: Path) -> tuple[list[str], Path | None]:
-    """What the facts of ``facts_dir`` say differently from the newest kept record, and that record."""
+def build_of(release: str) -> Path:
+    """Where a release's facts are collected: apart from the site's (``build/``), shared by both make targets."""
+    return BUILD / f"transformers-{release}"
+
+
+@dataclass
+class Verified:
+    """One release installed and verified in a venv (:func:`verify_release`): what ``make verify-newest`` prints and
+    ``make release-watch`` reports from."""
+    release: str
+    spec: str  # the transformers range pyproject declares
+    inside: bool
+    build: Path
+    pip_problems: list[str]  # pip check's complaints (nncanon's own range left out outside it)
+    verified: bool  # generator verify exited 0: no family failed
+
+
+def verify_release(python: str, release: str, installer: Callable[[str, str], None] | None = None,
+                   outcomes: Path | None = None, families: Sequence[str] = ()) -> Verified:
+    """Install ``release`` into ``python``'s venv (``installer``, default :func:`install`), run ``pip check`` and
+    ``generator verify --keep-going --force`` into :func:`build_of` (``outcomes``: its table as JSON there too;
+    ``families``: only theirs). Raises :class:`NewestError` when the install fails."""
+    (installer or install)(python, release)
+    from packaging.specifiers import SpecifierSet  # installed by now: a fresh venv has none before
+
+    spec = declared()
+    inside = SpecifierSet(spec).contains(release, prereleases=True)
+    problems = pip_check(python, inside)
+    build = build_of(release)
+    # the tiny checkpoints are the same under every release (their pins say so): one cache for all
+    env = {**os.environ, "NNCANON_BUILD": str(build),
+           "NNCANON_CACHE": os.environ.get("NNCANON_CACHE") or str(BUILD / "checkpoints")}
+    command = [python, "-m", "generator", "verify", "--keep-going", "--force"]
+    command += ["--outcomes", str(outcomes)] if outcomes is not None else []
+    done = subprocess.run([*command, *families], cwd=REPO, env=env)
+    return Verified(release, spec, inside, build, problems, done.returncode == 0)
+
+
+def kept_before(release: str | None = None) -> Path | None:
+    """The newest kept record, or with ``release`` the newest not newer than it (its own, once kept)."""
     from packaging.version import Version
 
     from generator.facts import release_record
 
     kept = sorted(release_record.RECORDS.glob("transformers-*.json"),
                   key=lambda p: Version(p.stem.removeprefix("transformers-")))
-    if not kept:
+    if release is not None:
+        kept = [p for p in kept if Version(p.stem.removeprefix("transformers-")) <= Version(release)] or kept[:1]
+    return kept[-1] if kept else None
+
+
+def moved(facts_dir: Path, release: str | None = None, families: Iterable[str] | None = None,
+          ) -> tuple[list[str], Path | None]:
+    """What the facts of ``facts_dir`` say differently from the newest kept record not newer than ``release``
+    (:func:`kept_before`), and that record. ``families``: only theirs, on both sides (the families a run verified:
+    those it failed or left out are in its table, not news here)."""
+    from generator.facts import release_record
+
+    against = kept_before(release)
+    if against is None:
         return [], None
-    made = release_record.record(facts_dir)
-    return release_record.differences(release_record.read_record(kept[-1]), made), kept[-1]
+    made, kept = release_record.record(facts_dir, families), release_record.read_record(against)
+    if families is not None:
+        kept["families"] = {name: kept["families"][name] for name in families if name in kept["families"]}
+    return release_record.differences(kept, made), against
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,27 +155,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         release = args.release or newest_published(args.python)
-        install(args.python, release)
+        run = verify_release(args.python, release)
     except NewestError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    from packaging.specifiers import SpecifierSet
-
-    spec = declared()
-    inside = SpecifierSet(spec).contains(release, prereleases=True)
-    print(f"transformers {release}, the newest published, is {'inside' if inside else 'outside'} the declared {spec}")
-    failures = [f"pip check: {line}" for line in pip_check(args.python, inside)]
-    build = REPO / "build" / f"transformers-{release}"
-    env = {**os.environ, "NNCANON_BUILD": str(build), "NNCANON_CACHE": str(REPO / "build" / "checkpoints")}
-    verify = subprocess.run([args.python, "-m", "generator", "verify", "--keep-going", "--force"], cwd=REPO, env=env)
-    if verify.returncode != 0:
+    inside = run.inside
+    print(f"transformers {release}, the newest published, is {'inside' if inside else 'outside'} the declared "
+          f"{run.spec}")
+    failures = [f"pip check: {line}" for line in run.pip_problems]
+    if not run.verified:
         failures.append("generator verify: a family failed (the table above)")
     NEWEST_FILE.parent.mkdir(exist_ok=True)
     NEWEST_FILE.write_text(release + "\n", encoding="utf-8")
     from generator.facts.release_record import ReleaseRecordError
 
     try:
-        changes, against = moved(build / "facts")
+        changes, against = moved(run.build / "facts", release)
     except ReleaseRecordError as error:  # no facts at all (every family failed), or a damaged kept record
         changes, against = [], None
         failures.append(str(error))

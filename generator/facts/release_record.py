@@ -13,6 +13,7 @@ enter a record (the facts are byte-identical under every CPU capability).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from generator.disk import room
@@ -82,7 +83,7 @@ def misshapen(value, shape, where: str = "") -> str | None:
 def read_json(path: Path, shape, fix: str):
     """``path``'s JSON if it is of ``shape``; else one :class:`ReleaseRecordError` line naming the file, what is
     wrong (cut short, not text, a field missing or of another type) and ``fix``."""
-    shown = _shown(path)
+    shown = shown_path(path)
     try:
         data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -95,7 +96,7 @@ def read_json(path: Path, shape, fix: str):
     return data
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
     try:
         return str(Path(path).relative_to(REPO_ROOT))
     except ValueError:
@@ -115,16 +116,20 @@ def digest(facts: dict) -> dict:
     return {"values": values, "relations": relations}
 
 
-def release_of(facts_dir: Path) -> tuple[str, dict[str, dict]]:
-    """The transformers release every facts file of ``facts_dir`` was collected under, and the files by family."""
+def release_of(facts_dir: Path, families: Iterable[str] | None = None) -> tuple[str, dict[str, dict]]:
+    """The transformers release every facts file of ``facts_dir`` was collected under, and the files by family;
+    ``families``: only theirs (a run that failed a family leaves its older facts file behind)."""
     files = sorted(p for p in Path(facts_dir).glob("*.json") if p.name != "index.json")
+    if families is not None:
+        files = [p for p in files if p.stem in set(families)]
     if not files:
-        raise ReleaseRecordError(f"{facts_dir}: no facts files; collect them first (python -m generator verify)")
+        raise ReleaseRecordError(f"{facts_dir}: no facts files" + (" of the families asked for" if families is not None
+                                 else "") + "; collect them first (python -m generator verify)")
     by_family, releases = {}, set()
     for path in files:
         facts = read_json(path, FACTS, f"collect it again: python -m generator verify --force {path.stem}")
         if facts["family"] != path.stem:
-            raise ReleaseRecordError(f"{_shown(path)}: field 'family' is {facts['family']!r} but the file is named "
+            raise ReleaseRecordError(f"{shown_path(path)}: field 'family' is {facts['family']!r} but the file is named "
                                      f"{path.name}; collect it again: python -m generator verify --force {path.stem}")
         by_family[facts["family"]] = facts
         releases.add(facts["versions"]["transformers"])
@@ -134,8 +139,9 @@ def release_of(facts_dir: Path) -> tuple[str, dict[str, dict]]:
     return releases.pop(), by_family
 
 
-def record(facts_dir: Path) -> dict:
-    release, by_family = release_of(facts_dir)
+def record(facts_dir: Path, families: Iterable[str] | None = None) -> dict:
+    """The record of ``facts_dir``'s release: every family's facts, or only ``families``' (those a run verified)."""
+    release, by_family = release_of(facts_dir, families)
     return {"transformers": release, "families": {name: digest(f) for name, f in sorted(by_family.items())}}
 
 
@@ -153,7 +159,7 @@ def read_record(path: Path) -> dict:
     from packaging.version import InvalidVersion, Version
 
     named = Path(path).stem.removeprefix("transformers-")
-    shown = _shown(path)
+    shown = shown_path(path)
     fix = (f"restore it (git checkout -- {shown}) or write it again: python -m generator releases, from facts "
            f"collected under transformers {named}")
     kept = read_json(path, RECORD, fix)
@@ -182,12 +188,25 @@ def library_record() -> dict[str, list[str]]:
 
 def write(facts_dir: Path) -> Path:
     """Write the record of ``facts_dir``'s release, and the library's list of verified releases."""
-    made = record(facts_dir)
+    return keep(record(facts_dir))
+
+
+def keep(made: dict) -> Path:
+    """Keep ``made`` as its release's record in ``releases/`` and write the library's list of verified releases
+    again (``write``'s, and ``make release-accept``'s with a candidate's record)."""
     path = record_path(made["transformers"])
-    with room(RECORDS):
-        RECORDS.mkdir(exist_ok=True)
-        _replace(path, _dump(made))
+    write_record(path, made)
+    with room(LIBRARY_RECORD.parent):
         _replace(LIBRARY_RECORD, _dump(library_record()))
+    return path
+
+
+def write_record(path: Path, made: dict) -> Path:
+    """Write the record ``made`` to ``path`` whole (a kept one in ``releases/``, or a candidate elsewhere)."""
+    path = Path(path)
+    with room(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _replace(path, _dump(made))
     return path
 
 
@@ -210,7 +229,7 @@ def check(facts_dir: Path) -> Path:
                                  f"python -m generator releases (NNCANON_BUILD={Path(facts_dir).parent})")
     kept = read_record(path)
     found = differences(kept, made)
-    library = read_json(LIBRARY_RECORD, LIBRARY, f"restore it (git checkout -- {_shown(LIBRARY_RECORD)}) or write it "
+    library = read_json(LIBRARY_RECORD, LIBRARY, f"restore it (git checkout -- {shown_path(LIBRARY_RECORD)}) or write it "
                                                  "again: python -m generator releases")
     if library != library_record():
         found.append(f"{LIBRARY_RECORD.relative_to(REPO_ROOT)} does not list the kept records' families")
