@@ -14,22 +14,42 @@ import torch
 PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
-@pytest.fixture(scope="module")
-def model():
+#: the encoder families the shared tests run on (each builds on nncanon/parts/encoders/)
+ENCODERS = ("bert", "roberta")
+
+
+def _load(family: str):
     import nncanon
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.recipe.family import get_family
 
-    return nncanon.load(checkpoint_dir(get_family("bert")), attn_implementation="eager")
+    return nncanon.load(checkpoint_dir(get_family(family)), attn_implementation="eager")
 
 
-def test_an_encoder_loads_under_its_own_pipeline_padding_on_the_right(model):
+@pytest.fixture(scope="module", params=ENCODERS)
+def encoder(request):
+    return _load(request.param)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return _load("bert")
+
+
+@pytest.fixture(scope="module")
+def roberta():
+    return _load("roberta")
+
+
+def test_an_encoder_loads_under_its_own_pipeline_padding_on_the_right(encoder):
+    model = encoder
     assert model.task == "feature-extraction" and model.tokenizer.padding_side == "right"
     assert not any(row.name == "next_token_probs" for row in model.support())
 
 
-def test_a_later_tokens_edit_moves_an_earlier_tokens_logits(model):
+def test_a_later_tokens_edit_moves_an_earlier_tokens_logits(encoder):
     """Bidirectional by effect: nudging the last token's stream in block 0 changes the first token's logits."""
+    model = encoder
     with torch.no_grad():
         with model.trace(PROMPTS[0]):
             before = model.logits.save()
@@ -39,8 +59,9 @@ def test_a_later_tokens_edit_moves_an_earlier_tokens_logits(model):
     assert not torch.allclose(before[:, 0], after[:, 0])
 
 
-def test_the_decoders_causal_pattern_does_not_hold_on_an_encoder(model):
+def test_the_decoders_causal_pattern_does_not_hold_on_an_encoder(encoder):
     """softmax's recomputation under the causal mask misses the read pattern; under the host's padding mask it holds."""
+    model = encoder
     from nncanon.parts.attention.softmax import attending, causal_mask, pattern
     from nncanon.parts.encoders.bidirectional import padding_mask
 
@@ -68,7 +89,8 @@ def test_a_text_pair_reaches_the_model_with_its_token_types(model):
     assert torch.equal(typed, table[types])
 
 
-def test_the_lens_applies_the_heads_transform(model):
+def test_the_lens_applies_the_heads_transform(encoder):
+    model = encoder
     with torch.no_grad(), model.trace(PROMPTS[0]):
         lens = model.unembed(model.layers[-1].layer_output).save()
         logits = model.logits.save()
@@ -86,3 +108,71 @@ def test_a_config_only_encoder_needs_no_tokenizer():
     assert model.task == "feature-extraction" and model.dim_sizes()["intermediate_size"] == 24
     rows = {(row.host, row.name): row.available for row in model.support()}
     assert rows[("model.layers[i]", "layer_mid")] and not rows[("model.layers[i]", "attention_norm_output")]
+
+
+def _positions_fed_to_the_table(module, inputs) -> tuple:
+    """The ids the position table is called with and its output, caught by a plain forward hook."""
+    caught = {}
+    table = module.roberta.embeddings.position_embeddings
+    handle = table.register_forward_hook(lambda mod, args, out: caught.update(ids=args[0].clone(), out=out.clone()))
+    try:
+        with torch.no_grad():
+            module(**inputs)
+    finally:
+        handle.remove()
+    return caught["ids"], caught["out"]
+
+
+def test_roberta_positions_start_past_the_padding_row(roberta):
+    """Counted by hand: a real token at column j of its row reads row pad + 1 + j (padding is on the right), a
+    padding token row pad; position_embeddings is the table's output at those rows, per token."""
+    batch = roberta.tokenizer(PROMPTS, padding=True, return_tensors="pt")
+    pad = roberta._module.config.pad_token_id
+    fed, out = _positions_fed_to_the_table(roberta._module, batch)
+    lengths = batch["attention_mask"].sum(1).tolist()
+    expected = [[pad + 1 + j if j < n else pad for j in range(batch["input_ids"].shape[1])] for n in lengths]
+    assert fed.tolist() == expected and expected[0][0] == 2 and expected[1][-1] == 1
+    with torch.no_grad(), roberta.trace(batch):
+        positions = roberta.position_embeddings.save()
+    assert positions.shape == out.shape and torch.equal(positions, out)
+
+
+def test_roberta_padding_changes_nothing_a_real_token_reads(roberta):
+    """By effect: the shorter prompt right-padded in a batch gives the logits it gives alone, at every real token
+    (positions numbered from the row's own start, padded keys masked)."""
+    with torch.no_grad():
+        with roberta.trace(PROMPTS):
+            mask = roberta.attention_mask.save()
+            batched = roberta.logits.save()
+        with roberta.trace(PROMPTS[1]):
+            alone = roberta.logits.save()
+    real = int(mask[1].sum())
+    assert real < mask.shape[1] and torch.allclose(batched[1, :real], alone[0], atol=1e-4)
+
+
+def test_roberta_passes_no_token_types_and_embeds_its_one_row(roberta):
+    pair = roberta.tokenizer("the river ran low", "the market fills with voices", return_tensors="pt")
+    assert "token_type_ids" not in pair and roberta._module.config.type_vocab_size == 1
+    ids = pair["input_ids"][0].tolist()
+    sep = roberta.tokenizer.sep_token_id
+    assert ids[0] == roberta.tokenizer.cls_token_id and ids[-1] == sep and [sep, sep] in [ids[i:i + 2] for i in range(len(ids))]
+    with torch.no_grad(), roberta.trace(pair):
+        types = roberta.token_type_ids.save()
+        typed = roberta.token_type_embeddings.save()
+    row = roberta._module.roberta.embeddings.token_type_embeddings.weight[0]
+    assert not types.any() and torch.equal(typed, row.expand_as(typed))
+
+
+def test_roberta_head_is_gelu_layernorm_then_the_tied_decoder(roberta):
+    """The head's math written out in plain torch, against the model's logits."""
+    head = roberta._module.lm_head
+    with torch.no_grad():
+        with roberta.trace(PROMPTS[0]):
+            last = roberta.layers[-1].layer_output.save()
+            logits = roberta.logits.save()
+        x = head.dense(last)
+        x = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+        x = torch.nn.functional.layer_norm(x, x.shape[-1:], head.layer_norm.weight, head.layer_norm.bias,
+                                           head.layer_norm.eps)
+        word = roberta._module.roberta.embeddings.word_embeddings.weight
+        assert torch.allclose(x @ word.T + head.bias, logits, atol=1e-5)
