@@ -15,7 +15,7 @@ PROMPTS = ["The cat sat on the mat because it was warm.", "A dog ran."]
 
 
 #: the encoder families the shared tests run on (each builds on nncanon/parts/encoders/)
-ENCODERS = ("bert", "roberta")
+ENCODERS = ("bert", "roberta", "xlm_roberta", "electra")
 
 
 def _load(family: str):
@@ -39,6 +39,11 @@ def model():
 @pytest.fixture(scope="module")
 def roberta():
     return _load("roberta")
+
+
+@pytest.fixture(scope="module")
+def electra():
+    return _load("electra")
 
 
 def test_an_encoder_loads_under_its_own_pipeline_padding_on_the_right(encoder):
@@ -163,16 +168,105 @@ def test_roberta_passes_no_token_types_and_embeds_its_one_row(roberta):
     assert not types.any() and torch.equal(typed, row.expand_as(typed))
 
 
-def test_roberta_head_is_gelu_layernorm_then_the_tied_decoder(roberta):
-    """The head's math written out in plain torch, against the model's logits."""
-    head = roberta._module.lm_head
+def _gelu_then_norm(x, norm):
+    """The MLM head's transform after its dense, written out: the exact (erf) GELU, then LayerNorm by its formula."""
+    x = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    centered = x - x.mean(-1, keepdim=True)
+    return centered / torch.sqrt(centered.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight + norm.bias
+
+
+@pytest.mark.parametrize("family, transform, norm, bias", [
+    ("roberta", "lm_head", "layer_norm", "lm_head.bias"),  # RobertaLMHead: dense, gelu, layer_norm, decoder
+    ("electra", "generator_predictions", "LayerNorm", "generator_lm_head.bias"),  # back to embedding_size
+])
+def test_the_head_is_dense_gelu_layernorm_then_the_tied_decoder(family, transform, norm, bias):
+    """The head's math in plain torch, against the model's logits, the decoder being the word embeddings."""
+    model = _load(family)
+    head = model._module.get_submodule(transform)
     with torch.no_grad():
-        with roberta.trace(PROMPTS[0]):
-            last = roberta.layers[-1].layer_output.save()
-            logits = roberta.logits.save()
-        x = head.dense(last)
-        x = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
-        x = torch.nn.functional.layer_norm(x, x.shape[-1:], head.layer_norm.weight, head.layer_norm.bias,
-                                           head.layer_norm.eps)
-        word = roberta._module.roberta.embeddings.word_embeddings.weight
-        assert torch.allclose(x @ word.T + head.bias, logits, atol=1e-5)
+        with model.trace(PROMPTS[0]):
+            last = model.layers[-1].layer_output.save()
+            logits = model.logits.save()
+        x = _gelu_then_norm(head.dense(last), getattr(head, norm))
+        word = model._module.get_input_embeddings().weight
+        assert x.shape[-1] == word.shape[-1]
+        assert torch.allclose(x @ word.T + model._module.get_parameter(bias), logits, atol=1e-5)
+
+
+def test_xlm_roberta_tokenizer_is_a_unigram_with_fairseqs_ids():
+    """Every word starts with ▁; a word the vocabulary holds is one piece, an unseen character <unk>; <s> <pad> </s>
+    <unk> at 0-3 and <mask> last; a pair framed <s> A </s></s> B </s>, no token types, padding on the right."""
+    model = _load("xlm_roberta")
+    tok = model.tokenizer
+    assert [tok.convert_ids_to_tokens(i) for i in range(4)] == ["<s>", "<pad>", "</s>", "<unk>"]
+    assert tok.mask_token_id == len(tok) - 1 == model._module.config.vocab_size - 1
+    assert tok.tokenize("the river") == ["▁the", "▁river"] and tok.unk_token_id in tok("Zq")["input_ids"]
+    pair = tok(["the river", "a"], ["ran low", "b"], padding=True)
+    assert "token_type_ids" not in pair
+    first = pair["input_ids"][0]
+    assert first[0] == 0 and first[-1] == 2 and [2, 2] in [first[i:i + 2] for i in range(len(first))]
+    assert pair["input_ids"][1][-1] == tok.pad_token_id == 1
+
+
+def _catch(module, names: list[str], inputs: dict) -> dict:
+    """Each named submodule's output (and the first block's input), caught by plain forward hooks."""
+    caught, handles = {}, []
+    for name in names:
+        sub = module.get_submodule(name)
+        handles.append(sub.register_forward_hook(lambda mod, args, out, name=name: caught.update({name: out})))
+    block = module.electra.encoder.layer[0]
+    handles.append(block.register_forward_pre_hook(lambda mod, args: caught.update(block=args[0])))
+    try:
+        with torch.no_grad():
+            caught["logits"] = module(**inputs).logits
+    finally:
+        for handle in handles:
+            handle.remove()
+    return caught
+
+
+def test_electra_projects_narrow_embeddings_to_the_stream(electra):
+    """Plain hooks on the module: the embeddings are embedding_size wide, the projection's output is the first
+    block's input, hidden_size wide, and nncanon's values are those tensors."""
+    batch = electra.tokenizer(PROMPTS, padding=True, return_tensors="pt")
+    caught = _catch(electra._module, ["electra.embeddings", "electra.embeddings_project"], batch)
+    config = electra._module.config
+    assert config.embedding_size != config.hidden_size
+    assert caught["electra.embeddings"].shape[-1] == config.embedding_size
+    assert caught["block"].shape[-1] == config.hidden_size
+    assert torch.equal(caught["electra.embeddings_project"], caught["block"])
+    with torch.no_grad(), electra.trace(batch):
+        normed = electra.embedding_norm_output.save()
+        projected = electra.embedding_projection_output.save()
+    assert torch.equal(normed, caught["electra.embeddings"]) and torch.equal(projected, caught["block"])
+
+
+def test_electra_an_edit_of_the_projection_is_what_the_first_block_reads(electra):
+    """The same edit made by nncanon and by a plain forward hook on embeddings_project gives the same logits."""
+    batch = electra.tokenizer(PROMPTS[0], return_tensors="pt")
+    project = electra._module.electra.embeddings_project
+    handle = project.register_forward_hook(lambda mod, args, out: out * 0.5)
+    try:
+        with torch.no_grad():
+            by_hook = electra._module(**batch).logits
+    finally:
+        handle.remove()
+    with torch.no_grad(), electra.trace(batch):
+        electra.embedding_projection_output[:] = electra.embedding_projection_output * 0.5
+        edited = electra.logits.save()
+    with torch.no_grad(), electra.trace(batch):
+        plain = electra.logits.save()
+    assert torch.allclose(edited, by_hook, atol=1e-5) and not torch.allclose(edited, plain, atol=1e-3)
+
+
+def test_a_config_only_electra_sizes_its_embeddings():
+    from transformers import ElectraConfig
+
+    import nncanon
+
+    config = ElectraConfig(vocab_size=64, embedding_size=12, hidden_size=16, num_hidden_layers=2,
+                           num_attention_heads=4, intermediate_size=24, max_position_embeddings=32)
+    model = nncanon.from_config(config)
+    assert model.dim_sizes()["embedding_size"] == 12 and model.dim_sizes()["hidden_size"] == 16
+    rows = {(row.host, row.name): row.available for row in model.support()}
+    assert rows[("model", "embedding_projection_output")] and not rows[("model", "final_norm_output")]

@@ -324,9 +324,12 @@ def past_the_padding_row_root(head: MlmHead = ROBERTA_HEAD) -> tuple[list[Value]
     return encoder_root_values(head, per_row_positions=True, one_type=True), relations
 
 
+#: the modules every BERT-style root has: its embeddings, and the stack's first block inside
+EMBEDDING_PATHS = ("embed_tokens", "embed_token_types", "embed_positions", "embed_layernorm")
+STACK_PATHS = ("layers", "layers.0.self_attn", "layers.0.self_attn.self", "layers.0.self_attn.E_output.dense",
+               "layers.0.intermediate", "layers.0.E_output.dense", "layers.0.E_output.LayerNorm")
+
+
 def roberta_paths(model: Any) -> list[str]:
     """``required_paths`` of a RoBERTa-style encoder (RoBERTa, XLM-R): BERT's stack, the head one ``lm_head``."""
-    return ["embed_tokens", "embed_token_types", "embed_positions", "embed_layernorm", "layers", "lm_head",
-            "lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "layers.0.self_attn", "layers.0.self_attn.self",
-            "layers.0.self_attn.E_output.dense", "layers.0.intermediate", "layers.0.E_output.dense",
-            "layers.0.E_output.LayerNorm"]
+    return [*EMBEDDING_PATHS, "lm_head", "lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", *STACK_PATHS]
