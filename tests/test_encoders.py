@@ -225,7 +225,7 @@ def _catch(module, names: list[str], inputs: dict) -> dict:
     return caught
 
 
-def test_electra_projects_narrow_embeddings_to_the_stream(electra):
+def test_electra_projects_its_embeddings_to_the_stream(electra):
     """Plain hooks on the module: the embeddings are embedding_size wide, the projection's output is the first
     block's input, hidden_size wide, and nncanon's values are those tensors."""
     batch = electra.tokenizer(PROMPTS, padding=True, return_tensors="pt")

@@ -210,9 +210,9 @@ TOKENIZER_KINDS = {
                                nfc=False),
     # RoBERTa's byte-level BPE and XLM-R's unigram (generator/checkpoint/encoder_tokenizers.py): <s> A </s>, no chat
     # template, <pad> pads on the right
-    "roberta": TokenizerKind("RobertaTokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>",
+    "roberta": TokenizerKind("RobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                              padding_side="right", nfc=False),
-    "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>",
+    "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
 }
 

@@ -1,5 +1,5 @@
-"""ELECTRA's generator (ElectraForMaskedLM, model_type electra): BERT's encoder with narrower embeddings, projected
-to the stream before the first block, and a masked-LM head that narrows back to them.
+"""ELECTRA's generator (ElectraForMaskedLM, model_type electra): BERT's encoder with embeddings of their own width,
+projected to the stream before the first block, and a masked-LM head that goes back to that width.
 
 The stack is BERT's (`nncanon.families.bert`): bidirectional multi-head attention with only the right padding
 masked, post-norm blocks (``layer_mid`` the attention's add before ``attention.output.LayerNorm``,
@@ -7,7 +7,7 @@ masked, post-norm blocks (``layer_mid`` the attention's add before ``attention.o
 and token types 0 and 1 for a pair.
 
 What is ELECTRA's own is a width. The word, token type and position tables and their LayerNorm are
-``embedding_size`` wide (128 in electra-small, 768 in electra-base's generator), not ``hidden_size`` (256):
+``embedding_size`` wide (128 in electra-small's generator, 768 in electra-base's), not ``hidden_size`` (256 in both):
 ``embeddings_project``, a Linear from one to the other, makes the stream the first block reads, and its output is a
 value of its own (``embedding_projection_output``), proven to be that Linear of ``embedding_norm_output`` and to be
 ``layers[0].layer_input``. The head goes back: ``generator_predictions`` (``head_transform``: dense from

@@ -40,7 +40,7 @@ _FORM = formula("· weight + bias")
 
 #: one row per position, shared by every row of the batch: the model numbers the positions itself
 PositionRows = layout("PositionRows", "seq hidden_size")
-#: ELECTRA's embeddings: narrower than the stream (``embedding_size``), projected to ``hidden_size`` before the blocks
+#: ELECTRA's embeddings: a width of their own (``embedding_size``), projected to ``hidden_size`` before the blocks
 Embedded = layout("Embedded", "batch seq embedding_size")
 EmbeddedPositionRows = layout("EmbeddedPositionRows", "seq embedding_size")
 
@@ -222,18 +222,18 @@ def encoder_root_values(head: MlmHead = BERT_HEAD, per_row_positions: bool = Fal
     layout of the
     embeddings and the head's transform (ELECTRA's ``Embedded``, ``embedding_size`` wide), whose projection to the
     stream is then a value of its own (``embedding_projection_output``)."""
-    narrow = width is not Residual
+    own_width = width is not Residual
     if per_row_positions:
         positions = Value("position_embeddings", width, "The learned position embedding's output, one row per "
                           "token: the model numbers each row's real tokens itself, from pad_token_id + 1",
                           child("embed_positions"))
     else:
-        positions = Value("position_embeddings", EmbeddedPositionRows if narrow else PositionRows, "The learned "
+        positions = Value("position_embeddings", EmbeddedPositionRows if own_width else PositionRows, "The learned "
                           "position embedding's output: one row per position, added to every row of the batch (the "
                           "model numbers the positions itself)", child("embed_positions"), view=SHARED_ROWS)
     projected = [Value("embedding_projection_output", Residual, "embeddings_project's output: the normed embeddings "
                        "projected from embedding_size to hidden_size, what enters the first block",
-                       child("embeddings_project"))] if narrow else []
+                       child("embeddings_project"))] if own_width else []
     return [
         Value("logits", Logits, "The logits the model returns: the MLM head's scores at every position",
               own("output", attr="logits")),
@@ -242,7 +242,7 @@ def encoder_root_values(head: MlmHead = BERT_HEAD, per_row_positions: bool = Fal
               child("embed_token_types")),
         positions,
         Value("embedding_norm_output", width, "The LayerNorm of the three embeddings' sum: what enters the first "
-              "block" + (" once projected" if narrow else ""), child("embed_layernorm")),
+              "block" + (" once projected" if own_width else ""), child("embed_layernorm")),
         *projected,
         Value("final_norm_output", Residual, "The residual stream after the final norm", child("embed_layernorm"),
               conditions=(never("an encoder's blocks are post-norm: each ends in its own LayerNorm, and there is no "
