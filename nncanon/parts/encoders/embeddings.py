@@ -11,13 +11,14 @@ ends in one, and the transform's LayerNorm belongs to the head (the lens applies
 
 ``positions(host, ids, mask)`` gives the position table's row of each token: BERT's count from the first column
 (the padding is on the right, so a row's real tokens start at 0); RoBERTa's start after its padding row
-(`after_the_padding_row`), numbered per row, so its ``position_embeddings`` are per row too (``per_row_positions``).
+(`after_the_padding_row`), numbered per row, so its ``position_embeddings`` are per row too (``per_row_positions``),
+and its tokenizer passes no token types: the model embeds its one row's zeros (``one_type``).
 
 Where the head keeps its parts differs by family (`MlmHead`): BERT's transform is a module of its own
 (``cls.predictions.transform``), RoBERTa's dense and LayerNorm sit beside the decoder in one ``lm_head``
 (``RobertaLMHead``, whose output is the decoder's), ELECTRA's generator head is BERT's under other attribute names.
-ELECTRA embeds at ``embedding_size`` and projects to ``hidden_size`` before the first block (``width``,
-``embeddings_enter``).
+ELECTRA embeds at ``embedding_size`` and projects to ``hidden_size`` before the first block (``width``; the
+embeddings' relation without ``enters``, `projection_relation` tying the projection to the first block's input).
 """
 
 from __future__ import annotations
