@@ -24,8 +24,11 @@ CORE = {"layer_input", "layer_mid", "layer_output", "attention_probabilities", "
 #: traced to the hook's placement: Nemotron-H's one-sublayer attention blocks (hook_pattern), RecurrentGemma's
 #: hook_resid_mid around the temporal block. Traced: BERT's hook_resid_mid is ln2.hook_in, the MLP's add before the
 #: block's second LayerNorm (mlp_input + mlp_output); layer_mid, the attention's add before its LayerNorm, is the
-#: bridge's ln1.hook_in (measured on the tiny checkpoint, every other core hook agreeing)
-KNOWN_TO_DIFFER = {("nemotron_h", "attention_probabilities"), ("recurrent_gemma", "layer_mid"), ("bert", "layer_mid")}
+#: bridge's ln1.hook_in (measured on the tiny checkpoint, every other core hook agreeing). RoBERTa's adapter is BERT's
+#: block under roberta.*, traced the same: its hook_resid_mid is ln2.hook_in (mlp_input + mlp_output), layer_mid its
+#: ln1.hook_in
+KNOWN_TO_DIFFER = {("nemotron_h", "attention_probabilities"), ("recurrent_gemma", "layer_mid"), ("bert", "layer_mid"),
+                   ("roberta", "layer_mid")}
 
 
 FAMILIES = sorted(f.family for f in all_families())

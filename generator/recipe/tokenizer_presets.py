@@ -208,6 +208,12 @@ TOKENIZER_KINDS = {
     # right, [CLS] and [SEP] frame every encoding
     "wordpiece": TokenizerKind("BertTokenizer", lambda: "", "", bos=None, eos=None, pad="[PAD]", padding_side="right",
                                nfc=False),
+    # RoBERTa's byte-level BPE and XLM-R's unigram (generator/checkpoint/encoder_tokenizers.py): <s> A </s>, no chat
+    # template, <pad> pads on the right
+    "roberta": TokenizerKind("RobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
+                             padding_side="right", nfc=False),
+    "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
+                                 padding_side="right", nfc=False),
 }
 
 

@@ -34,13 +34,12 @@ import sys
 
 from transformers.models.bert import modeling_bert as hf
 
-from ..core.hosts import host
 from ..core.model import StandardModel
 from ..parts.blocks.decoder import attention_layer_types, nothing_to_prepare, text_only
 from ..parts.blocks.text_family import intermediate_dims
 from ..parts.encoders.bidirectional import EncoderAttention
-from ..parts.encoders.embeddings import ENCODER_ROOT_VALUES, encoder_rename, encoder_root_relations
 from ..parts.encoders.embeddings import before_the_head as transform_then_decoder
+from ..parts.encoders.embeddings import encoder_rename, encoder_root
 from ..parts.encoders.post_norm import PostNormBlock
 
 FAMILY = "bert"
@@ -53,15 +52,7 @@ RENAME = {**encoder_rename("bert"), "cls.predictions.transform": "head_transform
 ENVOYS = {hf.BertLayer: PostNormBlock, hf.BertAttention: EncoderAttention}
 
 
-class BertStandardModel(host("BertStandardModel", StandardModel, values=ENCODER_ROOT_VALUES, FINAL_NORM=False,
-                             RELATIONS=encoder_root_relations(), family_module=sys.modules[__name__])):
-    @property
-    def num_kv_heads(self) -> int:
-        """Every head has its own key and value: BertConfig has no num_key_value_heads."""
-        return self.text_config.num_attention_heads
-
-
-ROOT = BertStandardModel
+ROOT = encoder_root("BertStandardModel", sys.modules[__name__])
 
 build = text_only(hf.BertForMaskedLM)
 layer_types = attention_layer_types  # BertConfig has no layer_types: full (bidirectional) attention on every block

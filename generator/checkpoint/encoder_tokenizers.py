@@ -1,0 +1,107 @@
+"""The tiny checkpoint's tokenizers for the RoBERTa-style encoders, built locally from the shared corpus.
+
+``tiny.tokenizer.kind: roberta``: RoBERTa's byte-level BPE (GPT-2's split, no prefix space), as roberta-base's
+vocab.json lays it out: ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, the BPE's tokens, then ``<mask>`` last
+(50264 of 50265); ``RobertaTokenizer`` frames a text as ``<s> A </s>`` and a pair as ``<s> A </s></s> B </s>``,
+returns no token types and pads on the right. The BPE is trained by tokenizers' BpeTrainer on the corpus, as the
+decoders' tiny tokenizers are (`tiny_tokenizer.build_tokenizer`: integer counting, the same files on every CPU).
+
+``tiny.tokenizer.kind: xlm_roberta``: XLM-R's SentencePiece unigram (``XLMRobertaTokenizer``: whitespace split,
+``▁`` before every word), as its sentencepiece.bpe.model with fairseq's offset lays it out: ``<s>`` 0, ``<pad>`` 1,
+``</s>`` 2, ``<unk>`` 3, the pieces, then ``<mask>`` last (250001 of 250002); a pair is framed as RoBERTa's. The
+pieces are counted, not trained (UnigramTrainer's EM prunes in an order that is not promised across runs): every
+character alone, then the corpus's most frequent words whole (``▁`` and the word), ties in alphabetical order,
+each piece scored by the log of its relative frequency, so a word in the vocabulary is one piece and any other
+falls back to its characters. The real tokenizer's normalizer (the model's precompiled NFKC map) is left out: the
+corpus is plain ASCII text, which it leaves as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+#: the ids RoBERTa's and XLM-R's vocabularies give their special tokens below the pieces; <mask> comes last
+LEADING = ("<s>", "<pad>", "</s>", "<unk>")
+MASK = "<mask>"
+
+
+def _declared(fam: Any, size: int) -> dict[str, int]:
+    """The recipe's special tokens, checked against the layout above (``size`` pieces between them)."""
+    specials = dict(fam.tiny["tokenizer"]["special_tokens"])
+    expected = {**{token: i for i, token in enumerate(LEADING)}, MASK: len(LEADING) + size}
+    if specials != expected:
+        raise RuntimeError(f"{fam.family}: tiny.tokenizer.special_tokens must be {expected} (RoBERTa's layout with "
+                           f"bpe_vocab_size = {size} pieces between them), not {specials}")
+    return expected
+
+
+def _max_length(fam: Any) -> int:
+    """roberta-base's 512: the position table less the padding row and the rows below it."""
+    config = fam.tiny["config"]
+    return int(config.get("max_position_embeddings", 514)) - int(config.get("pad_token_id", 1)) - 1
+
+
+def build_roberta_bpe(fam: Any, corpus: str) -> Any:
+    """``RobertaTokenizer`` over a byte-level BPE of ``bpe_vocab_size`` tokens trained on ``corpus``."""
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers.models import BPE
+    from transformers import RobertaTokenizer
+
+    size = fam.tiny["tokenizer"]["bpe_vocab_size"]
+    specials = _declared(fam, size)
+    backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=size, min_frequency=1, special_tokens=[], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator([corpus], trainer=trainer)
+    model = json.loads(backend.to_str())["model"]
+    vocab = dict(sorted(model["vocab"].items(), key=lambda item: item[1]))
+    if len(vocab) != size:
+        raise RuntimeError(f"{fam.family}: the BPE trained on the corpus has {len(vocab)} ids, not "
+                           f"tiny.tokenizer.bpe_vocab_size = {size}")
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    shifted = {token: len(LEADING) + i for token, i in vocab.items()}
+    tokenizer = RobertaTokenizer(vocab={**{t: i for t, i in specials.items() if t != MASK}, **shifted,
+                                        MASK: specials[MASK]}, merges=merges, model_max_length=_max_length(fam))
+    return _checked(fam, tokenizer, specials)
+
+
+def _pieces(pre_tokens: list[str], size: int) -> list[tuple[str, float]]:
+    """``size`` scored pieces: every character, then the most frequent pre-tokens (``▁word``) whole."""
+    words = Counter(pre_tokens)
+    characters = Counter(c for word, n in words.items() for c in word for _ in range(n))
+    letters = sum(characters.values())
+    chars = [(c, round(math.log(characters[c] / letters), 6)) for c in sorted(characters)]
+    total = sum(words.values())
+    frequent = sorted((w for w in words if len(w) > 1), key=lambda w: (-words[w], w))
+    whole = [(w, round(math.log(words[w] / total), 6)) for w in frequent]
+    return (chars + whole)[:size]
+
+
+def build_xlm_roberta_unigram(fam: Any, corpus: str) -> Any:
+    """``XLMRobertaTokenizer`` over a unigram vocabulary of ``bpe_vocab_size`` pieces counted on ``corpus``."""
+    from transformers import XLMRobertaTokenizer
+
+    size = fam.tiny["tokenizer"]["bpe_vocab_size"]
+    specials = _declared(fam, size)
+    splitter = XLMRobertaTokenizer().backend_tokenizer.pre_tokenizer  # whitespace, then ▁ before every word
+    pieces = _pieces([token for token, _ in splitter.pre_tokenize_str(corpus)], size)
+    if len(pieces) != size:
+        raise RuntimeError(f"{fam.family}: the corpus gives {len(pieces)} unigram pieces, not "
+                           f"tiny.tokenizer.bpe_vocab_size = {size}: give a size the corpus reaches")
+    vocab = [(token, 0.0) for token in LEADING] + pieces + [(MASK, 0.0)]
+    tokenizer = XLMRobertaTokenizer(vocab=vocab, model_max_length=_max_length(fam))
+    return _checked(fam, tokenizer, specials)
+
+
+def _checked(fam: Any, tokenizer: Any, specials: dict[str, int]) -> Any:
+    tokenizer.padding_side = "right"
+    for token, token_id in specials.items():
+        if tokenizer.convert_tokens_to_ids(token) != token_id:
+            raise RuntimeError(f"{fam.family}: special token {token!r} got id "
+                               f"{tokenizer.convert_tokens_to_ids(token)}, not its declared {token_id}")
+    return tokenizer
