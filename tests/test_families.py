@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 
 import pytest
 import torch
@@ -82,6 +83,8 @@ def hooks(model, layer=LAYER):
              "embed": hf.model.embed_tokens, "norm": hf.model.norm, "lm_head": hf.lm_head}
     if hasattr(attn, "q_norm"):
         named.update({"q_norm": attn.q_norm, "k_norm": attn.k_norm})
+    if hasattr(attn, "query_layernorm"):
+        named.update({"query_layernorm": attn.query_layernorm, "key_layernorm": attn.key_layernorm})
     if is_moe(model):
         named.update({"router": mlp.gate, "experts": mlp.experts})
     else:
@@ -129,6 +132,8 @@ def rotated_queries_and_keys(model, seen):
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     d = model.head_dim
+    if "query_layernorm" in seen:  # Hunyuan: each head rotated, then normed; the norms return what attention reads
+        return output(seen, "query_layernorm"), output(seen, "key_layernorm")
     if "q_norm" in seen:
         q, k = output(seen, "q_norm"), output(seen, "k_norm")
     else:
@@ -350,7 +355,8 @@ def test_full_size_printout(family):
     text = repr(model)
     assert model._module.device.type == "meta"
     assert text.startswith(f"{causal.__name__}(")
-    assert f"(embed_tokens): Embedding({config.vocab_size}, {config.hidden_size})" in text
+    # a config with a pad_token_id gives the embedding its padding_idx (Hunyuan's)
+    assert re.search(rf"\(embed_tokens\): Embedding\({config.vocab_size}, {config.hidden_size}(, padding_idx=\d+)?\)", text)
     assert f"(0-{config.num_hidden_layers - 1}): {config.num_hidden_layers} x " in text
     for line in ["(self_attn): ", "(mlp): ", "(input_layernorm): ", "(post_attention_layernorm): ", "(norm): ",
                  "(lm_head): Linear",

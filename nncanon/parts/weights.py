@@ -34,6 +34,7 @@ from ..research.weights import (  # noqa: F401
 )
 
 _QK_NORMS = ("q_norm", "q_layernorm", "query_layernorm")
+_K_NORMS = ("k_norm", "k_layernorm", "key_layernorm")
 
 
 def _has_qk_norm(host: Any) -> bool:
@@ -70,8 +71,8 @@ def _act(host: Any) -> Any:
 def _normed(host: Any, which: str, x: torch.Tensor) -> torch.Tensor:
     """The module's q_norm/k_norm of projected heads ``[..., count, head_dim]``: per head when its gain is one head
     wide (Qwen3, Gemma 3), over the whole projection when it is count · head_dim wide (OLMo-2, OLMoE)."""
-    norm = next(getattr(host._module, f"{which}{suffix}") for suffix in ("_norm", "_layernorm")
-                if getattr(host._module, f"{which}{suffix}", None) is not None)
+    names = _QK_NORMS if which == "q" else _K_NORMS  # Hunyuan's query_layernorm and key_layernorm too
+    norm = next(getattr(host._module, name) for name in names if getattr(host._module, name, None) is not None)
     if getattr(norm, "weight", None) is None and isinstance(getattr(norm, "norms", None), torch.nn.ModuleList):
         # a LayerNorm of its own per head (Stable LM 2 12B's StableLmLayerNormPerHead): head i by norms[i]
         return torch.stack([head_norm(x[..., i, :].to(head_norm.weight.dtype))
