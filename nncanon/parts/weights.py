@@ -261,17 +261,23 @@ def _mlp(host: Any) -> list[Relation]:
         return _act(h)(x.to(h.W_in.dtype))
 
     if _gated(host):
+        sub_norm = getattr(type(host), "SUB_NORM", None)  # BitNet's ffn_sub_norm between act(gate) · up and down_proj
+
         def neurons(h, r):
             x = rows(first(r["input"])).double()
             pre = x @ h.W_gate.double() + (0 if h.b_gate is None else h.b_gate.double())
             activation = act(h, pre * (1 if gate_scale is None else gate_scale)).double()
             up = x @ h.W_in.double() + (0 if h.b_in is None else h.b_in.double())
-            return [(activation, rows(r["mlp_activation"])), (activation * up, rows(r["mlp_neurons"]))]
+            product = activation * up
+            if sub_norm is not None:
+                product = getattr(h._module, sub_norm)(product.to(h.W_in.dtype)).double()
+            return [(activation, rows(r["mlp_activation"])), (product, rows(r["mlp_neurons"]))]
 
         g = "" if gate_scale is None else " · gate_multiplier"
-        relations.append(Relation(f"mlp_activation == act_fn((input · W_gate + b_gate){g}); mlp_neurons == "
-                                  f"mlp_activation · (input · W_in + b_in)", (), ("input", "mlp_activation", "mlp_neurons"),
-                                  neurons, SUBBLOCK))
+        product = "mlp_activation · (input · W_in + b_in)"
+        product = product if sub_norm is None else f"{sub_norm}({product})"
+        relations.append(Relation(f"mlp_activation == act_fn((input · W_gate + b_gate){g}); mlp_neurons == {product}",
+                                  (), ("input", "mlp_activation", "mlp_neurons"), neurons, SUBBLOCK))
     else:
         def ungated(h, r):
             x = rows(first(r["input"])).double()
