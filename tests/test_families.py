@@ -83,6 +83,8 @@ def hooks(model, layer=LAYER):
              "embed": hf.model.embed_tokens, "norm": hf.model.norm, "lm_head": hf.lm_head}
     if hasattr(attn, "q_norm"):
         named.update({"q_norm": attn.q_norm, "k_norm": attn.k_norm})
+    if hasattr(attn, "query_layernorm"):
+        named.update({"query_layernorm": attn.query_layernorm, "key_layernorm": attn.key_layernorm})
     if is_moe(model):
         named.update({"router": mlp.gate, "experts": mlp.experts})
     else:
@@ -132,6 +134,8 @@ def rotated_queries_and_keys(model, seen):
     apply_rotary_pos_emb = importlib.import_module(type(model._module).__module__).apply_rotary_pos_emb
 
     d = model.head_dim
+    if "query_layernorm" in seen:  # Hunyuan: each head rotated, then normed; the norms return what attention reads
+        return output(seen, "query_layernorm"), output(seen, "key_layernorm")
     if "q_norm" in seen:
         q, k = output(seen, "q_norm"), output(seen, "k_norm")
     else:
@@ -353,7 +357,7 @@ def test_full_size_printout(family):
     text = repr(model)
     assert model._module.device.type == "meta"
     assert text.startswith(f"{causal.__name__}(")
-    # the padding row is named where the config gives one (Helium's pad_token_id)
+    # the padding row is named where the config gives one (Helium's and Hunyuan's pad_token_id)
     assert re.search(rf"\(embed_tokens\): Embedding\({config.vocab_size}, {config.hidden_size}(, padding_idx=\d+)?\)",
                      text), text[:600]
     assert f"(0-{config.num_hidden_layers - 1}): {config.num_hidden_layers} x " in text

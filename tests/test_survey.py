@@ -125,6 +125,20 @@ def test_a_model_type_that_does_not_build_says_why_in_one_line():
     assert facts["failure"].startswith("TooLarge: the shrunk config still has ") and "\n" not in facts["failure"]
 
 
+@pytest.mark.parametrize("model_type", ["ministral", "hunyuan_v1_dense"])
+def test_a_head_dim_defaulting_to_none_is_shrunk_with_the_other_sizes(model_type):
+    """Ministral's and HunYuan's configs default head_dim to None, which their attention reads as the head's width
+    (``None ** -0.5`` failed the build): the shrunk config states it, hidden / heads, and the row wraps."""
+    from transformers import CONFIG_MAPPING
+
+    from generator.survey.measure import survey
+    from generator.survey.shrink import HEAD_DIM, shrunk_kwargs
+
+    assert shrunk_kwargs(CONFIG_MAPPING[model_type])["head_dim"] == HEAD_DIM
+    facts = survey(model_type)
+    assert facts["builds"] and facts["forwards"] and facts["wraps"], facts["failure"]
+
+
 def test_a_row_is_surveyed_once_per_machine(tmp_path, monkeypatch):
     """A second build directory copies the row from the shared cache; nothing is surveyed again."""
     from generator.survey.run import survey_all

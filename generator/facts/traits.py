@@ -134,7 +134,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     placement = norm_placement(tiny)
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
-    if any(hasattr(attn, "q_norm") or hasattr(attn, "q_layernorm") for attn in attentions):  # StableLM's per head
+    # StableLM's per head q_layernorm, Hunyuan's query_layernorm
+    if any(hasattr(attn, name) for attn in attentions for name in ("q_norm", "q_layernorm", "query_layernorm")):
         quirks.append("q/k norms")
     # a latent attention (DeepSeek's) may have no q_proj at all: q_a_proj/q_b_proj in its place
     if any(getattr(attn, "q_proj", None) is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim

@@ -58,6 +58,12 @@ SIZES: dict[str, int] = {
     "out_hidden_size": HIDDEN, "mm_hidden_size": 32, "num_image_tokens": 4, "mm_tokens_per_image": 4,
 }
 
+#: a head's width by every name a config spells it. A config may default it to None, meaning hidden / heads, while
+#: its attention reads ``getattr(config, "head_dim", hidden // heads)``, which finds the None (Ministral's and
+#: HunYuan's: ``None ** -0.5`` fails the build): the shrunk config states it, the same width hidden / heads gives
+HEAD_DIMS = ("head_dim", "kv_channels", "attention_head_dim")
+assert HIDDEN // HEADS == HEAD_DIM
+
 #: fields whose default is a per-layer list or pattern sized for the full model: dropped, so the config
 #: class derives them from the shrunk depth (a field it cannot derive keeps the default and may fail)
 PER_LAYER = ("layer_types", "layers_block_type", "block_types", "mlp_only_layers", "full_attn_idxs")
@@ -81,6 +87,10 @@ def shrunk_kwargs(config_class: type, depth: int = 0) -> dict[str, Any]:
     for standard, native in aliases.items():
         if standard in SIZES and native in fields and native not in kwargs and isinstance(fields[native], int):
             kwargs[native] = SIZES[standard]
+    for name in HEAD_DIMS:  # a head dim defaulting to None (Ministral, HunYuan): what hidden / heads derives
+        if name in fields and fields[name] is None and kwargs.get("hidden_size") == HIDDEN and \
+                kwargs.get("num_attention_heads") == HEADS:
+            kwargs[name] = HEAD_DIM
     if "head_dim" in kwargs and "hidden_size" not in kwargs and not any(a in kwargs for a in aliases.values()):
         kwargs.pop("head_dim")  # a tower with a head dim but no residual field of ours: keep its own pair
     for name in PER_LAYER:

@@ -152,7 +152,7 @@ def _block(tree: Tree, block: Any, attention_host: type, mlp_host: type) -> None
         tree.rename[cls] = "self_attn"  # by class: a hybrid's blocks name their mixers alike
         _mount(tree, getattr(block, attention), attention, "o_proj", OUT_PROJ, "attention")
         inside = {name for name, _ in getattr(block, attention).named_children()}
-        tree.shape.append("attention: q/k norms" if {"q_norm", "k_norm"} & inside else "attention: plain")
+        tree.shape.append("attention: q/k norms" if {"q_norm", "k_norm", "q_layernorm", "k_layernorm", "query_layernorm", "key_layernorm"} & inside else "attention: plain")
         tree.shape.append("attention: fused qkv" if inside & {"qkv_proj", "c_attn", "query_key_value", "Wqkv", "qkv"}
                           else "attention: q, k, v")
     else:

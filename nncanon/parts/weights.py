@@ -34,6 +34,7 @@ from ..research.weights import (  # noqa: F401
 )
 
 _QK_NORMS = ("q_norm", "q_layernorm", "query_layernorm")
+_K_NORMS = ("k_norm", "k_layernorm", "key_layernorm")
 
 
 def _has_qk_norm(host: Any) -> bool:
@@ -70,8 +71,8 @@ def _act(host: Any) -> Any:
 def _normed(host: Any, which: str, x: torch.Tensor) -> torch.Tensor:
     """The module's q_norm/k_norm of projected heads ``[..., count, head_dim]``: per head when its gain is one head
     wide (Qwen3, Gemma 3), over the whole projection when it is count · head_dim wide (OLMo-2, OLMoE)."""
-    norm = next(getattr(host._module, f"{which}{suffix}") for suffix in ("_norm", "_layernorm")
-                if getattr(host._module, f"{which}{suffix}", None) is not None)
+    names = _QK_NORMS if which == "q" else _K_NORMS  # Hunyuan's query_layernorm and key_layernorm too
+    norm = next(getattr(host._module, name) for name in names if getattr(host._module, name, None) is not None)
     if getattr(norm, "weight", None) is None and isinstance(getattr(norm, "norms", None), torch.nn.ModuleList):
         # a LayerNorm of its own per head (Stable LM 2 12B's StableLmLayerNormPerHead): head i by norms[i]
         return torch.stack([head_norm(x[..., i, :].to(head_norm.weight.dtype))
@@ -260,17 +261,23 @@ def _mlp(host: Any) -> list[Relation]:
         return _act(h)(x.to(h.W_in.dtype))
 
     if _gated(host):
+        sub_norm = getattr(type(host), "SUB_NORM", None)  # BitNet's ffn_sub_norm between act(gate) · up and down_proj
+
         def neurons(h, r):
             x = rows(first(r["input"])).double()
             pre = x @ h.W_gate.double() + (0 if h.b_gate is None else h.b_gate.double())
             activation = act(h, pre * (1 if gate_scale is None else gate_scale)).double()
             up = x @ h.W_in.double() + (0 if h.b_in is None else h.b_in.double())
-            return [(activation, rows(r["mlp_activation"])), (activation * up, rows(r["mlp_neurons"]))]
+            product = activation * up
+            if sub_norm is not None:
+                product = getattr(h._module, sub_norm)(product.to(h.W_in.dtype)).double()
+            return [(activation, rows(r["mlp_activation"])), (product, rows(r["mlp_neurons"]))]
 
         g = "" if gate_scale is None else " · gate_multiplier"
-        relations.append(Relation(f"mlp_activation == act_fn((input · W_gate + b_gate){g}); mlp_neurons == "
-                                  f"mlp_activation · (input · W_in + b_in)", (), ("input", "mlp_activation", "mlp_neurons"),
-                                  neurons, SUBBLOCK))
+        product = "mlp_activation · (input · W_in + b_in)"
+        product = product if sub_norm is None else f"{sub_norm}({product})"
+        relations.append(Relation(f"mlp_activation == act_fn((input · W_gate + b_gate){g}); mlp_neurons == {product}",
+                                  (), ("input", "mlp_activation", "mlp_neurons"), neurons, SUBBLOCK))
     else:
         def ungated(h, r):
             x = rows(first(r["input"])).double()
