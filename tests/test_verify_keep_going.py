@@ -8,6 +8,7 @@ own tests cover it).
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -74,7 +75,9 @@ def test_keep_going_exits_0_when_none_failed(stubbed, monkeypatch, capsys):
     monkeypatch.setenv("NNCANON_FAMILIES", str(_families(stubbed, {"qwen3": None})))
     assert main(["verify", "--keep-going", "qwen3"]) == 0
     out = capsys.readouterr().out
-    assert out.rstrip().endswith("no family failed (1 verified)") and "qwen3 verified 0.0" in " ".join(out.split())
+    # the seconds column is the machine's (a busy one takes a second even for a stub): its shape, not its value
+    assert out.rstrip().endswith("no family failed (1 verified)")
+    assert re.search(r"^qwen3 +verified +\d+\.\d$", out, re.M), out
 
 
 def test_without_keep_going_the_first_failure_ends_the_run(stubbed, monkeypatch, capsys):
