@@ -116,7 +116,9 @@
   function stickyPadding() {
     document.querySelectorAll(".nc-families-box").forEach(function (box) {
       var first = box.querySelector("table.nc-families tr > :first-child");
-      if (first) box.style.setProperty("--nc-first-col", first.getBoundingClientRect().width + "px");
+      // only where it is kept in place (on a phone a long first column scrolls with the rest: families.css)
+      var sticky = first && getComputedStyle(first).position === "sticky";
+      box.style.setProperty("--nc-first-col", sticky ? first.getBoundingClientRect().width + "px" : "0px");
     });
   }
   function start() {
