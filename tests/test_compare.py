@@ -116,3 +116,29 @@ def test_the_compare_page_has_no_serious_axe_violation(site, browser, width, sch
     _open(page, base, "?a=qwen3_next&b=qwen3_5_moe_text", "qwen3_next|qwen3_5_moe_text")
     assert serious_axe_violations(Axe(), page) == []
     page.close()
+
+
+def test_each_family_page_links_its_comparison_with_the_family_sharing_most_with_it(site, all_facts):
+    """The link's partner is the family with the largest share of values (with their dims) and relations in common
+    (of the two families' together), computed here from the facts; ties by name."""
+    out, _ = site
+
+    def own(f):
+        return ({(f"{h['path']}.{v['name']}", tuple(v["dims"])) for h in f["hosts"] for v in h["values"]}
+                | {(r["host"], r["text"]) for r in f["relations"]})
+
+    sets = {name: own(f) for name, f in all_facts.items()}
+    for name, mine in sets.items():
+        best = sorted(sets, key=lambda o: (-len(mine & sets[o]) / len(mine | sets[o]), o) if o != name else (2, o))[0]
+        page = (out / "families" / name / "index.html").read_text(encoding="utf-8")
+        assert f'href="../../compare/?a={name}&amp;b={best}"' in page, (name, best)
+
+
+@pytest.mark.browser
+def test_the_family_pages_compare_link_opens_the_pair(site, browser, all_facts):
+    _, base = site
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/families/gemma2/")
+    page.click("a.nc-compare-link")
+    until(page, "document.body.dataset.compare === 'gemma2|gemma3_text'", what="the comparison the link opens")
+    page.close()

@@ -44,6 +44,24 @@ def comparable(facts: dict, entry: dict) -> dict:
             "checkpoints": checkpoints}
 
 
+def _traits(facts: dict) -> set:
+    return ({("value", f"{h['path']}.{v['name']}", tuple(v.get("dims") or [])) for h in facts["hosts"] for v in h["values"]}
+            | {("relation", r["host"], r["text"]) for r in facts["relations"]})
+
+
+def closest(families: list[dict]) -> dict[str, str]:
+    """Each family's nearest other family: the most values (with their dims) and relations in common, as a share of
+    the two families' together (Jaccard); the family page links its Compare view with it. Ties go by name."""
+    own = {f["family"]: _traits(f) for f in families}
+    out = {}
+    for name, mine in own.items():
+        scores = [(len(mine & theirs) / max(len(mine | theirs), 1), other) for other, theirs in own.items()
+                  if other != name]
+        if scores:
+            out[name] = min(scores, key=lambda s: (-s[0], s[1]))[1]
+    return out
+
+
 def suggested(families: list[str]) -> list[tuple[str, str]]:
     built = set(families)
     return [pair for pair in SUGGESTED if set(pair) <= built]

@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from generator.disk import BUILD, room
 from generator.site.block_diagram import block_diagram
-from generator.site.compare import write_compare
+from generator.site.compare import closest, write_compare
 from generator.site.config_matrix import config_matrix, layouts
 from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data
 from generator.site.escaping import (
@@ -343,11 +343,12 @@ def by_host(relations: list[dict]) -> list[tuple[str, list[dict]]]:
     return list(groups.items())
 
 
-def render_family(facts: dict, interiors: bool = True) -> str:
-    """The family page: mkdocs markdown with inline HTML, sections in the reference page's order."""
+def render_family(facts: dict, interiors: bool = True, closest: str | None = None) -> str:
+    """The family page: mkdocs markdown with inline HTML, sections in the reference page's order. ``closest``: the
+    family its Compare link pairs it with (``compare.closest``; none on a page rendered alone)."""
     _check(facts, f"facts of {facts.get('family', '?')}")
     try:
-        return _env().get_template("family.md.j2").render(**page_context(facts, interiors))
+        return _env().get_template("family.md.j2").render(**page_context(facts, interiors), closest=closest)
     except UnsafeLinkError as e:
         notes = [n for n in facts["notes"] if e.url in n.get("markdown", "")]
         where = f" note {notes[0].get('title')!r}" if notes else ""
@@ -479,8 +480,10 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
     (out_dir / "facts").mkdir()
     entries = [index_entry(f, block_kind_summary(f)) for f in families]
     env = _env()
+    near = closest(families)
     for facts in families:
-        (out_dir / "families" / f"{facts['family']}.md").write_text(render_family(facts, interiors), encoding="utf-8")
+        (out_dir / "families" / f"{facts['family']}.md").write_text(
+            render_family(facts, interiors, near.get(facts["family"])), encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
         env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries), numbers=NUMBERS,
