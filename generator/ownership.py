@@ -13,6 +13,8 @@ its source directories, an ancestor of either, or the directory the command runs
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from generator.recipe.fields import REPO_ROOT
@@ -108,3 +110,19 @@ def check_build_dir(build: Path) -> None:
     marker = build / BUILD_MARKER
     if not marker.exists():
         marker.write_text("facts and docs written by python -m generator; deleted and rewritten freely\n")
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Put the tree ``new`` at ``target`` by renames: ``target`` is never half-deleted.
+
+    The old tree is renamed aside to ``.old-<name>-*`` and deleted after; a kill in between leaves
+    that aside (the build removes it, see generator/build.py) and at worst no ``target``, which the
+    next render writes again.
+    """
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".old-{target.name}-", dir=target.parent))
+        target.rename(old / target.name)
+    new.rename(target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -28,6 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from generator.disk import BUILD, room
+from generator.ownership import replace_dir
 from generator.site.block_diagram import block_diagram
 from generator.site.compare import closest, write_compare
 from generator.site.config_matrix import config_matrix, layouts
@@ -399,22 +400,6 @@ def _check_out_dir(out_dir: Path) -> None:
         raise FileExistsError(
             f"{out_dir} exists and was not made by render_site (no {MARKER}); pass an empty or new directory"
         )
-
-
-def replace_dir(new: Path, target: Path) -> None:
-    """Put the tree ``new`` at ``target`` by renames: ``target`` is never half-deleted.
-
-    The old tree is renamed aside to ``.old-<name>-*`` and deleted after; a kill in between leaves
-    that aside (the build removes it, see generator/build.py) and at worst no ``target``, which the
-    next render writes again.
-    """
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".old-{target.name}-", dir=target.parent))
-        target.rename(old / target.name)
-    new.rename(target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def annotate(hosts: list[dict], found: dict[str, dict]) -> None:

@@ -11,9 +11,16 @@ which no build reads), or the family does not serve the value.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 KEPT = Path(__file__).resolve().parents[1] / "survey" / "saelens_releases.json"
+
+
+@lru_cache(maxsize=4)
+def _kept(path: Path) -> dict:
+    """The kept releases, read once per build (every family page and the index read them)."""
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _served(facts: dict) -> set[str]:
@@ -55,7 +62,7 @@ def mapping(release: dict, family: str, facts: dict) -> list[dict]:
 
 def index_rows(families: list[dict], kept: Path = KEPT) -> tuple[list[dict], list[dict], str]:
     """(the releases on a family page's checkpoint, the others, the kept file's source)."""
-    data = json.loads(kept.read_text(encoding="utf-8"))
+    data = _kept(kept)
     owner = {s["checkpoint"]: f for f in families for s in f.get("sizes") or []}
     on_pages, others = [], []
     for release in data["releases"]:
