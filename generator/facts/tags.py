@@ -33,6 +33,13 @@ CONFIG_FIELDS = ("tie_word_embeddings", "sliding_window", "use_sliding_window", 
                  "qk_nope_head_dim", "qk_rope_head_dim", "norm_topk_prob", "attention_bias")
 
 
+def _per_block(value: Any) -> Any:
+    """A setting a config gives once per block (Hunyuan-A13B's moe_topk), every entry the same, is that one value."""
+    if isinstance(value, (list, tuple)) and value and all(v == value[0] for v in value):
+        return value[0]
+    return value
+
+
 def checkpoint_settings(family: Family) -> dict[str, dict]:
     """Per full-size checkpoint, the settings tags are checked against, read through transformers' config
     class (so a field the file leaves out has the default the model gets)."""
@@ -50,7 +57,7 @@ def checkpoint_settings(family: Family) -> dict[str, dict]:
         if config is None:
             continue
         text = config.get_text_config()
-        row = {name: getattr(text, name) for name in CONFIG_FIELDS if getattr(text, name, None) is not None}
+        row = {name: _per_block(getattr(text, name)) for name in CONFIG_FIELDS if getattr(text, name, None) is not None}
         tied = getattr(config, "tie_word_embeddings", None)
         row["tie_word_embeddings"] = bool(tied if tied is not None else getattr(text, "tie_word_embeddings", False))
         layer_types = list(getattr(text, "layer_types", None) or [])

@@ -8,11 +8,12 @@ from generator.recipe.family import Family
 
 
 def mlp_kind(module: Any, beside: Any = None) -> str:
-    """``beside``: the block's own shared_experts, a sibling of the mixture (granitemoehybrid's shared_mlp)."""
+    """``beside``: the block's own shared_experts, a sibling of the mixture (granitemoehybrid's shared_mlp); a
+    mixture's own shared expert goes by its native name (Hunyuan's is shared_mlp)."""
     if module is None:
         return "none"  # a block with no MLP (Mamba-2's)
     if hasattr(module, "experts"):
-        shared = beside is not None or any(hasattr(module, name) for name in ("shared_expert", "shared_experts"))
+        shared = beside is not None or any(hasattr(module, name) for name in ("shared_expert", "shared_experts", "shared_mlp"))
         return "mixture + shared expert" if shared else "mixture"
     return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") else "plain"
 

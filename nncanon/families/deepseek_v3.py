@@ -46,7 +46,13 @@ from ..parts.blocks.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.blocks.mixture import MOE_RELATIONS, SHARED_INPUT_RELATION, MoE, MoEBlock
+from ..parts.blocks.mixture import (
+    MOE_RELATIONS,
+    SHARED_INPUT_RELATION,
+    UNGATED_SHARED_RELATION,
+    MoE,
+    MoEBlock,
+)
 from ..parts.blocks.mlp import MLP
 from ..research.weights import Layout as WeightLayout
 
@@ -208,18 +214,10 @@ def _grouped_routing(host, r):
             (by_expert, read_by_expert)]
 
 
-@relation("mlp_output == routed_output + shared_expert_output; shared_expert_output == shared_experts.mlp_output "
-          "(ungated)", proves="routed_output shared_expert_output",
-          reads="routed_output shared_experts.mlp_output shared_expert_output mlp_output")
-def _routed_plus_shared(host, r):
-    return [(rows(r["routed_output"]) + rows(r["shared_expert_output"]), rows(r["mlp_output"])),
-            (r["shared_experts.mlp_output"], r["shared_expert_output"])]
-
-
 GroupedMoE = host("GroupedMoE", MoE, values=[
     Value("shared_expert_output", Residual,
           "The shared expert's output, added ungated", child("shared_experts")),
-], RELATIONS=(_grouped_routing, MOE_RELATIONS[1], _routed_plus_shared, SHARED_INPUT_RELATION))
+], RELATIONS=(_grouped_routing, MOE_RELATIONS[1], UNGATED_SHARED_RELATION, SHARED_INPUT_RELATION))
 
 ENVOYS = {hf.DeepseekV3DecoderLayer: MoEBlock, hf.DeepseekV3Attention: LatentAttention, hf.DeepseekV3MoE: GroupedMoE,
           hf.DeepseekV3MLP: MLP}

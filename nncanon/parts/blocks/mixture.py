@@ -31,6 +31,12 @@ def _router(host) -> Any:
     return module.gate if hasattr(module, "gate") else module.router
 
 
+def router_weight(router) -> torch.Tensor:
+    """The router's [num_experts, hidden] matrix: its own parameter, or its linear's (Hunyuan's gate keeps it in a
+    bias-free ``wg``, in float32)."""
+    return router.weight if hasattr(router, "weight") else router.wg.weight
+
+
 def routing(renormalised: bool | None) -> Relation:
     """The router's meaning: logits by its weight, the top-k of their softmax, and those probabilities
     as the weights, renormalised over the chosen experts (``True``), not (``False``), or as the router's
@@ -43,7 +49,7 @@ def routing(renormalised: bool | None) -> Relation:
               reads="input router_logits expert_indices expert_weights")
     def check(host, r):
         router = _router(host)
-        logits = rows(first(r["input"])) @ router.weight.T
+        logits = rows(first(r["input"])).to(router_weight(router).dtype) @ router_weight(router).T
         probs = logits.float().softmax(-1)
         top, indices = torch.topk(probs, router.top_k, dim=-1)
         if renormalised or (renormalised is None and getattr(router, "norm_topk_prob", False)):
@@ -80,6 +86,14 @@ def _routed_plus_shared(host, r):
             (gate * rows(r["shared_experts.mlp_output"]), rows(r["shared_expert_output"]))]
 
 
+@relation("mlp_output == routed_output + shared_expert_output; shared_expert_output == shared_experts.mlp_output "
+          "(ungated)", proves="routed_output shared_expert_output",
+          reads="routed_output shared_experts.mlp_output shared_expert_output mlp_output")
+def _routed_plus_ungated_shared(host, r):
+    return [(rows(r["routed_output"]) + rows(r["shared_expert_output"]), rows(r["mlp_output"])),
+            (r["shared_experts.mlp_output"], r["shared_expert_output"])]
+
+
 @relation("shared_experts.input == input: the shared expert reads the rows the router reads",
           proves="", reads="input shared_experts.input")
 def _shared_input(host, r):
@@ -91,6 +105,8 @@ def _shared_input(host, r):
 MOE_RELATIONS = (routing(None), _slots, _routed_is_all)
 SHARED_MOE_RELATIONS = (routing(None), _slots, _routed_plus_shared, _shared_input)
 SHARED_INPUT_RELATION = _shared_input
+#: the shared expert added as it is, no gate (DeepSeek-V3, GLM-4.5, Hunyuan-A13B)
+UNGATED_SHARED_RELATION = _routed_plus_ungated_shared
 
 _NO_ACT = never("a mixture has no activation of its own: its experts are fused in mlp.experts "
                 "(a shared expert's is mlp.shared_experts.mlp_activation)")
