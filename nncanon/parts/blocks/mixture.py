@@ -65,6 +65,36 @@ def routing(renormalised: bool | None) -> Relation:
     return check
 
 
+def _correction_bias(router) -> torch.Tensor:
+    """The per-expert bias the choice adds (ERNIE 4.5 keeps it in the router's moe_statics)."""
+    holder = getattr(router, "moe_statics", router)
+    return holder.e_score_correction_bias.reshape(-1)
+
+
+@relation("router_logits == router.weight · input; expert_indices == top_k(softmax(router_logits) + "
+          "e_score_correction_bias): the bias moves the choice only; expert_weights == the chosen probabilities, "
+          "renormalised over the chosen experts (their sum at least moe_norm_min)",
+          proves="router_logits expert_indices expert_weights",
+          reads="input router_logits expert_indices expert_weights")
+def _corrected_routing(host, r):
+    router = _router(host)
+    logits = rows(first(r["input"])).float() @ router_weight(router).float().T
+    probs = logits.softmax(-1)
+    indices = torch.topk(probs + _correction_bias(router).float(), router.top_k, dim=-1).indices
+    top = probs.gather(-1, indices)
+    top = top / top.sum(-1, keepdim=True).clamp(min=router.norm_min)
+    read_indices = rows(r["expert_indices"]).long()
+    weight_by_expert = torch.zeros_like(probs).scatter(-1, indices, top)
+    read_by_expert = torch.zeros_like(probs).scatter(-1, read_indices, rows(r["expert_weights"]).float())
+    return [(logits, rows(r["router_logits"])), (indices.sort(-1).values, read_indices.sort(-1).values),
+            (weight_by_expert, read_by_expert)]
+
+
+#: a softmax router whose choice adds a per-expert correction bias and whose weights are the chosen probabilities
+#: renormalised (ERNIE 4.5's)
+CORRECTED_ROUTING = _corrected_routing
+
+
 @relation("routed_output == Σ over routing slots of expert_outputs", proves="expert_outputs routed_output",
           reads="expert_outputs routed_output")
 def _slots(host, r):
