@@ -37,6 +37,16 @@ def router_weight(router) -> torch.Tensor:
     return router.weight if hasattr(router, "weight") else router.wg.weight
 
 
+def _chosen(r, logits: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor) -> list:
+    """The checks of a routing recomputed as (logits, chosen experts, their weights) against the values read. Equal
+    scores may be ordered either way: sets of experts are compared, and weights by expert."""
+    read_indices = rows(r["expert_indices"]).long()
+    by_expert = torch.zeros_like(logits, dtype=weights.dtype).scatter(-1, indices, weights)
+    read_by_expert = torch.zeros_like(by_expert).scatter(-1, read_indices, rows(r["expert_weights"]).to(weights.dtype))
+    return [(logits, rows(r["router_logits"])), (indices.sort(-1).values, read_indices.sort(-1).values),
+            (by_expert, read_by_expert)]
+
+
 def routing(renormalised: bool | None) -> Relation:
     """The router's meaning: logits by its weight, the top-k of their softmax, and those probabilities
     as the weights, renormalised over the chosen experts (``True``), not (``False``), or as the router's
@@ -54,13 +64,7 @@ def routing(renormalised: bool | None) -> Relation:
         top, indices = torch.topk(probs, router.top_k, dim=-1)
         if renormalised or (renormalised is None and getattr(router, "norm_topk_prob", False)):
             top = top / top.sum(-1, keepdim=True)
-        read_indices = rows(r["expert_indices"]).long()
-        # equal probabilities may be ordered either way: compare sets of experts, and weights by expert
-        weight_by_expert = torch.zeros_like(probs).scatter(-1, indices, top)
-        read_by_expert = torch.zeros_like(probs).scatter(-1, read_indices, rows(r["expert_weights"]).float())
-        return [(logits, rows(r["router_logits"])),
-                (indices.sort(-1).values, read_indices.sort(-1).values),
-                (weight_by_expert, read_by_expert)]
+        return _chosen(r, logits, indices, top)
 
     return check
 
@@ -83,16 +87,39 @@ def _corrected_routing(host, r):
     indices = torch.topk(probs + _correction_bias(router).float(), router.top_k, dim=-1).indices
     top = probs.gather(-1, indices)
     top = top / top.sum(-1, keepdim=True).clamp(min=router.norm_min)
-    read_indices = rows(r["expert_indices"]).long()
-    weight_by_expert = torch.zeros_like(probs).scatter(-1, indices, top)
-    read_by_expert = torch.zeros_like(probs).scatter(-1, read_indices, rows(r["expert_weights"]).float())
-    return [(logits, rows(r["router_logits"])), (indices.sort(-1).values, read_indices.sort(-1).values),
-            (weight_by_expert, read_by_expert)]
+    return _chosen(r, logits, indices, top)
 
 
 #: a softmax router whose choice adds a per-expert correction bias and whose weights are the chosen probabilities
 #: renormalised (ERNIE 4.5's)
 CORRECTED_ROUTING = _corrected_routing
+
+
+def _sparsemixer_pick(logits: torch.Tensor, scores: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The best of ``scores`` and its softmax weight over the logits within 2·eps (relative) of it."""
+    best, index = scores.max(-1, keepdim=True)
+    near = ((best - logits) / logits.abs().clamp(min=best)) <= 2 * eps
+    return index, scores.masked_fill(~near, float("-inf")).softmax(-1).gather(-1, index)
+
+
+@relation("router_logits == router.weight · input; expert_indices == the largest router logit, then the largest of "
+          "the rest; expert_weights == each one's softmax over the logits within 2 · router_jitter_noise (relative) "
+          "of it, the first one masked out for the second (sparsemixer, as the model routes at inference)",
+          proves="router_logits expert_indices expert_weights",
+          reads="input router_logits expert_indices expert_weights")
+def _sparsemixer_routing(host, r):
+    router = _router(host)
+    logits = rows(first(r["input"])) @ router_weight(router).T
+    first_index, first_weight = _sparsemixer_pick(logits, logits, router.router_jitter_noise)
+    rest = logits.scatter(-1, first_index, float("-inf"))
+    second_index, second_weight = _sparsemixer_pick(logits, rest, router.router_jitter_noise)
+    indices, weights = torch.cat([first_index, second_index], -1), torch.cat([first_weight, second_weight], -1)
+    return [(logits, rows(r["router_logits"])), (indices, rows(r["expert_indices"]).long()),
+            (weights, rows(r["expert_weights"]))]
+
+
+#: PhiMoE's sparsemixer at inference: two experts, each weighted by a softmax over the logits near its own
+SPARSEMIXER_ROUTING = _sparsemixer_routing
 
 
 @relation("routed_output == Σ over routing slots of expert_outputs", proves="expert_outputs routed_output",
