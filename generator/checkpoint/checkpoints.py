@@ -174,7 +174,7 @@ def build_model(fam: Family):
     _check_class_is_the_familys(fam, model_cls)
     torch.manual_seed(tiny["seed"])  # the init only decides which vectors are constant, and at what
     try:
-        config = model_cls.config_class(**json.loads(json.dumps(tiny["config"])))
+        config = _config_class(fam, model_cls)(**json.loads(json.dumps(tiny["config"])))
         _check_token_ids(fam, config)
         with _default_dtype(torch.float32):
             model = model_cls(config)
@@ -219,13 +219,25 @@ def _check_token_ids(fam: Family, config) -> None:
                                       "make vocab_size large enough to hold it")
 
 
+def _config_class(fam: Family, model_cls: type, model_type: str | None = None) -> type:
+    """The config class ``model_cls`` is built from: a model type's own where transformers builds that model
+    type with another model's class (internlm3's InternLM3Config for LlamaForCausalLM), else the class's."""
+    import importlib
+
+    from nncanon.parts.loading import borrowed_config_class
+
+    types = [model_type] if model_type else getattr(importlib.import_module(fam.module), "MODEL_TYPES", ())
+    borrowed = (borrowed_config_class(model_cls, t) for t in types)
+    return next((c for c in borrowed if c is not None), model_cls.config_class)
+
+
 def _check_class_is_the_familys(fam: Family, model_cls: type) -> None:
     """A tiny.class of another family (GPT2LMHeadModel under llama) builds and pins, and then pages the wrong model."""
     import importlib
 
     served = getattr(importlib.import_module(fam.module), "MODEL_TYPES", None)
     config_class = getattr(model_cls, "config_class", None)
-    model_type = getattr(config_class, "model_type", None)
+    model_type = getattr(_config_class(fam, model_cls), "model_type", None)
     text = (getattr(config_class, "sub_configs", None) or {}).get("text_config")  # a multimodal class: its text's
     if served and model_type and model_type not in served and getattr(text, "model_type", None) not in served:
         raise FamilyYamlError(fam.path, "tiny.class", f"{model_cls.__name__} is a {model_type!r} model, but {fam.module} "
@@ -465,18 +477,25 @@ def pin(fam: Family) -> str:
 def meta_config(fam: Family, checkpoint_id: str):
     """The full-size config of a ``checkpoints:`` item and the class it builds: the config's first
     ``architectures`` entry (else ``tiny.class``)."""
+    import transformers
+
     config: dict[str, Any] = fam.checkpoint_config(checkpoint_id)
     index = fam.checkpoint_ids.index(checkpoint_id)
     name = (config.get("architectures") or [fam.tiny["class"]])[0]
+    if not hasattr(transformers, name) and config.get("model_type"):
+        # a remote-code class (InternLM3ForCausalLM) transformers builds as another model's, the tiny one's
+        tiny_cls = transformers_class(fam, fam.tiny["class"], "tiny.class")
+        name = tiny_cls.__name__ if _config_class(fam, tiny_cls, config["model_type"]) is not tiny_cls.config_class \
+            else name
     model_cls = transformers_class(fam, name, f"checkpoints[{index}].config.architectures")
-    built = getattr(getattr(model_cls, "config_class", None), "model_type", None)
+    built = getattr(_config_class(fam, model_cls, config.get("model_type")), "model_type", None)
     if config.get("model_type") and built and built != config["model_type"]:
         # another model's class would be built from this config: a traceback deep in its __init__, naming no field
         raise FamilyYamlError(fam.path, f"checkpoints[{index}].config.architectures",
                               f"{name} is a {built!r} model, but this config's model_type is {config['model_type']!r}; "
                               "write the class the checkpoint's own config.json names in architectures")
     try:
-        return model_cls.config_class(**config), model_cls
+        return _config_class(fam, model_cls, config.get("model_type"))(**config), model_cls
     except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
         raise _unbuildable(fam, index, model_cls, e) from None
 

@@ -35,6 +35,14 @@ def text_model_type(cls: type) -> str:
     return family_type({"model_type": config.model_type, **({"text_config": {"model_type": inner}} if inner else {})})
 
 
+def serves(cls: type, types: tuple[str, ...]) -> str:
+    """The model type of ``types`` a transformers class builds: its own, or one transformers builds with it,
+    another model's class (internlm3 with LlamaForCausalLM); else the class's own model type, named as wrong."""
+    from nncanon.parts.loading import borrowed_config_class
+
+    return next((t for t in types if borrowed_config_class(cls, t) is not None), text_model_type(cls))
+
+
 def _config_model_type(config: dict) -> str | None:
     """The model type naming a full-size config's family, as ``nncanon.families.family_for`` reads it."""
     from nncanon.families import text_model_type as family_type
@@ -70,18 +78,18 @@ def check_identity(family: Family, module: Any = None) -> None:
     source = _relative(Path(module.__file__))
     wrong = []
     for cls in built_classes(module):
-        if (found := text_model_type(cls)) not in types:
+        if (found := serves(cls, types)) not in types:
             wrong.append(f"build loads {cls.__name__}, a {found!r} model ({source})")
     tiny = transformers_class(family, family.tiny["class"], "tiny.class")
-    if (found := text_model_type(tiny)) not in types:
+    if (found := serves(tiny, types)) not in types:
         wrong.append(f"tiny.class {tiny.__name__} builds a {found!r} checkpoint")
     others: dict[str, list[str]] = {}  # model type -> the checkpoints of it, said once per type
     for index, item in enumerate(family.checkpoints):
         config = family.checkpoint_config(item["id"])
         found = _config_model_type(config)
         if found is None and config.get("architectures"):
-            found = text_model_type(transformers_class(family, config["architectures"][0],
-                                                       f"checkpoints[{index}].config.architectures"))
+            found = serves(transformers_class(family, config["architectures"][0],
+                                              f"checkpoints[{index}].config.architectures"), types)
         if found is not None and found not in types:
             others.setdefault(found, []).append(f"checkpoints[{index}] {item['id']}")
     wrong += [f"{', '.join(ids)} {'is' if len(ids) == 1 else 'are'} {found!r}" for found, ids in others.items()]

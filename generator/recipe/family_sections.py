@@ -56,13 +56,15 @@ FULL_LIMITS = {
 #: booleans whose names end like a size's: LFM2's (whether the MLP width is adjusted), RecurrentGemma's (whether
 #: the embedding is scaled)
 FLAGS_NAMED_LIKE_SIZES = ("block_auto_adjust_ff_dim", "embeddings_scale_by_sqrt_dim")
+#: factors whose names end like a size's: YaRN's attention-scale exponent (DeepSeek-V2-Lite's 0.707)
+FACTORS_NAMED_LIKE_SIZES = ("mscale_all_dim",)
 
 
 def size_kind(name: str) -> str | None:
     """Which limit a config field is held to (None: not a size or a count)."""
     if name.endswith("_id") or name.endswith("_ids"):
         return None
-    if name in FLAGS_NAMED_LIKE_SIZES:
+    if name in FLAGS_NAMED_LIKE_SIZES or name in FACTORS_NAMED_LIKE_SIZES:
         return None
     if name.endswith("vocab_size"):
         return "vocab"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,24 @@ TASKS = ("text-generation", "image-text-to-text")
 def check_task(task: str) -> None:
     if task not in TASKS:
         raise ValueError(f"task={task!r}: nncanon loads {' or '.join(repr(t) for t in TASKS)}")
+
+
+def borrowed_config_class(model_cls: type, model_type: str) -> type | None:
+    """The config class of ``model_type`` when transformers builds that model type with ``model_cls``, another
+    model's class (InternLM3: InternLM3Config, built as LlamaForCausalLM); None when ``model_cls``'s own config
+    class is ``model_type``'s, or transformers maps ``model_type`` to another class. Built from its own config
+    class, ``model_cls`` reads the checkpoint's config.json as its own model type's, renamed fields lost."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    own = getattr(getattr(model_cls, "config_class", None), "model_type", None)
+    if own == model_type or MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type) != model_cls.__name__:
+        return None
+    config_class = CONFIG_MAPPING[model_type]
+    # a wrapper's config (a text_config inside) is a multimodal model type, not a config-only one
+    if config_class.model_type != model_type or "text_config" in (getattr(config_class, "sub_configs", None) or {}):
+        return None
+    return config_class
 
 
 def text_model(checkpoint: Path, causal_cls: type, wrapper_prefix: str, **hf_kwargs: Any) -> torch.nn.Module:
@@ -36,6 +55,10 @@ def pretrained(cls: type, checkpoint: Path, **hf_kwargs: Any) -> torch.nn.Module
     only logs a weight it has no place for or a parameter the checkpoint lacks, and leaves that parameter
     random, so a family built on another model's class would run on random weights and say nothing. (A
     wrapper's vision weights, left unread by a text load, transformers does not count as unexpected.)"""
+    if "config" not in hf_kwargs and (Path(checkpoint) / "config.json").is_file():
+        model_type = json.loads((Path(checkpoint) / "config.json").read_text()).get("model_type")
+        if model_type and borrowed_config_class(cls, model_type) is not None:
+            hf_kwargs["config"] = AutoConfig.from_pretrained(checkpoint)
     module, info = cls.from_pretrained(checkpoint, output_loading_info=True, **hf_kwargs)
     ignored = [*(getattr(cls, "_keys_to_ignore_on_load_missing", None) or ()),
                *(getattr(cls, "_keys_to_ignore_on_load_unexpected", None) or ())]

@@ -122,6 +122,36 @@ def _sparsemixer_routing(host, r):
 SPARSEMIXER_ROUTING = _sparsemixer_routing
 
 
+@relation("router_logits == router.weight · input; scores = softmax(router_logits); expert_indices == the top_k "
+          "scores (topk_method greedy), or the top_k within the topk_group of n_group groups whose best score is "
+          "highest (group_limited_greedy); expert_weights == the chosen scores · routed_scaling_factor, not "
+          "renormalised", proves="router_logits expert_indices expert_weights",
+          reads="input router_logits expert_indices expert_weights")
+def _group_limited_routing(host, r):
+    """DeepSeek-V2's router: softmax scores, as Mixtral's, but optionally limited to the best groups of experts (a
+    group ranked by its best score, where V3 ranks by the sum of its two best sigmoid scores) and scaled, never
+    renormalised."""
+    router = _router(host)
+    logits = rows(first(r["input"])).float() @ router.weight.float().T
+    scores = logits.softmax(-1)
+    choice = scores
+    if router.topk_method == "group_limited_greedy":
+        grouped = scores.unflatten(-1, (router.num_group, -1))
+        best = grouped.max(-1).values.topk(router.topk_group, dim=-1).indices
+        keep = torch.zeros_like(grouped[..., 0]).scatter(-1, best, 1.0).bool()
+        choice = scores.masked_fill(~keep.repeat_interleave(grouped.shape[-1], -1), 0.0)
+    weights, indices = choice.topk(router.top_k, dim=-1)
+    weights = weights * router.routed_scaling_factor
+    read_indices = rows(r["expert_indices"]).long()
+    by_expert = torch.zeros_like(scores).scatter(-1, indices, weights)
+    read_by_expert = torch.zeros_like(scores).scatter(-1, read_indices, rows(r["expert_weights"]).float())
+    return [(logits, rows(r["router_logits"])), (indices.sort(-1).values, read_indices.sort(-1).values),
+            (by_expert, read_by_expert)]
+
+
+GROUP_LIMITED_ROUTING = _group_limited_routing
+
+
 @relation("routed_output == Σ over routing slots of expert_outputs", proves="expert_outputs routed_output",
           reads="expert_outputs routed_output")
 def _slots(host, r):
