@@ -116,7 +116,8 @@ def image_features_value(scatter: str = "inputs_embeds_masked_scatter_0", view: 
     ``view``, `FLAT` where the scatter is handed them per image)."""
     return Value("image_features", ImageFeatures,
                  "The image features the text model receives at the image tokens, flat over them",
-                 AtRoot(io="input", module="model", shown="model.model", ops=(scatter,), element=1), view=view)
+                 AtRoot(io="input", module="model", shown="model.model", ops=(scatter,), element=1),
+                 **({"view": view} if view is not None else {}))
 
 
 # -- relations ------------------------------------------------------------------------------
