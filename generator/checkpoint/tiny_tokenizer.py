@@ -13,6 +13,7 @@ import re
 
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
 from generator.checkpoint.processors_idefics import idefics3_processor
+from generator.checkpoint.processors_internvl import internvl_processor
 from generator.checkpoint.processors_mllama import mllama_processor
 from generator.checkpoint.processors_paligemma import paligemma_processor
 from generator.checkpoint.processors_pixtral import pixtral_processor
@@ -209,6 +210,8 @@ def build_processor(fam: Family, tokenizer=None):
         return mllama_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "paligemma":
         return paligemma_processor(fam, tokenizer)
+    if fam.tiny["processor"].get("kind") == "internvl":
+        return internvl_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "pixtral":
         return pixtral_processor(fam, tokenizer, tokenizer_kind(fam).template)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
