@@ -13,8 +13,10 @@ import re
 
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
 from generator.checkpoint.processors_idefics import idefics3_processor
+from generator.checkpoint.processors_internvl import internvl_processor
 from generator.checkpoint.processors_mllama import mllama_processor
 from generator.checkpoint.processors_paligemma import paligemma_processor
+from generator.checkpoint.processors_pixtral import pixtral_processor
 from generator.recipe.family import Family
 from generator.recipe.fields import FamilyYamlError
 from generator.recipe.tokenizer_presets import (
@@ -158,11 +160,12 @@ def build_tokenizer(fam: Family):
         # token there, so every special token takes its declared id, and set the kind's below.
         tokenizer = cls(vocab=vocab, merges=merges, bos_token=None, eos_token=first, pad_token=first, **common)
     # As in Qwen's and Llama's tokenizers, the <|...|> control tokens are special (skipped by
-    # decode(skip_special_tokens=True)); <think>, <tool_call> and their closers are added tokens
-    # that decode as text.
+    # decode(skip_special_tokens=True)), and so are Mistral's [INST], [IMG], ... (tekken's control tokens);
+    # <think>, <tool_call> and their closers are added tokens that decode as text.
     roles = {kind.bos, kind.eos, kind.pad} - {None}
     for token, token_id in _special_token_list(fam):
-        special = (token.startswith("<|") and token.endswith("|>")) or token in roles
+        special = ((token.startswith("<|") and token.endswith("|>")) or token in roles
+                   or re.fullmatch(r"\[/?[A-Z_]+\]", token) is not None)
         if token not in tokenizer.get_vocab() or special:
             # a special token already in the vocabulary (placed at its id below the BPE's) keeps its id
             added = AddedToken(token, special=special, normalized=False, lstrip=False, rstrip=False)
@@ -207,6 +210,10 @@ def build_processor(fam: Family, tokenizer=None):
         return mllama_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "paligemma":
         return paligemma_processor(fam, tokenizer)
+    if fam.tiny["processor"].get("kind") == "internvl":
+        return internvl_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "pixtral":
+        return pixtral_processor(fam, tokenizer, tokenizer_kind(fam).template)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template

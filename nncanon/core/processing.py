@@ -78,6 +78,14 @@ def load_processor(path: str | os.PathLike) -> ProcessorMixin:
         from ..parts.vision.onevision_processing import OnevisionImageTextProcessor
 
         return OnevisionImageTextProcessor.from_pretrained(path, local_files_only=True)
+    if processor_class == "InternVLImageTextProcessor":  # nncanon.parts.vision.internvl_processing's, torchvision-free
+        from ..parts.vision.internvl_processing import InternVLImageTextProcessor
+
+        return InternVLImageTextProcessor.from_pretrained(path, local_files_only=True)
+    if processor_class == "PixtralImageTextProcessor":  # nncanon.parts.vision.pixtral_processing's, torchvision-free
+        from ..parts.vision.pixtral_processing import PixtralImageTextProcessor
+
+        return PixtralImageTextProcessor.from_pretrained(path, local_files_only=True)
     from transformers import AutoProcessor
 
     return AutoProcessor.from_pretrained(path, local_files_only=True)

@@ -33,18 +33,22 @@ from transformers.models.gemma3 import modeling_gemma3 as hf
 from transformers.models.siglip import modeling_siglip as siglip
 
 from ..core.hosts import host
-from ..core.layouts import ImageFeatures
 from ..core.model import StandardModel
 from ..core.precision import SUBBLOCK
 from ..core.relations import pick, relation
-from ..core.values import Value, View
 from ..parts.attention.softmax import ATTENTION_RELATIONS
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS
 from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.blocks.mlp import MLP
 from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
 from ..parts.vision.span_mask import allowed_value, span_relations
-from ..parts.vision.vision_line import AtRoot, image_tokens, install_sources, replace
+from ..parts.vision.vision_line import (
+    FLAT,
+    image_features_value,
+    image_tokens,
+    install_sources,
+    replace,
+)
 from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
     TOWER_RENAME,
     TowerAttention,
@@ -98,12 +102,7 @@ def _pooling_projector(host, r):
 
 
 #: the scatter's features come [images, mm_tokens_per_image, hidden]: served flat, one row per image token
-FLAT = View("flattened over images and their tokens", lambda host, x: x.flatten(0, -2),
-            lambda host, new, current: new.reshape(current.shape))
-FEATURES = Value("image_features", ImageFeatures,
-                 "The image features the text model receives at the image tokens, flat over them",
-                 AtRoot(io="input", module="model", shown="model.model", ops=("inputs_embeds_masked_scatter_0",),
-                        element=1), view=FLAT)
+FEATURES = image_features_value(view=FLAT)
 Gemma3Vision = siglip_tower("Gemma3Vision", _pooling_projector, FEATURES)
 
 # -- the text attention: causal, and both ways within an image's span -----------------------------------------

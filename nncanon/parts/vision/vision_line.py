@@ -106,11 +106,18 @@ def image_token_mask_value() -> Value:
                  view=IMAGE_TOKENS)
 
 
-def image_features_value(scatter: str = "inputs_embeds_masked_scatter_0") -> Value:
-    """``model.vision.image_features``: the features the wrapper's ``scatter`` op writes at the image tokens."""
+#: a wrapper whose scatter is handed the features [images, tokens per image, hidden]: served flat, one row per token
+FLAT = View("flattened over images and their tokens", lambda host, x: x.flatten(0, -2),
+            lambda host, new, current: new.reshape(current.shape))
+
+
+def image_features_value(scatter: str = "inputs_embeds_masked_scatter_0", view: View | None = None) -> Value:
+    """``model.vision.image_features``: the features the wrapper's ``scatter`` op writes at the image tokens (through
+    ``view``, `FLAT` where the scatter is handed them per image)."""
     return Value("image_features", ImageFeatures,
                  "The image features the text model receives at the image tokens, flat over them",
-                 AtRoot(io="input", module="model", shown="model.model", ops=(scatter,), element=1))
+                 AtRoot(io="input", module="model", shown="model.model", ops=(scatter,), element=1),
+                 **({"view": view} if view is not None else {}))
 
 
 # -- relations ------------------------------------------------------------------------------
@@ -153,5 +160,5 @@ def SCATTER(host, r):
 
 
 __all__ = ["VISION", "PROJECTOR", "Worded", "AtRoot", "install_sources", "image_tokens", "IMAGE_TOKENS",
-           "image_token_mask_value", "image_features_value", "replace", "IMAGE_ROOT_RELATIONS",
+           "image_token_mask_value", "FLAT", "image_features_value", "replace", "IMAGE_ROOT_RELATIONS",
            "EMBEDDINGS_OFF_IMAGES", "MASK", "SCATTER"]
