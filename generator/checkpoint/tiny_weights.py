@@ -65,6 +65,9 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)mlp\.fc[12]\.bias$": (-0.1, 0.1),
     # LLaVA-NeXT's image_newline (init normal(0, hidden_size ** -0.5)): about +-2 of those deviations on the tiny text
     r"(^|\.)image_newline$": (-0.25, 0.25),
+    # DiffLlama's differential-attention lambdas (init normal(0, lambda_std_dev = 0.1)): about +-3 of those
+    # deviations, so exp(lambda_q1 · lambda_k1) - exp(lambda_q2 · lambda_k2) moves lambda off lambda_init visibly
+    r"(^|\.)self_attn\.lambda_[qk][12]$": (-0.3, 0.3),
 }
 
 

@@ -77,6 +77,8 @@ def _normed(host: Any, which: str, x: torch.Tensor) -> torch.Tensor:
         # a LayerNorm of its own per head (Stable LM 2 12B's StableLmLayerNormPerHead): head i by norms[i]
         return torch.stack([head_norm(x[..., i, :].to(head_norm.weight.dtype))
                             for i, head_norm in enumerate(norm.norms)], dim=-2)
+    if getattr(norm, "weight", None) is None:  # a weightless norm (NanoChat's), called on the heads: per head
+        return norm(x)
     x = x.to(norm.weight.dtype)
     if norm.weight.numel() == x.shape[-1]:
         return norm(x)
