@@ -142,6 +142,10 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
         (f"{la}.time_steps", f"{la}.decays"), (f"{la}.decay_rates", f"{la}.decays"),  # decays == time_steps · rates
         (f"{la}.conv_state_input", f"{la}.conv_state_output"),  # the last columns of [conv_state_input, ...]
         (f"{la}.states", f"{la}.state_output"), (f"{la}.state", f"{la}.states"),  # states[:, -1], states[:, 0]
+        # queries, keys, values == act(conv1d([conv_state_input, the conv's input])) split into heads
+        *((f"{la}.conv_state_input", f"{la}.{n}") for n in ("attention_queries", "attention_keys", "attention_values")),
+        # attention_output recomputed from the values outside the kernel (the conv, time_steps · decay_rates)
+        *((f"{la}.{n}", f"{la}.attention_output") for n in ("conv_state_input", "time_steps", "decay_rates")),
         (f"{mlp}.router_logits", f"{mlp}.expert_indices"),  # top_k(softmax(router_logits))
         (f"{mlp}.expert_outputs", f"{mlp}.routed_output"),  # Σ over routing slots
         # routed_output recomputed from the per-expert weights at the router's choice (nncanon/parts/weights.py)
@@ -154,7 +158,7 @@ def test_the_pairs_are_the_ones_the_relations_state(model):
     }
     # this load (sdpa, the kernel's own route) serves no state nor states: their pairs need both measured
     expected = {p for p in expected if set(p) <= set(rows)}
-    assert len(expected) == 35  # 37 less the two of state and states
+    assert len(expected) == 41  # 43 less the two of state and states
     assert pairs == expected, (pairs - expected, expected - pairs)
     at = {row: i for i, row in enumerate(rows)}
     assert all(at[a] < at[b] for a, b in pairs)

@@ -55,6 +55,9 @@ VECTOR_RULES: dict[str, tuple[float, float]] = {
     r"(^|\.)self_attn\.sinks$": (-1.0, 2.0),
     r"(^|\.)mlp\.router\.bias$": (-0.1, 0.1),
     r"(^|\.)mixer\.dt_bias$": (-3.0, 0.0),
+    # OLMo Hybrid's DeltaNet dt_bias (drawn as Mamba-2's, softplus of it each head's time step; Qwen's is ones at
+    # init, a constant, so this rule leaves it alone): as Mamba-2's, so the decay shows over a short prompt
+    r"(^|\.)linear_attn\.dt_bias$": (-3.0, 0.0),
     r"(^|\.)(mixer|mamba)\.dt_proj\.bias$": (-3.0, 0.0),  # Mamba-1's dt bias (Jamba's mixer: mamba): as Mamba-2's
     # CLIP's class token (init normal(0, hidden_size ** -0.5)): about +-1.5 of those deviations on the tiny tower
     r"(^|\.)embeddings\.class_embedding$": (-0.2, 0.2),

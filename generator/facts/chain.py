@@ -323,24 +323,6 @@ KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
         ('model.layers[i].attention_norm_output',
          'model.layers[i].mamba.gated_norm_output'),
     },
-    'qwen3_5_moe_text': {
-        ('model.layers[i].linear_attn.time_steps',
-         'model.layers[i].linear_attn.attention_output'),
-        ('model.layers[i].linear_attn.time_steps',
-         'model.layers[i].linear_attn.attention_queries'),
-    },
-    'qwen3_5_text': {
-        ('model.layers[i].linear_attn.time_steps',
-         'model.layers[i].linear_attn.attention_output'),
-        ('model.layers[i].linear_attn.time_steps',
-         'model.layers[i].linear_attn.attention_queries'),
-    },
-    'qwen3_next': {
-        ('model.layers[i].linear_attn.time_steps',
-         'model.layers[i].linear_attn.attention_output'),
-        ('model.layers[i].linear_attn.time_steps',
-         'model.layers[i].linear_attn.attention_queries'),
-    },
     'qwen3_vl': {
         ('model.layers[1].deepstack_output',
          'model.layers[2].deepstack_output'),

@@ -262,13 +262,44 @@ def _kernel(host, r):
     return [(outputs, r["attention_head_outputs"]), (states[:, -1], r["state_output"])]
 
 
-@relation("attention_output == out_proj(norm(attention_head_outputs, gate))", proves="attention_head_outputs",
-          reads="attention_head_outputs norm.inputs attention_output", tolerance=SUBBLOCK)
+def _norm_and_out(module):
+    """The gated norm and the output projection: ``norm`` and ``out_proj`` (Qwen), ``o_norm`` and ``o_proj``
+    (OLMo Hybrid, whose ``o_norm`` is served as ``norm``)."""
+    if hasattr(module, "out_proj"):
+        return module.norm, module.out_proj
+    return module.o_norm, module.o_proj
+
+
+@relation("attention_output == out_proj(norm(attention_head_outputs, gate)) (OLMo Hybrid: o_proj, o_norm)",
+          proves="attention_head_outputs", reads="attention_head_outputs norm.inputs attention_output",
+          tolerance=SUBBLOCK)
 def _out(host, r):
     module, heads = host._module, r["attention_head_outputs"]
+    norm, out_proj = _norm_and_out(module)
     gate = r["norm.inputs"][0][1]
-    normed = module.norm(heads.reshape(-1, heads.shape[-1]), gate)
-    return [(module.out_proj(normed.reshape(*heads.shape[:2], -1)), r["attention_output"])]
+    normed = norm(heads.reshape(-1, heads.shape[-1]), gate)
+    return [(out_proj(normed.reshape(*heads.shape[:2], -1)), r["attention_output"])]
+
+
+@relation("state (its first visit) == the gated delta rule's state after the first token of (attention_queries, "
+          "attention_keys, attention_values, decays, betas, from state_input)", proves="state",
+          reads=f"{_KERNEL_TERMS} state", tolerance=RECURRENCE)
+def _first_state(host, r):
+    _, states = delta_rule(*(r[name][:, :1] if name != "state_input" else r[name]
+                             for name in _KERNEL_TERMS.split()))
+    return [(states[:, 0], r["state"])]
+
+
+@relation("attention_head_outputs[:, 0] == state (its first visit) read by the first token's attention_queries "
+          "(l2-normed, scaled by 1/sqrt(key_dim))", proves="attention_head_outputs",
+          reads="attention_queries state attention_head_outputs", tolerance=RECURRENCE)
+def _read_out(host, r):
+    import torch
+
+    q, state = r["attention_queries"][:, 0].double(), r["state"].double()
+    q = q.repeat_interleave(state.shape[1] // q.shape[1], dim=1)
+    q = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + 1e-6) / q.shape[-1] ** 0.5
+    return [(torch.einsum("bhk,bhkv->bhv", q, state), r["attention_head_outputs"][:, 0])]
 
 
 @relation("states[:, -1] == state_output; state (its first visit) == states[:, 0]", proves="states state",
@@ -277,21 +308,24 @@ def _states(host, r):
     return [(r["states"][:, -1], r["state_output"]), (r["state"], r["states"][:, 0])]
 
 
-def _a(module, x):
-    """The decay's input a per token and head, by the mixer's own projection (Qwen3-Next: in_proj_ba's a)."""
-    if hasattr(module, "in_proj_a"):
-        return module.in_proj_a(x)
-    return module.fix_query_key_value_ordering(module.in_proj_qkvz(x), module.in_proj_ba(x))[5]
+def _gate_input(module, x, name: str):
+    """The decay's input a or the write strength's b (``name``) per token and head, by the mixer's own projection:
+    in_proj_a / in_proj_b (Qwen3.5), a_proj / b_proj (OLMo Hybrid), or Qwen3-Next's in_proj_ba split per key head."""
+    for projection in (f"in_proj_{name}", f"{name}_proj"):
+        if hasattr(module, projection):
+            return getattr(module, projection)(x)
+    return module.fix_query_key_value_ordering(module.in_proj_qkvz(x), module.in_proj_ba(x))[{"b": 4, "a": 5}[name]]
 
 
-@relation("time_steps == softplus(a + dt_bias) in float32, a = in_proj_a(input) (Qwen3-Next: in_proj_ba's a); "
+@relation("time_steps == softplus(a + dt_bias) in float32, a = in_proj_a(input) (Qwen3-Next: in_proj_ba's a; "
+          "OLMo Hybrid: a_proj(input)); "
           "decay_rates == -exp(A_log) in float32", proves="time_steps decay_rates",
           reads="inputs time_steps decay_rates")
 def _rates(host, r):
     import torch
 
     module = host._module
-    a = _a(module, conv.masked_input(r["inputs"]))
+    a = _gate_input(module, conv.masked_input(r["inputs"]), "a")
     return [(torch.nn.functional.softplus(a.float() + module.dt_bias), r["time_steps"]),
             (-module.A_log.float().exp(), r["decay_rates"])]
 
@@ -303,16 +337,74 @@ def _decays(host, r):
 
 def _conv_input(host, inputs):
     """The conv's input [batch, conv_dim, seq] by the mixer's own projections of its masked input: Qwen3.5's
-    in_proj_qkv, or Qwen3-Next's in_proj_qkvz split per key head by its own fix_query_key_value_ordering."""
+    in_proj_qkv, Qwen3-Next's in_proj_qkvz split per key head by its own fix_query_key_value_ordering, or OLMo
+    Hybrid's q_proj, k_proj and v_proj side by side."""
     import torch
 
     module, x = host._module, conv.masked_input(inputs)
     if hasattr(module, "in_proj_qkv"):
         return module.in_proj_qkv(x).transpose(1, 2)
+    if hasattr(module, "v_proj"):
+        return torch.cat([module.q_proj(x), module.k_proj(x), module.v_proj(x)], dim=-1).transpose(1, 2)
     q, k, v, *_ = module.fix_query_key_value_ordering(module.in_proj_qkvz(x), module.in_proj_ba(x))
     return torch.cat([t.flatten(2) for t in (q, k, v)], dim=-1).transpose(1, 2)
 
 
-DeltaNet.RELATIONS = (_kernel, _out, _states, _rates, _decays,
-                      *conv.conv_relations(_conv_input, "in_proj_qkv(input) (Qwen3-Next: in_proj_qkvz's q, k, v)"))
+@relation("betas == sigmoid(b), b = in_proj_b(input) (Qwen3-Next: in_proj_ba's b; OLMo Hybrid: b_proj(input), the "
+          "sigmoid doubled where linear_allow_neg_eigval, so betas lie in (0, 2))", proves="betas",
+          reads="inputs betas")
+def _betas(host, r):
+    module = host._module
+    beta = _gate_input(module, conv.masked_input(r["inputs"]), "b").sigmoid()
+    return [(beta * (2.0 if getattr(module, "allow_neg_eigval", False) else 1.0), r["betas"])]
+
+
+def _conv_qkv(host, inputs, previous):
+    """q, k, v per head as the mixer's conv gives them: act(conv1d([previous, the conv's input])) at this call's
+    columns, split into q and k (key heads) and v (value heads)."""
+    import torch
+
+    module = host._module
+    columns = _conv_input(host, inputs)
+    whole = columns if previous is None else torch.cat([previous.to(columns), columns], dim=-1)
+    convolved = conv._activation(module)(conv.conv_module(module)(whole)[..., :whole.shape[-1]])
+    key, value = module.num_k_heads * module.head_k_dim, module.num_v_heads * module.head_v_dim
+    q, k, v = torch.split(convolved[..., -columns.shape[-1]:].transpose(1, 2), [key, key, value], dim=-1)
+    return (q.unflatten(-1, (module.num_k_heads, module.head_k_dim)),
+            k.unflatten(-1, (module.num_k_heads, module.head_k_dim)),
+            v.unflatten(-1, (module.num_v_heads, module.head_v_dim)))
+
+
+@relation("attention_queries, attention_keys, attention_values == act(conv1d([conv_state_input, the conv's "
+          "input])) at this call's columns, split into q (key heads), k (key heads) and v (value heads)",
+          proves="attention_queries attention_keys attention_values",
+          reads="inputs conv_state_input attention_queries attention_keys attention_values", tolerance=SUBBLOCK)
+def _qkv(host, r):
+    computed = _conv_qkv(host, r["inputs"], r["conv_state_input"])
+    return list(zip(computed, (r["attention_queries"], r["attention_keys"], r["attention_values"])))
+
+
+@relation("attention_output == out_proj(norm(gated delta rule(q, k, v of act(conv1d([conv_state_input, the conv's "
+          "input])), time_steps · decay_rates, sigmoid(b)), gate)) on a call that starts a prompt (no state handed "
+          "in), every value outside the kernel: what holds whichever kernel runs (transformers' or "
+          "flash-linear-attention's)",
+          proves="time_steps decay_rates attention_output",
+          reads="inputs conv_state_input time_steps decay_rates norm.inputs attention_output", tolerance=RECURRENCE)
+def _mixer(host, r):
+    if r["conv_state_input"] is not None:  # a state handed in: its recurrent part is the kernel's (state_input)
+        return []
+    module, x = host._module, conv.masked_input(r["inputs"])
+    q, k, v = _conv_qkv(host, r["inputs"], None)
+    beta = _gate_input(module, x, "b").sigmoid() * (2.0 if getattr(module, "allow_neg_eigval", False) else 1.0)
+    outputs, _ = delta_rule(q, k, v, r["time_steps"] * r["decay_rates"], beta)
+    norm, out_proj = _norm_and_out(module)
+    gate = r["norm.inputs"][0][1]
+    heads = outputs.to(gate.dtype)
+    normed = norm(heads.reshape(-1, heads.shape[-1]), gate)
+    return [(out_proj(normed.reshape(*heads.shape[:2], -1)), r["attention_output"])]
+
+
+DeltaNet.RELATIONS = (_kernel, _out, _states, _first_state, _read_out, _rates, _decays, _betas, _qkv, _mixer,
+                      *conv.conv_relations(_conv_input, "in_proj_qkv(input) (Qwen3-Next: in_proj_qkvz's q, k, v; "
+                                                              "OLMo Hybrid: [q_proj, k_proj, v_proj](input))"))
 LinearAttentionBase.RELATIONS = ()
