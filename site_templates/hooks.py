@@ -41,6 +41,7 @@ def on_config(config):
 _ROW = re.compile(r'<tr id="(v-[^"]+)" data-path="([^"]+)"[^>]*>(.*?)</tr>', re.S)
 _CELL = re.compile(r'<td class="nc-(layout|desc|read)">(.*?)</td>', re.S)
 _TAG = re.compile(r"<[^>]+>")
+_CODE_BLOCK = re.compile(r'(<div class="(?:language-[\w-]+ )?highlight")>')
 _CHECKPOINT = re.compile(r'<th scope="col" id="(config-[^"]+)" data-checkpoint="([^"]+)"')
 _rows: dict[str, list[dict]] = {}
 
@@ -55,6 +56,9 @@ def on_pre_build(config):
 
 def on_page_content(content, page, config, files):
     if page.file.src_uri.startswith("families/") and page.file.src_uri != "families/index.md":
+        # the notes' code is left out of the index: it repeats the value paths the rows index, and was a third of
+        # the index's bytes; the prose around it says what it shows
+        content = _CODE_BLOCK.sub(r"\1 data-search-exclude>", content)
         entries = []
         for anchor, path, cells in _ROW.findall(content):
             # the layout, the description without its condition/meaning/edit notes, and where it is read

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
 from browser_site import (
@@ -29,6 +29,7 @@ from browser_site import (
     serious_axe_violations,
     until,
 )
+from limits import HANG
 
 SHOTS = ROOT / "build" / "screenshots"
 
@@ -529,15 +530,19 @@ def test_the_axe_audit_reports_a_planted_violation_of_each_kind_it_looks_for(tab
     assert any(v.startswith("critical button-name") and "#nameless" in v for v in found), found
 
 
-def test_embedded_facts_are_escaped_json(base, facts):
+def test_the_diagrams_data_is_the_json_file_the_page_names(base, facts):
+    """The page carries no data of its own (issue 52: it was a sixth of the flagship's bytes): its script fetches
+    facts/<family>.diagram.json, which holds what the cards say, hostile text included, as plain JSON."""
     status, _, body = fetch(family_url(base))
     assert status == 200
-    m = re.search(r'<div class="nc-data" id="nc-data" hidden data-json="([^"]*)"', body)
-    assert m, "no embedded facts"
-    assert "<" not in m.group(1) and "'" not in m.group(1)
-    import html
+    m = re.search(r'<div class="nc-data" id="nc-data" hidden data-src="([^"]*)"></div>', body)
+    assert m, "the page names no diagram data"
+    assert m.group(1) == f"../../facts/{facts['family']}.diagram.json" and EVIL not in body.split("<article", 1)[0]
+    import urllib.request
 
-    data = json.loads(html.unescape(m.group(1)))
+    with urllib.request.urlopen(urljoin(family_url(base), m.group(1)), timeout=HANG) as r:
+        assert r.status == 200
+        data = json.loads(r.read().decode("utf-8"))
     v = data["values"]["model.layers[i].mlp.router_logits"]
     assert v["conditions"][0]["why"] == EVIL
     assert data["blocks"] == facts["stack"]["blocks"]

@@ -6,13 +6,10 @@ facts takes seconds. Every text that comes from facts is escaped (:mod:`generato
 the diagrams' geometry is :mod:`generator.site.diagrams`; and every built page's URLs are checked
 after mkdocs has run (:mod:`generator.site.safe_urls`).
 
-Public functions:
-
-- :func:`render_family` facts -> the family page (markdown with inline HTML);
-- :func:`render_site` a facts directory -> a full docs tree (hand-written pages from
-  ``docs_src/``, one page per family, the families index, the published facts, ``llms.txt``);
-- :func:`mkdocs_build` a docs tree -> the static site, ``mkdocs build --strict``, with a fixed
-  build date (``SOURCE_DATE_EPOCH``) and no unsafe URL on any page.
+Public: :func:`render_family` (facts -> the family page, markdown with inline HTML; :func:`render_family_files`
+adds the diagrams' data the page fetches), :func:`render_site` (a facts directory -> the docs tree: ``docs_src/``'s
+pages, one page per family, the index, the published facts, ``llms.txt``) and :func:`mkdocs_build` (the docs tree ->
+the static site, strict, with a fixed build date and no unsafe URL on any page).
 """
 
 from __future__ import annotations
@@ -347,9 +344,15 @@ def by_host(relations: list[dict]) -> list[tuple[str, list[dict]]]:
 def render_family(facts: dict, interiors: bool = True, closest: str | None = None) -> str:
     """The family page: mkdocs markdown with inline HTML, sections in the reference page's order. ``closest``: the
     family its Compare link pairs it with (``compare.closest``; none on a page rendered alone)."""
+    return render_family_files(facts, interiors, closest)[0]
+
+
+def render_family_files(facts: dict, interiors: bool = True, closest: str | None = None) -> tuple[str, str]:
+    """The family page and its diagrams' data (``facts/<family>.diagram.json``, which the page's script fetches)."""
     _check(facts, f"facts of {facts.get('family', '?')}")
     try:
-        return _env().get_template("family.md.j2").render(**page_context(facts, interiors), closest=closest)
+        context = page_context(facts, interiors)
+        return _env().get_template("family.md.j2").render(**context, closest=closest), context["diagram_json"]
     except UnsafeLinkError as e:
         notes = [n for n in facts["notes"] if e.url in n.get("markdown", "")]
         where = f" note {notes[0].get('title')!r}" if notes else ""
@@ -467,8 +470,9 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
     env = _env()
     near = closest(families)
     for facts in families:
-        (out_dir / "families" / f"{facts['family']}.md").write_text(
-            render_family(facts, interiors, near.get(facts["family"])), encoding="utf-8")
+        page, data = render_family_files(facts, interiors, near.get(facts["family"]))
+        (out_dir / "families" / f"{facts['family']}.md").write_text(page, encoding="utf-8")
+        (out_dir / "facts" / f"{facts['family']}.diagram.json").write_text(data, encoding="utf-8")
         (out_dir / "facts" / f"{facts['family']}.json").write_text(_dump(facts), encoding="utf-8")
     (out_dir / "families" / "index.md").write_text(
         env.get_template("families_index.md.j2").render(entries=entries, facets=facet_terms(entries), numbers=NUMBERS,

@@ -83,7 +83,7 @@ def weights_section(facts: dict) -> Markup:
         return Markup("")
     checkpoint = escape((facts.get("printout") or {}).get("checkpoint", ""))
     lines = ['<div class="nc-section nc-weights">',
-             f'<p class="nc-intro">Each standard weight is a plain attribute of its host, read outside any trace. '
+             f'<p class="nc-intro" data-search-exclude>Each standard weight is a plain attribute of its host, read outside any trace. '
              f'A view is the parameter itself or a view of it (an edit under <code>torch.no_grad()</code> lands in '
              f'the model); a gathered weight is a copy of heads no stride walks in order, every edit of it written back into '
              f'the parameter; a computed gain is served to read and refuses edits; a refusal is the one-line error the '

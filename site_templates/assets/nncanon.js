@@ -46,9 +46,9 @@
 
   // ---------------------------------------------------------------- the page's state
 
-  function Page(dataEl) {
+  function Page(data) {
     var self = this;
-    this.data = JSON.parse(dataEl.getAttribute("data-json"));
+    this.data = data;
     this.blocks = this.data.blocks || [];
     this.kinds = {};
     (this.data.kinds || []).forEach(function (k) {
