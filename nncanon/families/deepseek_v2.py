@@ -26,7 +26,13 @@ from ..core.hosts import host
 from ..core.model import StandardModel
 from ..parts.attention.latent import DirectQueryLatentAttention, LatentAttention
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, nothing_to_prepare, text_only
-from ..parts.blocks.mixture import GROUP_LIMITED_ROUTING, MOE_RELATIONS, SHARED_INPUT_RELATION, MoEBlock
+from ..parts.blocks.mixture import (
+    GROUP_LIMITED_ROUTING,
+    MOE_RELATIONS,
+    SHARED_INPUT_RELATION,
+    UNGATED_SHARED_RELATION,
+    MoEBlock,
+)
 from ..parts.blocks.mlp import MLP
 from . import deepseek_v3 as v3
 
@@ -36,7 +42,7 @@ RENAME = v3.RENAME
 
 #: V3's mixture with an ungated shared expert, routed by V2's softmax (greedy or group-limited) router
 LimitedMoE = host("LimitedMoE", v3.GroupedMoE, RELATIONS=(
-    GROUP_LIMITED_ROUTING, MOE_RELATIONS[1], v3.ROUTED_PLUS_SHARED, SHARED_INPUT_RELATION))
+    GROUP_LIMITED_ROUTING, MOE_RELATIONS[1], UNGATED_SHARED_RELATION, SHARED_INPUT_RELATION))
 
 ENVOYS = {hf.DeepseekV2DecoderLayer: MoEBlock, hf.DeepseekV2Attention: LatentAttention, hf.DeepseekV2Moe: LimitedMoE,
           hf.DeepseekV2MLP: MLP}

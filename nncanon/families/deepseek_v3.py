@@ -93,9 +93,6 @@ GroupedMoE = host("GroupedMoE", MoE, values=[
           "The shared expert's output, added ungated", child("shared_experts")),
 ], RELATIONS=(_grouped_routing, MOE_RELATIONS[1], UNGATED_SHARED_RELATION, SHARED_INPUT_RELATION))
 
-#: the ungated shared expert's sum, which DeepSeek-V2's mixture shares
-ROUTED_PLUS_SHARED = _routed_plus_shared
-
 ENVOYS = {hf.DeepseekV3DecoderLayer: MoEBlock, hf.DeepseekV3Attention: LatentAttention, hf.DeepseekV3MoE: GroupedMoE,
           hf.DeepseekV3MLP: MLP}
 ROOT = host("DeepseekV3StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
