@@ -31,10 +31,10 @@ from ..core.layouts import HeadOutputs, Keys, Pattern, Queries, Values
 from ..core.locators import child, op
 from ..core.model import StandardModel
 from ..core.relations import first, pick, relation
-from ..core.values import Value, View
+from ..core.values import Value
 from ..core.views import heads
 from ..parts.attention.alibi import COLUMN_ALIBI_RELATIONS
-from ..parts.attention.method_attention import HEADS_FIRST
+from ..parts.attention.method_attention import HEADS_FIRST, KEYS_TRANSPOSED
 from ..parts.attention.softmax import EAGER, HEAD_RESULTS_RELATION, LINK_RELATIONS, Attention
 from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
@@ -63,10 +63,6 @@ RENAME = {
 
 # -- the attention: scores computed in the forward, ALiBi added --------------------------------------
 
-#: keys arrive at the scores' matmul transposed, [batch, heads, head_dim, seq]: shown [batch, heads, seq, head_dim]
-_TRANSPOSED = View("keys transposed", lambda host, x: x.transpose(-1, -2), lambda host, x, current: x.transpose(-1, -2))
-
-
 @relation("q | k | v == Wqkv(input) (clamped to ±clip_qkv when set), split in three along the features, then into "
           "heads: attention_queries == q, attention_values == v, attention_keys (the call's last seq positions) == k",
           proves="attention_queries attention_values", reads="input attention_queries attention_keys attention_values")
@@ -86,7 +82,7 @@ MptAttention = host("MptAttention", Attention, values=[
     Value("attention_queries", Queries, "The queries entering attention", op("torch_matmul_0", io="input", element=0),
           conditions=(EAGER,)),
     Value("attention_keys", Keys, "The keys entering attention (the cache's and the call's)",
-          op("torch_matmul_0", io="input", element=1), view=_TRANSPOSED, conditions=(EAGER,)),
+          op("torch_matmul_0", io="input", element=1), view=KEYS_TRANSPOSED, conditions=(EAGER,)),
     Value("attention_values", Values, "The values entering attention", op("torch_matmul_1", io="input", element=1),
           conditions=(EAGER,)),
     Value("attention_scores", Pattern, "The attention scores entering the softmax: ALiBi's bias and the mask added",
