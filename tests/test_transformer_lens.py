@@ -26,9 +26,12 @@ CORE = {"layer_input", "layer_mid", "layer_output", "attention_probabilities", "
 #: block's second LayerNorm (mlp_input + mlp_output); layer_mid, the attention's add before its LayerNorm, is the
 #: bridge's ln1.hook_in (measured on the tiny checkpoint, every other core hook agreeing). RoBERTa's adapter is BERT's
 #: block under roberta.*, traced the same: its hook_resid_mid is ln2.hook_in (mlp_input + mlp_output), layer_mid its
-#: ln1.hook_in
+#: ln1.hook_in. GPT-1's (openai_gpt) post-norm block, traced the same way on its tiny checkpoint: the bridge's
+#: hook_resid_mid is mlp.hook_in, ln_1's output (mlp_norm_output), and layer_mid, the attention's add before ln_1, its
+#: ln1.hook_in; its blocks return a list, whose output the bridge does not hook (no hook_resid_post in the cache), and
+#: layer_output, ln_2's output, is its ln2.hook_out
 KNOWN_TO_DIFFER = {("nemotron_h", "attention_probabilities"), ("recurrent_gemma", "layer_mid"), ("bert", "layer_mid"),
-                   ("roberta", "layer_mid")}
+                   ("roberta", "layer_mid"), ("openai_gpt", "layer_mid"), ("openai_gpt", "layer_output")}
 
 
 FAMILIES = sorted(f.family for f in all_families())

@@ -23,7 +23,7 @@ def _first_tensor(args: tuple, kwargs: dict) -> Any:
 
 
 def _out(output: Any) -> Any:
-    return output[0] if isinstance(output, tuple) else output
+    return output[0] if isinstance(output, (tuple, list)) else output  # GPT-1's modules return lists
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -79,10 +79,23 @@ def placements(blocks: list[tuple[Any, Any, Any]], run: Any) -> list[set[str]]:
         for hook in hooks:
             hook.remove()
     found = [_found(seen, mixer, mlp, own) for (_, mixer, mlp), own in zip(blocks, candidates)]
-    for (block, _, _), where in zip(blocks, found):
+    for (block, _, mlp), where, own in zip(blocks, found, candidates):
         if _after_add(seen, block):
             where.add("after-add")
+            if _normed_residual(seen, block, mlp, own):
+                where.discard("pre-mlp")
     return found
+
+
+def _normed_residual(seen: dict, block: Any, mlp: Any, candidates: list) -> bool:
+    """The norm the MLP reads is also the residual its output is added to, and that sum is normed again into the
+    block's output (GPT-1's ln_1, ln_2): a norm after the attention's add, not a pre-norm of the MLP."""
+    mlp_in, mlp_out = seen.get(id(mlp), (None, None))
+    _, out = seen.get(id(block), (None, None))
+    if mlp_in is None or mlp_out is None or out is None or getattr(mlp_in, "shape", None) != getattr(mlp_out, "shape", 0):
+        return False
+    return any(_same(x, mlp_in + mlp_out) and _same(y, out) for m in candidates
+               for x, y in [seen.get(id(m), (None, None))] if x is not None)
 
 
 def _after_add(seen: dict, block: Any) -> bool:

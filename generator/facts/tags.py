@@ -199,7 +199,7 @@ TAGS: dict[str, tuple[str, Check]] = {
     "Tied embeddings": ("tie_word_embeddings", lambda e, q, m: e.on(q, lambda c: c["tie_word_embeddings"])),
     "Learned absolute positions": ("learned positions", lambda e, q, m: "learned positions" in e.traits["block"]),
     "Fused (?:QKV|query_key_value).*": ("a fused qkv projection", lambda e, q, m: {
-        "qkv_proj", "query_key_value", "c_attn"} & set(e.traits.get("fused", ()))),
+        "qkv_proj", "query_key_value", "c_attn", "Wqkv"} & set(e.traits.get("fused", ()))),
     "Fused gate/up projection": ("a fused gate_up_proj", lambda e, q, m: "gate_up_proj" in e.traits.get("fused", ())),
     "Parallel attention and MLP": ("a parallel block", lambda e, q, m: "parallel block" in e.traits["block"]),
     "Parallel attention and state-space mixer": ("attention and mixer added in one relation", lambda e, q, m: re.search(

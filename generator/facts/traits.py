@@ -70,7 +70,7 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     if any(getattr(config, name, None) not in (None, 1, 1.0) for name in
            ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
         found.append("multipliers")
-    fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
+    fused = ("qkv_proj", "query_key_value", "c_attn", "Wqkv", "gate_up_proj")  # Wqkv: MPT's
     mlps = [layer.mlp for layer in layers if hasattr(layer, "mlp")]  # a state-space block (Mamba-2) has none
     if any(hasattr(module, name) for module in (*attentions, *mlps) for name in fused):
         found.append("fused projections")
@@ -165,10 +165,10 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     routers = [getattr(module, name) for block in blocks if (module := _child(block, "mlp")) is not None
                for name in ("gate", "router") if hasattr(module, name)]
     projections = [getattr(attn, name) for attn in attentions
-                   for name in ("q_proj", "qkv_proj", "query_key_value", "c_attn") if hasattr(attn, name)]
+                   for name in ("q_proj", "qkv_proj", "query_key_value", "c_attn", "Wqkv") if hasattr(attn, name)]
     # an encoder's attention holds its projections in its self-attention (BERT's attention.self.query)
     projections += [attn.self.query for attn in attentions if hasattr(getattr(attn, "self", None), "query")]
-    fused = ("qkv_proj", "query_key_value", "c_attn", "gate_up_proj")
+    fused = ("qkv_proj", "query_key_value", "c_attn", "Wqkv", "gate_up_proj")
     mlps = [module for block in blocks if (module := _child(block, "mlp")) is not None]
     return {"mlp": mlp, "norm": kind, "norm_kinds": " / ".join(_in_order(norm_kinds(layer) for layer in layers)),
             "fused": sorted({name for module in (*attentions, *mlps) for name in fused if hasattr(module, name)}),

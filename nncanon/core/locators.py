@@ -229,7 +229,9 @@ class Locator:
         if self.element is None or (self.element == FIRST and not isinstance(raw, tuple)):
             return new
         index = 0 if self.element == FIRST else self.element
-        return (*raw[:index], new, *raw[index + 1:])
+        swapped = (*raw[:index], new, *raw[index + 1:])
+        # a module returning a list (GPT-1's blocks and attention) gets one back: its caller may add lists to it
+        return list(swapped) if isinstance(raw, list) else swapped
 
     def select_holder(self, raw: Any) -> Any:
         return Locator(self.io, element=self.element).select(raw)

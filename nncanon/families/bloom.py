@@ -38,7 +38,7 @@ from ..core.views import heads
 from ..parts.attention.alibi import ALIBI_RELATIONS
 from ..parts.attention.softmax import EAGER, HEAD_RESULTS_RELATION, LINK_RELATIONS, Attention
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, Block, attention_layer_types, text_only
-from ..parts.blocks.ungated import ungated_mlp
+from ..parts.blocks.ungated import residual_adding_mlp
 from ..research.weights import interleaved_qkv
 
 FAMILY = "bloom"
@@ -133,11 +133,7 @@ BloomAttention = host("BloomAttention", Attention, values=[
     RELATIONS=(*ALIBI_RELATIONS, HEAD_RESULTS_RELATION, *LINK_RELATIONS, pick(Attention.RELATIONS, "attention_output == o_proj"),
                _fused_qkv))
 
-BloomMLP = host("BloomMLP", ungated_mlp("dense_h_to_4h"), values=[
-    Value("mlp_output", Residual,
-          "What the MLP adds to the residual stream: dense_4h_to_h's output (the module returns it added to layer_mid)",
-          child("down_proj")),
-])
+BloomMLP = residual_adding_mlp("dense_h_to_4h", "dense_4h_to_h")
 
 ENVOYS = {hf.BloomBlock: Block, hf.BloomAttention: BloomAttention, hf.BloomMLP: BloomMLP}
 # BloomConfig has no num_key_value_heads: StandardModel.num_kv_heads falls back to the heads (each has its own)

@@ -80,7 +80,8 @@ def _fused_qkv(host, r):
     x = first(r["input"]).double()
     fused = x @ module.c_attn.weight.double() + module.c_attn.bias.double()
     split = fused.split(module.split_size, dim=-1)
-    as_heads = [s.unflatten(-1, (-1, module.head_dim)).transpose(1, 2) for s in split]
+    # the text model's heads, not the module's head width: GPT-1's Attention (which shares this) holds none
+    as_heads = [s.unflatten(-1, (host._std_model.num_heads, -1)).transpose(1, 2) for s in split]
     return [(as_heads[0], r["attention_queries"]), (as_heads[1], r["attention_keys"]),
             (as_heads[2], r["attention_values"])]
 

@@ -90,36 +90,59 @@ def _rows(name: str, layout, description: str, locator, **kw) -> Value:
     return Value(name, layout, description, locator, view=TOKENS, **kw)
 
 
-OPTBlock = host("OPTBlock", Block, values=[
-    # the norm's input is also the residual fc2's output is added to: an assignment writes into it, as an edit does
-    _rows("layer_mid", Residual, "The residual stream after the attention add",
-          child("post_attention_layernorm", "input"), assign_in_place=True),
-    _rows("mlp_norm_output", Residual, "The normed stream entering fc1", child("post_attention_layernorm")),
-    _rows("mlp_input", Residual, "What fc1 is called with", child("fc1", "input")),
-    _rows("mlp_activation", Neurons, "The activation function's output, activation_fn(fc1(mlp_input))",
-          child("activation_fn")),
-    _rows("mlp_neurons", Neurons, "What fc2 receives: the activation itself (no gate)", child("fc2", "input")),
-    _rows("mlp_output", Residual, "What the MLP adds to the residual stream: fc2's output", child("fc2")),
-], TRACKS_TOKENS=True, RELATIONS=(pick(BLOCK_RELATIONS, "layer_input + {mixer}"),
-                                  pick(BLOCK_RELATIONS, "attention_norm_output =="), _mlp_add, _mlp_norm, _fc))
+def block_mlp_values(view=TOKENS) -> list[Value]:
+    """The values of an MLP whose fc1, activation_fn and fc2 are the block's own children (OPT's, on token-flattened
+    rows: ``view`` TOKENS; BioGPT's, on ``[batch, seq, ...]``: None)."""
+    def rows(name: str, layout, description: str, locator, **kw) -> Value:
+        return Value(name, layout, description, locator, view=view, **kw)
+
+    return [
+        # the norm's input is also the residual fc2's output is added to: an assignment writes into it, as an edit does
+        rows("layer_mid", Residual, "The residual stream after the attention add",
+             child("post_attention_layernorm", "input"), assign_in_place=True),
+        rows("mlp_norm_output", Residual, "The normed stream entering fc1", child("post_attention_layernorm")),
+        rows("mlp_input", Residual, "What fc1 is called with", child("fc1", "input")),
+        rows("mlp_activation", Neurons, "The activation function's output, activation_fn(fc1(mlp_input))",
+             child("activation_fn")),
+        rows("mlp_neurons", Neurons, "What fc2 receives: the activation itself (no gate)", child("fc2", "input")),
+        rows("mlp_output", Residual, "What the MLP adds to the residual stream: fc2's output", child("fc2")),
+    ]
+
+
+#: the block's relations with the MLP's values on the block
+BLOCK_MLP_RELATIONS = (pick(BLOCK_RELATIONS, "layer_input + {mixer}"), pick(BLOCK_RELATIONS, "attention_norm_output =="),
+                       _mlp_add, _mlp_norm, _fc)
+
+OPTBlock = host("OPTBlock", Block, values=block_mlp_values(), TRACKS_TOKENS=True, RELATIONS=BLOCK_MLP_RELATIONS)
 
 # -- the attention: the queries scaled before the call -------------------------------------------------
 
 
-@relation("attention_queries == q_proj(input) · head_dim^-0.5 in heads (OPT scales the queries; the attention call's "
-          "scaling is 1); attention_keys, attention_values (the call's last seq positions) == k_proj(input), "
-          "v_proj(input) in heads", proves="attention_values", reads="input attention_queries attention_keys attention_values")
-def _projections(host, r):
-    module = host._module
-    x = first(r["input"])
-    seq = x.shape[1]
+def projections(scaled: bool = True):
+    """The q, k, v projections' relation: ``scaled``, OPT's queries multiplied by head_dim^-0.5 before the call (whose
+    scaling is 1); else BioGPT's, the call scaling the scores."""
+    queries = ("attention_queries == q_proj(input) · head_dim^-0.5 in heads (OPT scales the queries; the attention "
+               "call's scaling is 1)" if scaled else "attention_queries == q_proj(input) in heads")
 
-    def in_heads(y):
-        return y.unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
+    @relation(f"{queries}; attention_keys, attention_values (the call's last seq positions) == k_proj(input), "
+              "v_proj(input) in heads", proves="attention_values",
+              reads="input attention_queries attention_keys attention_values")
+    def _projections(host, r):
+        module = host._module
+        x = first(r["input"])
+        seq = x.shape[1]
 
-    return [(in_heads(module.q_proj(x) * module.scaling), r["attention_queries"]),
-            (in_heads(module.k_proj(x)), r["attention_keys"][:, :, -seq:]),
-            (in_heads(module.v_proj(x)), r["attention_values"][:, :, -seq:])]
+        def in_heads(y):
+            return y.unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
+
+        return [(in_heads(module.q_proj(x) * (module.scaling if scaled else 1.0)), r["attention_queries"]),
+                (in_heads(module.k_proj(x)), r["attention_keys"][:, :, -seq:]),
+                (in_heads(module.v_proj(x)), r["attention_values"][:, :, -seq:])]
+
+    return _projections
+
+
+_projections = projections()
 
 
 #: the queries arrive scaled, and the call multiplies the scores by 1

@@ -313,7 +313,9 @@ def _root(host: Any) -> list[Relation]:
     def embed(m, r):
         scale = getattr(m.embed_tokens._module, "embed_scale", None)
         rows_ = m.W_E[r["input_ids"]]
-        return [(rows_ if scale is None else rows_ * scale.to(rows_.dtype), r["token_embeddings"])]
+        if isinstance(scale, torch.Tensor):  # Gemma's, a buffer; BioGPT's a float
+            scale = scale.to(rows_.dtype)
+        return [(rows_ if scale is None else rows_ * scale, r["token_embeddings"])]
 
     return [Relation("lm_head_output == final_norm_output · W_U + b_U", (), ("final_norm_output", "lm_head_output"),
                      head, SUBBLOCK),

@@ -20,6 +20,11 @@ from .softmax import EAGER, Attention
 #: [batch, heads, seq, head_dim] as [batch, seq, heads, head_dim]: a transpose is a view, so in-place edits land
 HEADS_FIRST = View("heads-first", lambda host, x: x.transpose(1, 2), lambda host, x, current: x.transpose(1, 2))
 
+#: keys that arrive transposed, [batch, heads, head_dim, seq] (GPT-1's split_heads(k=True), MPT's kᵀ in its matmul),
+#: shown [batch, heads, seq, head_dim]: a transpose is a view, so in-place edits land
+KEYS_TRANSPOSED = View("keys transposed", lambda host, x: x.transpose(-1, -2),
+                       lambda host, x, current: x.transpose(-1, -2))
+
 _ATTN = "self__attn_0"
 
 

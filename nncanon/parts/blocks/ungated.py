@@ -8,7 +8,10 @@ mounted as ``down_proj`` and ``act_fn`` (RENAME).
 from __future__ import annotations
 
 from ...core.hosts import host
+from ...core.layouts import Residual
+from ...core.locators import child
 from ...core.relations import first, pick, relation, rows
+from ...core.values import Value
 from .mlp import MLP, MLP_RELATIONS
 
 
@@ -22,6 +25,17 @@ def ungated_mlp(up: str):
         return [(activation, rows(r["mlp_activation"])), (rows(r["mlp_activation"]), rows(r["mlp_neurons"]))]
 
     return host("UngatedMLP", MLP, RELATIONS=(pick(MLP_RELATIONS, "mlp_output == down_proj"), _up))
+
+
+def residual_adding_mlp(up: str, down: str):
+    """The MLP host of a module that returns its output already added to ``layer_mid`` (BLOOM's, MPT's): what it
+    adds, ``mlp_output``, is read at the down projection (``down``, its native name, mounted as ``down_proj``), so
+    the block's ``layer_mid + mlp_output == layer_output`` holds as on every other family."""
+    return host("ResidualAddingMLP", ungated_mlp(up), values=[
+        Value("mlp_output", Residual,
+              f"What the MLP adds to the residual stream: {down}'s output (the module returns it added to layer_mid)",
+              child("down_proj")),
+    ])
 
 
 def n_inner_sizes(model) -> dict[str, int]:

@@ -25,7 +25,6 @@ from ..blocks.norms import formula, layer_norm
 
 _FORM = formula("· weight + bias")
 _MID = ("layer_input", "self_attn.attention_output", "layer_mid")
-_MLP = ("mlp_input", "mlp_output", "layer_output")
 
 
 @relation("layer_input + self_attn.attention_output == layer_mid: the attention's add, before its norm",
@@ -41,15 +40,26 @@ def _attention_reads_the_stream(host, r):
     return [(first(r["self_attn.input"]), r["layer_input"])]
 
 
-@relation(f"mlp_input == mlp_norm_output == layernorm(layer_mid); layer_output == layernorm(mlp_input + "
-          f"mlp_output): post-norm, each LayerNorm after its add, layernorm(x) = {_FORM}",
-          proves="mlp_norm_output mlp_input layer_output mlp_output",
-          reads="layer_mid mlp_norm_output mlp_input mlp_output layer_output", adds=_MLP)
-def _post_norms(host, r):
-    module = host._module
-    return [(layer_norm(module.attention.output.LayerNorm, r["layer_mid"]), r["mlp_norm_output"]),
-            (r["mlp_norm_output"], r["mlp_input"]),
-            (layer_norm(module.output.LayerNorm, r["mlp_input"] + r["mlp_output"]), r["layer_output"])]
+def post_norms(first, second, mlp_output: str = "mlp_output"):
+    """The relation of the two LayerNorms after the adds: ``first(module)`` norms layer_mid, ``second(module)`` the MLP's
+    add (``mlp_output``: the value the MLP adds, the block's own or ``mlp.mlp_output`` where the MLP is a module of its
+    own, as GPT-1's)."""
+
+    @relation(f"mlp_input == mlp_norm_output == layernorm(layer_mid); layer_output == layernorm(mlp_input + "
+              f"{mlp_output}): post-norm, each LayerNorm after its add, layernorm(x) = {_FORM}",
+              proves=f"mlp_norm_output mlp_input layer_output {mlp_output}",
+              reads=f"layer_mid mlp_norm_output mlp_input {mlp_output} layer_output",
+              adds=("mlp_input", mlp_output, "layer_output"))
+    def _post_norms(host, r):
+        module = host._module
+        return [(layer_norm(first(module), r["layer_mid"]), r["mlp_norm_output"]),
+                (r["mlp_norm_output"], r["mlp_input"]),
+                (layer_norm(second(module), r["mlp_input"] + r[mlp_output]), r["layer_output"])]
+
+    return _post_norms
+
+
+_post_norms = post_norms(lambda module: module.attention.output.LayerNorm, lambda module: module.output.LayerNorm)
 
 
 @relation("mlp_activation == act(intermediate.dense(mlp_input)); mlp_neurons == mlp_activation (no gate); "
@@ -63,6 +73,8 @@ def _mlp(host, r):
 
 
 POST_NORM_RELATIONS = (_attention_add, _attention_reads_the_stream, _post_norms, _mlp)
+#: the attention's add and its reading the stream itself: every post-norm block's, whatever its norms are called
+ATTENTION_RELATIONS = (_attention_add, _attention_reads_the_stream)
 
 PostNormBlock = host("PostNormBlock", values=[
     Value("layer_input", Residual, "The residual stream entering the block (a LayerNorm's output)", own("input")),
