@@ -38,6 +38,7 @@ from ..parts.encoders.seq2seq import (
     DecoderStack,
     EncoderBlock,
     EncoderStack,
+    add_final_logits_bias,
     seq2seq_rename,
     seq2seq_root,
 )
@@ -65,6 +66,7 @@ def layer_types(model: StandardModel) -> list[str]:
     return ["encoder_block"] * config.encoder_layers + ["decoder_block"] * config.decoder_layers
 
 prepare = nothing_to_prepare
+past_the_head = add_final_logits_bias  # the lens adds final_logits_bias, as the model does
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:

@@ -238,7 +238,20 @@ def _encoder_to_decoder(host, r):
     return [(r["encoder.stack_output"], states) for states in r["decoder.layers[*].cross_attn.encoder_states"]]
 
 
-SEQ2SEQ_ROOT_RELATIONS = (_ids, _right_padding, _shifted, _encoder_to_decoder, _tied_head, _logits_bias)
+def add_final_logits_bias(model: Any, logits: Any) -> Any:
+    """The lens's step past the head (a family's ``past_the_head``): the model adds final_logits_bias to lm_head's
+    logits."""
+    return logits + model._module.final_logits_bias
+
+
+@relation("unembed(decoder.stack_output) == logits: the lens (model.unembed) applies the tied head and "
+          "final_logits_bias (no final norm: the decoder's blocks are post-norm)", proves="",
+          reads="decoder.stack_output logits")
+def _lens(host, r):
+    return [(host.unembed(r["decoder.stack_output"]), r["logits"])]
+
+
+SEQ2SEQ_ROOT_RELATIONS = (_ids, _right_padding, _shifted, _encoder_to_decoder, _tied_head, _logits_bias, _lens)
 
 SEQ2SEQ_ROOT_VALUES = [
     Value("logits", Logits, "The logits the model returns: the decoder's scores at every target position",
