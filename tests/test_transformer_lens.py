@@ -63,5 +63,8 @@ def test_transformer_lens_hooks_hold_the_same_tensors(family, checked):
     assert must, found
     wrong = {key: entry for key, entry in must.items() if not entry["agreed"]}
     assert not wrong, f"{family}: {wrong}"
-    hooks = {key.split("::")[1]: entry["hook"] for key, entry in found.items()}
-    assert hooks["layer_input"] == "blocks.{i}.hook_resid_pre" and hooks["logits"] == "logits"
+    # each stack's first block input (an encoder-decoder's two: encoder_blocks, decoder_blocks), and the logits
+    hooks = {key: entry["hook"] for key, entry in found.items()}
+    inputs = [hook for key, hook in hooks.items() if key.endswith("::layer_input")]
+    assert inputs and all(hook.endswith("blocks.{i}.hook_resid_pre") for hook in inputs), inputs
+    assert hooks["model::logits"] == "logits"

@@ -16,7 +16,9 @@ The graph, per load, on the tiny model (concrete paths, every block):
   called with" reads ``self_attn.input``); ``layers[*].x`` pairs block by block, ``layers[i+1]`` one block on;
   only relations whose terms this load serves (a skipped relation proves nothing here);
 - direction: each edge runs from the value the forward produced first (``nncanon.guards.order``, measured): blocks in
-  order, the root's values before or after the blocks as the forward produced them. A module call's input sits
+  order, the root's values before or after the blocks as the forward produced them; an encoder-decoder's two stacks
+  (its family's ``STACKS``) in the order the forward ran them, each stack's own host (``model.encoder``: its
+  embeddings, what it returns) before or after that stack's blocks. A module call's input sits
   just before its host's first value, its output just after its last; a node whose place is not measured (a norm
   module's input, the vision tower's values under a text prompt) joins both ways.
 
@@ -168,9 +170,13 @@ def graph(model: Any, held: Callable[[str], bool] | None = None, fallback: Calla
     g = Graph()
     hosts = envoys(model)
     measured: dict[str, tuple] = {}
+    # an encoder-decoder's stacks (the family's STACKS) ordered as the forward ran them; any other model's blocks are
+    # one stack, whatever their paths (a vision tower's blocks are placed by their index, as the text blocks are)
+    stacks = _stacks(hosts) if getattr(model.family_module, "STACKS", None) else set()
     for envoy in hosts:
         path = _path(envoy)
         block = index(path) if path != "model" else None
+        stage = _in_stack(stacks, path, block)
         for value in type(envoy).values():
             if unavailable(model, envoy, value.name) is not None:
                 continue
@@ -180,11 +186,21 @@ def graph(model: Any, held: Callable[[str], bool] | None = None, fallback: Calla
             if not math.isfinite(at) and fallback is not None:
                 at = fallback(pattern(path), value.name, block)
             if math.isfinite(at):
-                measured[row] = (block, at)
+                measured[row] = (stage, at)
+    # the stacks in the order the forward ran them (an encoder's before its decoder's), each one's blocks in order
+    rank = {"": 0} if not stacks else {stack: i for i, stack in enumerate(sorted(
+        stacks, key=lambda s: min((at for (st, at) in measured.values() if st is not None and st[0] == s),
+                                  default=math.inf)))}
     # the root's values before the first block's are its inputs, after it its outputs
-    first = min((at for (block, at) in measured.values() if block is not None), default=math.inf)
-    for row, (block, at) in measured.items():
-        g.place[row] = (0, block, at) if block is not None else (_BEFORE if at < first else _AFTER, 0, at)
+    first = min((at for (stage, at) in measured.values() if stage is not None), default=math.inf)
+    # a stack's own host: its embeddings before its first block, what it returns after its last
+    starts = {stack: min((at for (st, at) in measured.values() if st is not None and st[0] == stack and st[1] >= 0),
+                         default=math.inf) for stack in stacks}
+    measured = {row: ((st[0], math.inf if st[1] == -1 and at > starts[st[0]] else st[1]), at) if st is not None
+                else (st, at) for row, (st, at) in measured.items()}
+    for row, (stage, at) in measured.items():
+        g.place[row] = (0, (rank[stage[0]], stage[1]), at) if stage is not None else \
+            (_BEFORE if at < first else _AFTER, (0, 0), at)
     # values read at one point, views of one tensor (the keys and their rotary columns), were produced at once: a
     # relation between them runs both ways
     for envoy in hosts:
@@ -234,9 +250,24 @@ def graph(model: Any, held: Callable[[str], bool] | None = None, fallback: Calla
     return g
 
 
+def _stacks(hosts: list) -> set[str]:
+    """The stacks of blocks, by the path before their ``layers[n]`` (``model.`` for a decoder-only model's one;
+    ``model.encoder.`` and ``model.decoder.`` for an encoder-decoder's two)."""
+    return {found.group(1) for envoy in hosts if (found := re.match(r"(.*?)layers\[\d+\]", _path(envoy)))}
+
+
+def _in_stack(stacks: set[str], path: str, block: int | None) -> tuple[str, int] | None:
+    """(stack, block) of a host: a block's, or -1 for a host that holds a stack of its own (``model.encoder``: its
+    embeddings run before its first block); None for the root, whose values are the inputs and the outputs."""
+    if block is not None:
+        return (re.match(r"(.*?)layers\[\d+\]", path).group(1) if stacks else ""), block
+    own = f"{path}."
+    return (own, -1) if path != "model" and own in stacks else None
+
+
 def _block_order(g: Graph, row: str) -> tuple:
     place = g.place.get(row)
-    return place if place is not None else (math.inf, 0, math.inf)
+    return place if place is not None else (math.inf, (0, 0), math.inf)
 
 
 def gap(g: Graph) -> tuple[str, str] | None:

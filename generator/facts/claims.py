@@ -115,7 +115,14 @@ def block_of_kind(model: Any, family_module: Any, kind: str) -> str:
     types = family_module.layer_types(model)
     if kind not in types:
         raise LookupError(f"no {kind} block on this model (kinds: {sorted(set(types))})")
-    return f"layers.{types.index(kind)}"
+    found = types.index(kind)
+    # an encoder-decoder's kinds run over its stacks' blocks in turn (STACKS: the encoder's, then the decoder's)
+    for stack in getattr(family_module, "STACKS", ()):
+        count = len(model.get(stack).layers)
+        if found < count:
+            return f"{stack}.layers.{found}"
+        found -= count
+    return f"layers.{found}"
 
 
 def resolve_term(term: str, block: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,22 +93,23 @@ def stack(family: Family, family_module: Any, printout_model: Any, models: Model
         identity = next((i for i in identities if i["kind"] == kind), None)
         block = block_of_kind(tiny, family_module, kind)
         index = int(block.rsplit(".", 1)[-1])
+        standard = re.sub(r"layers\.\d+$", "layers[i]", block)  # layers[i], or a stack's: encoder.layers[i]
         try:  # the mixer is printed on the page and the index's facets: it must be a module of the block
             tiny.get(f"{block}.{spec['mixer']}")
         except AttributeError:
             raise ClaimError(family.family, f"page.block_kinds.{kind}.mixer", f"{spec['mixer']!r} is not a module of "
                                                                                 f"{block}; name its mixer, e.g. self_attn") from None
         # the residual adds the diagram draws: the block relations that state one, on a block of this kind
-        mine = on_block(relations, "model.layers[i]", index)
-        adds = flow([r["adds"] for r in mine if r["host"] == "model.layers[i]" and r["adds"]])
+        mine = on_block(relations, f"model.{standard}", index)
+        adds = flow([r["adds"] for r in mine if r["host"] == f"model.{standard}" and r["adds"]])
         block_kinds.append({
             "kind": kind, "label": spec["label"], "mixer": spec["mixer"], "adds": adds,
             "relations": [{"text": r["text"], "host": r["host"], "error": _worst(r["errors"])}
                           for r in mine],
             "identity": identity["expr"] if identity else None,
             "identity_error": identity["error"] if identity else None,
-            "parts": parts(family, tiny, block, "layers[i]", spec.get("parts", []), f"page.block_kinds.{kind}"),
-            **produced(models, index, family_module),
+            "parts": parts(family, tiny, block, standard, spec.get("parts", []), f"page.block_kinds.{kind}"),
+            **produced(models, index, family_module, f"model.{standard}"),
         })
     return {
         "checkpoint": family.printout_checkpoint, "num_layers": len(blocks),
@@ -135,7 +137,7 @@ def marked_blocks(family_module: Any, full: Any) -> list[dict]:
              "blocks": list(range(deepstack_blocks(full)))}]
 
 
-def produced(models: Models, index: int, family_module: Any = None) -> dict:
+def produced(models: Models, index: int, family_module: Any = None, standard: str = "model.layers[i]") -> dict:
     """The order one forward produces every value of block ``index``'s hosts in (``host.name``), under the
     load that produces the most of them, and which of them feed which (``generator/facts/dataflow.py``): the
     diagram draws both and the build checks its arrows against the order."""
@@ -163,8 +165,9 @@ def produced(models: Models, index: int, family_module: Any = None) -> dict:
                 sequence = called_block_sequence(model, index, args, kwargs)
             if len(sequence) > len(best[0]):
                 best = (sequence, load.label, model)
-    rows = [f"{host}.{name}" for host, name in best[0]]
-    edges = dataflow(best[2], f"model.layers[{index}]", rows) if best[2] is not None else []
+    # an encoder-decoder's blocks at one index are measured in one forward: this stack's (``standard``) alone
+    rows = [f"{host}.{name}" for host, name in best[0] if host.startswith(standard)]
+    edges = dataflow(best[2], standard.replace("[i]", f"[{index}]"), rows) if best[2] is not None else []
     return {"sequence": rows, "sequence_load": best[1], "dataflow": edges}
 
 

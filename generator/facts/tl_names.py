@@ -67,14 +67,33 @@ def _ours(family: Family) -> dict:
     block = {key: None if key[0] == "model" else BLOCK if BLOCK in serving[key] else min(serving[key])
              for key in mapped}
     ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
-    ours = {}
+    ours = _stacks(model, [key for key in mapped if key[0].startswith("model.")
+                           and not key[0].startswith("model.layers[i]")], block, ids)
     for at in sorted({b for b in block.values() if b is not None}) or [0]:  # a cache reads its names on its blocks
-        wanted = [(key, short) for key, short in zip(mapped, names) if block[key] in (at, None)]
+        wanted = [(key, short) for key, short in zip(mapped, names) if block[key] in (at, None) and key not in ours]
         cache = model.cache([short for _, short in wanted], ids, blocks=[at])
         for key, short in wanted:
             ours[key] = cache[short if key[0] == "model" else f"layers.{at}.{short}"]
     return {"directory": directory, "tokenizer": model.tokenizer, "ids": ids, "mapped": mapped, "block": block,
             "ours": ours}
+
+
+def _stacks(model: Any, keys: list, block: dict, ids: Any) -> dict:
+    """The values on an encoder-decoder's stacks (``model.encoder.layers[i]``), which ``model.cache`` (one stack of
+    ``layers``) does not name: one forward, one invoke per read, so the reads need no order among them."""
+    import torch
+
+    ours: dict = {}
+    if not keys:
+        return ours
+    with torch.no_grad(), model.trace() as tracer:
+        with tracer.invoke(ids):
+            pass
+        for host, name in keys:
+            path = host[len("model."):].replace("[i]", f".{block[(host, name)]}")
+            with tracer.invoke():
+                ours[(host, name)] = getattr(model.get(path), name).save()
+    return ours
 
 
 def _theirs(family: str, read: dict) -> dict[str, dict]:

@@ -326,6 +326,14 @@ class StandardModel(Host, TransformersModel):
     def num_layers(self) -> int:
         return self.text_config.num_hidden_layers
 
+    def blocks(self) -> list[Host]:
+        """Every block of every stack, in the forward's order: ``layers``, or an encoder-decoder's encoder blocks
+        then its decoder blocks (the family's ``STACKS``, the paths of the hosts holding them)."""
+        stacks = getattr(self.family_module, "STACKS", None)
+        if not stacks:
+            return [self.layers[i] for i in range(len(self.layers))]
+        return [stack.layers[i] for stack in (self.get(path) for path in stacks) for i in range(len(stack.layers))]
+
     @property
     def hidden_size(self) -> int:
         return self.text_config.hidden_size

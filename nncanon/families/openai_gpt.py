@@ -79,7 +79,7 @@ OpenAIGPTBlock = host("OpenAIGPTBlock", Block, values=[
     # the block returns a list, [h]: its element 0 (an edit hands the model a tuple, which it indexes alike)
     Value("layer_output", Residual, "The residual stream leaving the block: ln_2(mlp_input + mlp.mlp_output)",
           own("output", element=0)),
-], RELATIONS=(*post_norm.ATTENTION_RELATIONS,
+], RELATIONS=(*post_norm.STREAM_RELATIONS,
               post_norm.post_norms(lambda module: module.ln_1, lambda module: module.ln_2, "mlp.mlp_output")))
 
 # -- the attention: c_attn fused, the pattern in _attn ----------------------------------------------------

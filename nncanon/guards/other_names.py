@@ -29,6 +29,25 @@ TRANSFORMER_LENS: dict[tuple[str, str], tuple[str, str | None]] = {
     ("model.layers[i].self_attn", "attention_output"): ("blocks.{i}.hook_attn_out", None),
     ("model.layers[i].mlp", "mlp_neurons"): ("blocks.{i}.mlp.hook_post", None),
     ("model.layers[i].mlp", "mlp_output"): ("blocks.{i}.hook_mlp_out", None),
+    # an encoder-decoder's two stacks (TransformerBridge's BART adapter: encoder_blocks, decoder_blocks); the decoder's
+    # hook_resid_mid is ln2's input, after the cross-attention's add
+    ("model.encoder.layers[i]", "layer_input"): ("encoder_blocks.{i}.hook_resid_pre", None),
+    ("model.encoder.layers[i]", "layer_output"): ("encoder_blocks.{i}.hook_resid_post", None),
+    ("model.encoder.layers[i]", "mlp_neurons"): ("encoder_blocks.{i}.mlp.hook_post", None),
+    ("model.encoder.layers[i]", "mlp_output"): ("encoder_blocks.{i}.hook_mlp_out", None),
+    ("model.encoder.layers[i].self_attn", "attention_probabilities"): ("encoder_blocks.{i}.attn.hook_pattern", None),
+    ("model.encoder.layers[i].self_attn", "attention_output"): ("encoder_blocks.{i}.hook_attn_out", None),
+    ("model.decoder.layers[i]", "layer_input"): ("decoder_blocks.{i}.hook_resid_pre", None),
+    ("model.decoder.layers[i]", "cross_attention_mid"): ("decoder_blocks.{i}.hook_resid_mid", None),
+    ("model.decoder.layers[i]", "layer_output"): ("decoder_blocks.{i}.hook_resid_post", None),
+    ("model.decoder.layers[i]", "mlp_neurons"): ("decoder_blocks.{i}.mlp.hook_post", None),
+    ("model.decoder.layers[i]", "mlp_output"): ("decoder_blocks.{i}.hook_mlp_out", None),
+    ("model.decoder.layers[i].self_attn", "attention_probabilities"): ("decoder_blocks.{i}.self_attn.hook_pattern",
+                                                                       None),
+    ("model.decoder.layers[i].self_attn", "attention_output"): ("decoder_blocks.{i}.hook_attn_out", None),
+    ("model.decoder.layers[i].cross_attn", "attention_probabilities"): ("decoder_blocks.{i}.cross_attn.hook_pattern",
+                                                                        None),
+    ("model.decoder.layers[i].cross_attn", "attention_output"): ("decoder_blocks.{i}.cross_attn.hook_out", None),
 }
 
 #: TransformerLens hooks the build does not compare (the bridge computes them only when asked) -> the standard path

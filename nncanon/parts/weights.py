@@ -130,8 +130,16 @@ def _attention(host: Any) -> list[Relation]:
     def spread(kv, heads):  # [..., kv_heads, head_dim] -> [..., heads, head_dim], each group's head repeated
         return kv.repeat_interleave(heads // kv.shape[-2], dim=-2) if broadcast else kv
 
+    # a cross-attention's keys and values are made of other states than its input (an encoder's output: KV_INPUT)
+    kv_input = getattr(type(host), "KV_INPUT", None)
+    kv_text = kv_input or "attention input"
+    kv_reads = (kv_input,) if kv_input else ()
+
+    def kv_of(r):
+        return r[kv_input] if kv_input else first(r["input"])
+
     def values(h, r):
-        x = first(r["input"])
+        x = kv_of(r)
         read = r["attention_values"]
         predicted = _clip(h, _project(x, h.W_V, h.b_V))
         predicted = predicted if v_norm is None else v_norm(predicted.float()).double()
@@ -140,10 +148,10 @@ def _attention(host: Any) -> list[Relation]:
 
     each = ", each repeated for its group's query heads as the forward broadcasts it" if broadcast else ""
     v_norm = getattr(host._module, "v_norm", None)  # Gemma 4's weightless RMS norm of each value head
-    v = f"attention input · W_V + b_V{clip}"
+    v = f"{kv_text} · W_V + b_V{clip}"
     if own_kv:
         out.append(Relation(f"attention_values == {f'v_norm({v})' if v_norm is not None else v}, per key/value head"
-                            f"{each} (every position)", (), ("input", "attention_values"), values, SUBBLOCK))
+                            f"{each} (every position)", (), ("input", *kv_reads, "attention_values"), values, SUBBLOCK))
     normed = _has_qk_norm(host)
     scale = _key_scale(host)
     query_scale = _layout(host).query_scale
@@ -155,7 +163,7 @@ def _attention(host: Any) -> list[Relation]:
         x, keep = first(r["input"]), r["model.attention_mask"][:, 0].bool()
         queries = _clip(h, _project(x[keep, 0], h.W_Q, h.b_Q))
         # a KV-shared block's keys are not its own: a stand-in carried through and not compared
-        keys = spread(_clip(h, _project(x[keep, 0], h.W_K, h.b_K)), r["attention_keys"].shape[1]) if own_kv \
+        keys = spread(_clip(h, _project(kv_of(r)[keep, 0], h.W_K, h.b_K)), r["attention_keys"].shape[1]) if own_kv \
             else queries
         if normed:
             queries = _normed(h, "q", queries).double()
@@ -175,7 +183,7 @@ def _attention(host: Any) -> list[Relation]:
         return pairs + [(keys, r["attention_keys"][keep][:, :, 0])] if own_kv else pairs
 
     q = "attention input · W_Q + b_Q" + clip
-    k = "attention input · W_K + b_K" + clip + each
+    k = f"{kv_text} · W_K + b_K" + clip + each
     if normed:
         q, k = f"q_norm({q})", f"k_norm({k})"
     if query_scale:
@@ -189,7 +197,7 @@ def _attention(host: Any) -> list[Relation]:
     where = ("at position 0 (where rotary, if any, turns nothing: it scales by cos(0), its attention_scaling)"
              if first_position is None else f"at each row's first token, turned by the cos and sin the attention is "
                                             f"called with there ({first_position})")
-    out.append(Relation(f"{what}, {where}", (), ("model.attention_mask", "input", "inputs", "attention_queries",
+    out.append(Relation(f"{what}, {where}", (), ("model.attention_mask", "input", "inputs", *kv_reads, "attention_queries",
                                                  *(("attention_keys",) if own_kv else ())), at_zero, SUBBLOCK))
     return out
 

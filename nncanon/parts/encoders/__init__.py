@@ -1,2 +1,2 @@
-"""Encoders and encoder-decoder stacks: the place for their parts (bidirectional blocks, cross-attention from a
-decoder to an encoder's output). None yet."""
+"""Encoders and encoder-decoder stacks: bidirectional blocks (BERT's and its descendants'), and two stacks under
+one model (BART's: an encoder, and a decoder that cross-attends to the encoder's output)."""

@@ -92,8 +92,10 @@ def _head_results(host, r):
     return [(results.double().sum(-2) + host._module.output.dense.bias.double(), r["attention_output"])]
 
 
+#: the pattern under the padding mask alone, on any softmax attention with this host's ``MASK`` (BART's encoder too)
+BIDIRECTIONAL_PATTERN = (_attention, _pattern, _both_directions)
 #: the proof chain's links are softmax's: the read pattern mixes the values, the heads go side by side into output.dense
-ENCODER_ATTENTION_RELATIONS = (_attention, _pattern, _both_directions, _projections, _head_results, *LINK_RELATIONS,
+ENCODER_ATTENTION_RELATIONS = (*BIDIRECTIONAL_PATTERN, _projections, _head_results, *LINK_RELATIONS,
                                _output_projection)
 
 

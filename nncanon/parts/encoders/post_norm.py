@@ -72,9 +72,10 @@ def _mlp(host, r):
             (r["mlp_activation"], r["mlp_neurons"]), (module.output.dense(r["mlp_neurons"]), r["mlp_output"])]
 
 
-POST_NORM_RELATIONS = (_attention_add, _attention_reads_the_stream, _post_norms, _mlp)
-#: the attention's add and its reading the stream itself: every post-norm block's, whatever its norms are called
-ATTENTION_RELATIONS = (_attention_add, _attention_reads_the_stream)
+#: the attention's add and its unnormed input: every post-norm block's, whatever its norms are called (GPT-1's,
+#: BART's stacks too)
+STREAM_RELATIONS = (_attention_add, _attention_reads_the_stream)
+POST_NORM_RELATIONS = (*STREAM_RELATIONS, _post_norms, _mlp)
 
 PostNormBlock = host("PostNormBlock", values=[
     Value("layer_input", Residual, "The residual stream entering the block (a LayerNorm's output)", own("input")),
