@@ -318,17 +318,9 @@ KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
         ('model.layers[i].attention_norm_output',
          'model.layers[i].mamba.attention_output'),
     },
-    'falcon_mamba': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mixer.gated_output'),
-    },
     'granitemoehybrid': {
         ('model.layers[i].attention_norm_output',
          'model.layers[i].mamba.gated_norm_output'),
-    },
-    'jamba': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mamba.gated_output'),
     },
     'lfm2': {
         ('model.layers[i].conv.conv_states',
@@ -337,10 +329,6 @@ KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
     'lfm2_moe': {
         ('model.layers[i].conv.conv_states',
          'model.layers[i].conv.attention_output'),
-    },
-    'mamba': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mixer.gated_output'),
     },
     'mamba2': {
         ('model.layers[i].attention_norm_output',

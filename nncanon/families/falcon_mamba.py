@@ -29,7 +29,7 @@ KERNEL_LIBRARY = "mamba_ssm"
 
 #: Mamba-1's mixer whose scan inputs carry the B, C and dt norms
 NormedSelectiveScan = host("NormedSelectiveScan", SelectiveScan, KIND="Falcon-Mamba mixer",
-                           RELATIONS=(selective_scan.inputs_relation(True), *selective_scan.RELATIONS))
+                           RELATIONS=selective_scan.relations(True))
 
 ENVOYS = {hf.FalconMambaBlock: MambaBlock, hf.FalconMambaMixer: NormedSelectiveScan}
 ROOT = host("FalconMambaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,

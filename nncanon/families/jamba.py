@@ -54,7 +54,7 @@ NoPositionAttention = host("NoPositionAttention", Attention, RELATIONS=(*ATTENTI
 Mixture = host("Mixture", MoE, RELATIONS=(routing(False), *MOE_RELATIONS[1:]))
 #: Mamba-1's mixer at model.layers[i].mamba, its dt, B and C through RMSNorms with a gain
 JambaMamba = host("JambaMamba", SelectiveScan, HOST="model.layers[i].mamba", KIND="Mamba-1 mixer (Jamba)",
-                  RELATIONS=(selective_scan.inputs_relation(True, gain=True), *selective_scan.RELATIONS))
+                  RELATIONS=selective_scan.relations(True, gain=True))
 
 ENVOYS = {hf.JambaAttentionDecoderLayer: JambaBlock, hf.JambaMambaDecoderLayer: JambaBlock,
           hf.JambaAttention: NoPositionAttention, hf.JambaMambaMixer: JambaMamba, hf.JambaMLP: MLP,

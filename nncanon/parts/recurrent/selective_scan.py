@@ -35,7 +35,7 @@ from ...core import kernels
 from ...core.hosts import host
 from ...core.layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
 from ...core.locators import Tap, child, own
-from ...core.precision import SUBBLOCK
+from ...core.precision import RECURRENCE, SUBBLOCK
 from ...core.relations import relation
 from ...core.values import Condition, Value, View
 from . import conv, ssd
@@ -236,6 +236,23 @@ def _normed(module, name, x, gain: bool):
     return norm.weight * rms(x, eps) if gain else rms(x, eps)
 
 
+def _scan_terms(host, inputs, normed: bool, gain: bool):
+    """(x after the conv [b, s, channels], dt before its bias, B, C [b, s, state_size]) by the mixer's own
+    in_proj, conv1d, x_proj, norms (``normed``, ``gain``: `inputs_relation`'s) and dt_proj on its masked input."""
+    module, mask = host._module, inputs[1].get("attention_mask")
+    xs, _ = _projected(host, inputs)
+    xs = module.act(module.conv1d(xs)[..., :xs.shape[-1]]).transpose(1, 2)
+    if mask is not None:
+        xs = xs * mask[:, :, None].to(xs.dtype)
+    dt, B, C = module.x_proj(xs).split([module.time_step_rank, module.ssm_state_size, module.ssm_state_size], -1)
+    if normed:
+        dt, B, C = (_normed(module, name, t, gain) for name, t in (("dt_layernorm", dt), ("b_layernorm", B),
+                                                             ("c_layernorm", C)))
+    # dt_proj's product as transformers forms it (weight @ dt_inᵀ), not dt_in @ weightᵀ: the two reduce in
+    # an order each CPU's kernels pick by shape, and "0" on the page must hold on every CPU
+    return xs, (module.dt_proj.weight @ dt.transpose(1, 2)).transpose(1, 2), B, C
+
+
 def inputs_relation(normed: bool, gain: bool = False):
     """The relation tying the scan's inputs to the mixer's own projections; ``normed``: RMSNorms on dt, B and C after
     x_proj (Falcon-Mamba's with no weight, eps mixer_rms_eps; with ``gain``, Jamba's, a learned weight, eps
@@ -253,27 +270,43 @@ def inputs_relation(normed: bool, gain: bool = False):
               reads="inputs attention_values attention_keys attention_queries time_steps decay_rates decays",
               tolerance=SUBBLOCK)
     def _inputs(host, r):
-        module, kwargs = host._module, r["inputs"][1]
-        mask = kwargs.get("attention_mask")
-        xs, _ = _projected(host, r["inputs"])
-        seq = xs.shape[-1]
-        xs = module.act(module.conv1d(xs)[..., :seq]).transpose(1, 2)
-        if mask is not None:
-            xs = xs * mask[:, :, None].to(xs.dtype)
-        dt, B, C = module.x_proj(xs).split([module.time_step_rank, module.ssm_state_size, module.ssm_state_size], -1)
-        if normed:
-            dt, B, C = (_normed(module, name, t, gain) for name, t in (("dt_layernorm", dt), ("b_layernorm", B),
-                                                                 ("c_layernorm", C)))
-        # dt_proj's product as transformers forms it (weight @ dt_inᵀ), not dt_in @ weightᵀ: the two reduce in
-        # an order each CPU's kernels pick by shape, and "0" on the page must hold on every CPU
-        raw = (module.dt_proj.weight @ dt.transpose(1, 2)).transpose(1, 2)
-        steps = F.softplus(raw.float() + module.dt_proj.bias.float())
-        rates = -torch.exp(module.A_log.float())
+        xs, raw, B, C = _scan_terms(host, r["inputs"], normed, gain)
+        steps = F.softplus(raw.float() + host._module.dt_proj.bias.float())
+        rates = -torch.exp(host._module.A_log.float())
         return [(xs[..., None], r["attention_values"]), (B[:, :, None], r["attention_keys"]),
                 (C[:, :, None], r["attention_queries"]), (steps, r["time_steps"]), (rates, r["decay_rates"]),
                 (steps[..., None] * r["decay_rates"], r["decays"])]
 
     return _inputs
+
+
+def mixer_relation(normed: bool, gain: bool = False):
+    """The whole mixer from values outside the kernel, on a call that starts a prompt: what holds whichever kernel
+    runs, transformers' scan or mamba_ssm's fused one (whose load serves no kernel value); ``normed``, ``gain``:
+    `inputs_relation`'s."""
+    dt_in = "norm(dt_in)" if normed else "dt_in"
+    text = (f"gated_output == silu(z) · the recurrence from zeros (state = state · exp(dt · A) + dt · x · B, y = "
+            f"state · C + D · x) over x = act(conv1d(in_proj(input)'s x)) on the real tokens, (dt_in, B, C) = "
+            f"x_proj(x){' each normed' if normed else ''}, dt = softplus(dt_proj.weight · {dt_in} + dt_proj.bias), A "
+            f"= -exp(A_log), z = in_proj(input)'s gate, on a call that starts a prompt (no conv state handed in), "
+            f"every value outside the kernel: what holds whichever kernel runs (transformers' scan or mamba_ssm's "
+            f"fused one); attention_output == out_proj(gated_output)")
+
+    @relation(text, proves="gated_output attention_output", reads="inputs conv_state_input gated_output attention_output",
+              tolerance=RECURRENCE)
+    def _mixer(host, r):
+        if r["conv_state_input"] is not None:  # a state handed in: its recurrent part is the kernel's (state_input)
+            return []
+        module = host._module
+        xs, raw, B, C = _scan_terms(host, r["inputs"], normed, gain)
+        A = -torch.exp(module.A_log.float())
+        outputs, _ = ssd.recurrence(xs[..., None], raw, A, B[:, :, None], C[:, :, None], module.D,
+                                    module.dt_proj.bias, None, (0.0, float("inf")))
+        _, z = _projected(host, r["inputs"])
+        gated = (outputs[..., 0] * F.silu(z.double())).to(r["gated_output"].dtype)
+        return [(gated, r["gated_output"]), (module.out_proj(gated), r["attention_output"])]
+
+    return _mixer
 
 
 _SCAN = "attention_values attention_keys attention_queries time_steps decay_rates decays state_input"
@@ -353,7 +386,14 @@ def _decode(host, r):
 
 CONV_RELATIONS = conv.conv_relations(conv_input, "in_proj(input)'s x columns (its first intermediate_size)")
 RELATIONS = (_scan, _out, _states, _decode, *CONV_RELATIONS)
-SelectiveScan.RELATIONS = (inputs_relation(False), *RELATIONS)
+
+
+def relations(normed: bool, gain: bool = False) -> tuple:
+    """A Mamba-1 mixer's relations; ``normed``, ``gain``: its dt, B and C norms (`inputs_relation`'s)."""
+    return inputs_relation(normed, gain), mixer_relation(normed, gain), *RELATIONS
+
+
+SelectiveScan.RELATIONS = relations(False)
 
 
 def dim_sizes(channels: int, state_size: int, conv_kernel: int) -> dict[str, int]:
