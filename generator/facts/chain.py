@@ -310,18 +310,6 @@ def gap(g: Graph) -> tuple[str, str] | None:
 #: it once it is closed) is refused, and a family not listed here has none. Each entry is a relation still to
 #: state: close it and delete the entry.
 KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
-    'bamba': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mamba.gated_norm_output'),
-    },
-    'falcon_h1': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mamba.attention_output'),
-    },
-    'granitemoehybrid': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mamba.gated_norm_output'),
-    },
     'lfm2': {
         ('model.layers[i].conv.conv_states',
          'model.layers[i].conv.attention_output'),
@@ -330,17 +318,9 @@ KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
         ('model.layers[i].conv.conv_states',
          'model.layers[i].conv.attention_output'),
     },
-    'mamba2': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mixer.gated_norm_output'),
-    },
     'mllama': {
         ('model.token_embeddings',
          'the logits'),
-    },
-    'nemotron_h': {
-        ('model.layers[i].attention_norm_output',
-         'model.layers[i].mamba.gated_norm_output'),
     },
     'qwen3_vl': {
         ('model.layers[1].deepstack_output',

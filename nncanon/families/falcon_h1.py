@@ -163,9 +163,10 @@ CONV_RELATIONS = conv.conv_relations(ssd.conv_input, "(in_proj(input · ssm_in_m
 FalconSSD = host("FalconSSD", SSD, values=[
     Value("gated_norm_output", Neurons, "The gated RMSNorm's output (mamba_rms_norm true only), what out_proj reads",
           child("norm"), conditions=(GATED_NORM,)),
-], HOST="model.layers[i].mamba", RELATIONS=(*SSD.RELATIONS[:2], _gated_out, SSD.RELATIONS[3], *CONV_RELATIONS))
+], HOST="model.layers[i].mamba", RELATIONS=(*SSD.RELATIONS[:2], _gated_out, SSD.RELATIONS[3],
+                                                   ssd.mixer_relation(False), *CONV_RELATIONS))
 assert SSD.RELATIONS[2].text.startswith("attention_output == out_proj(gated_norm_output)")  # the one replaced
-assert SSD.RELATIONS[4:] == ssd.CONV_RELATIONS  # stated again with Falcon-H1's projection
+assert SSD.RELATIONS[4] is ssd.MIXER and SSD.RELATIONS[5:] == ssd.CONV_RELATIONS  # stated again with Falcon-H1's projection
 
 # -- the root: multiplied embedding and logits -------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from ...core import kernels
 from ...core.hosts import host
 from ...core.layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
 from ...core.locators import child, own
-from ...core.precision import SUBBLOCK
+from ...core.precision import RECURRENCE, SUBBLOCK
 from ...core.relations import relation
 from ...core.values import Condition, Value, View
 from . import conv
@@ -295,21 +295,65 @@ def _projected(host, inputs):
           proves="attention_values attention_keys attention_queries time_steps decay_rates decays",
           reads="inputs attention_values attention_keys attention_queries time_steps decay_rates decays", tolerance=SUBBLOCK)
 def _inputs(host, r):
-    module, kwargs = host._module, r["inputs"][1]
-    mask = kwargs.get("attention_mask")
-    keep = (lambda t: t) if mask is None else (lambda t: t * mask[:, :, None].to(t.dtype))
-    _, xbc, dt = _projected(host, r["inputs"])
-    seq = xbc.shape[-1]
-    xbc = keep(module.act(module.conv1d(xbc)[..., :seq]).transpose(1, 2))
-    size = module.n_groups * module.ssm_state_size
-    xs, B, C = xbc.split([module.intermediate_size, size, size], dim=-1)
+    module = host._module
+    xs, B, C, dt, _ = _scan_terms(host, r["inputs"])
     steps = torch.nn.functional.softplus(dt.float() + module.dt_bias.float()).clamp(*module.time_step_limit)
     rates = -torch.exp(module.A_log.float())
-    return [(xs.unflatten(-1, (module.num_heads, module.head_dim)), r["attention_values"]),
-            (B.unflatten(-1, (module.n_groups, -1)), r["attention_keys"]),
-            (C.unflatten(-1, (module.n_groups, -1)), r["attention_queries"]),
+    return [(xs, r["attention_values"]), (B, r["attention_keys"]), (C, r["attention_queries"]),
             (steps, r["time_steps"]), (rates, r["decay_rates"]), (steps * r["decay_rates"], r["decays"])]
 
+
+def _scan_terms(host, inputs):
+    """(x [b, s, heads, head_dim], B, C [b, s, groups, state_size], dt before its bias, z) by the mixer's own in_proj
+    and conv1d on its masked input, x, B and C zero on the padding."""
+    module, mask = host._module, inputs[1].get("attention_mask")
+    gate, xbc, dt = _projected(host, inputs)
+    xbc = module.act(module.conv1d(xbc)[..., :xbc.shape[-1]]).transpose(1, 2)
+    if mask is not None:
+        xbc = xbc * mask[:, :, None].to(xbc.dtype)
+    size = module.n_groups * module.ssm_state_size
+    xs, B, C = xbc.split([module.intermediate_size, size, size], dim=-1)
+    return (xs.unflatten(-1, (module.num_heads, module.head_dim)), B.unflatten(-1, (module.n_groups, -1)),
+            C.unflatten(-1, (module.n_groups, -1)), dt, gate)
+
+
+_WHOLE = ("y = the recurrence from zeros (state = state · exp(dt · A) + dt · x Bᵀ, y = state · C + D · x) over x, B, "
+          "C = split(act(conv1d(in_proj(input)'s x, B, C))) on the real tokens, dt = clamp(softplus(in_proj(input)'s "
+          "dt + dt_bias)), A = -exp(A_log), z = in_proj(input)'s gate, on a call that starts a prompt (no conv state "
+          "handed in), every value outside the kernel: what holds whichever kernel runs (transformers' or "
+          "mamba_ssm's fused one)")
+
+
+def mixer_relation(gated_norm: bool):
+    """The whole mixer from values outside the kernel on a call that starts a prompt; ``gated_norm``: through the
+    gated RMSNorm the host serves as gated_norm_output, else (Falcon-H1) y · silu(z), or the norm where the config
+    has one (mamba_rms_norm), straight into out_proj."""
+    if gated_norm:
+        text = f"gated_norm_output == rms(y · silu(z)) · norm.weight, {_WHOLE}; attention_output == out_proj(gated_norm_output)"
+        terms = "gated_norm_output attention_output"
+    else:
+        text = (f"attention_output == out_proj(y · silu(z)) (mamba_rms_norm: out_proj(rms(y · silu(z)) · norm.weight)), "
+                f"{_WHOLE}; in_proj's input is input · ssm_in_multiplier, its output times the muP vector")
+        terms = "attention_output"
+
+    @relation(text, proves=terms, reads=f"inputs conv_state_input {terms}", tolerance=RECURRENCE)
+    def _mixer(host, r):
+        if r["conv_state_input"] is not None:  # a state handed in: its recurrent part is the kernel's (state_input)
+            return []
+        module = host._module
+        xs, B, C, dt, z = _scan_terms(host, r["inputs"])
+        y, _ = recurrence(xs, dt, -torch.exp(module.A_log.float()), B, C, module.D, module.dt_bias, None,
+                          module.time_step_limit)
+        y = y.flatten(2).to(z.dtype)
+        gated = module.norm(y, z) if gated_norm or getattr(module, "mamba_rms_norm", False) else \
+            y * torch.nn.functional.silu(z)
+        pairs = [(gated, r["gated_norm_output"])] if gated_norm else []
+        return [*pairs, (module.out_proj(gated), r["attention_output"])]
+
+    return _mixer
+
+
+MIXER = mixer_relation(True)
 
 _SCAN = "attention_values attention_keys attention_queries time_steps decay_rates decays state_input"
 
@@ -370,4 +414,4 @@ def conv_input(host, inputs):
 
 
 CONV_RELATIONS = conv.conv_relations(conv_input, "in_proj(input)'s x, B, C columns")
-SSD.RELATIONS = (_inputs, _scan, _out, _states, *CONV_RELATIONS)
+SSD.RELATIONS = (_inputs, _scan, _out, _states, MIXER, *CONV_RELATIONS)
