@@ -35,7 +35,7 @@ def on_config(config):
 # The family pages exclude their diagrams, printout and support tables from mkdocs' per-heading index
 # (data-search-exclude): those are thousands of words under three headings, so a search for a value
 # landed at the top of a long page. Instead each support row becomes its own entry, titled with the
-# value's full path and linking to the row's anchor; the separator in mkdocs.yml splits paths at . [ ]
+# value's full path and linking to the row's anchor; the separator in mkdocs.yml splits paths at . (not at [ ])
 # so `layers[i].mlp.router_logits` finds it.
 
 _ROW = re.compile(r'<tr id="(v-[^"]+)" data-path="([^"]+)"[^>]*>(.*?)</tr>', re.S)

@@ -26,9 +26,9 @@ def test_the_same_mechanism_gets_the_same_word(all_facts):
     terms = {name: facets(f) for name, f in all_facts.items()}
     # qwen3's block kind is labelled "Attention with q/k norms", qwen3_vl's "Attention": both measured q/k norms
     assert "q/k norms" in terms["qwen3"]["attention"] and "q/k norms" in terms["qwen3_vl"]["attention"]
-    # the three DeltaNet families carry one mixer word, whatever their labels ("+ MLP", "+ mixture")
+    # the four DeltaNet families carry one mixer word, whatever their labels ("+ MLP", "+ mixture")
     deltanet = {name for name, t in terms.items() if "gated DeltaNet" in t["mixer"]}
-    assert deltanet == {"qwen3_5_text", "qwen3_next", "qwen3_5_moe_text"}
+    assert deltanet == {"qwen3_5_text", "qwen3_next", "qwen3_5_moe_text", "olmo_hybrid"}
     for name, f in all_facts.items():
         t, traits = terms[name], f["traits"]
         assert t["mixer"] and t["mlp"] and t["norms"] and t["vision"], name

@@ -63,7 +63,7 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
 
     # the config's switch (GPT-NeoX), or a block proven by the parallel sum (GPT-J's, which has no switch)
     if getattr(config, "use_parallel_residual", False) or any(
-            relation.compute is parallel_sum.compute for relation in getattr(type(tiny.blocks()[0]), "RELATIONS", ())):
+            relation.compute is parallel_sum.compute for relation in getattr(type(tiny.all_blocks()[0]), "RELATIONS", ())):
         found.append("parallel block")
     if placement in ("sandwich norms", "post-norm", "norm after each add"):  # measured on the forward, not by names
         found.append(placement)
@@ -93,7 +93,7 @@ def norm_placement(tiny: Any) -> str | None:
     from generator.facts.norm_placement import block_placement, placements
     from generator.facts.proof import mixer_of
 
-    blocks = tiny.blocks()
+    blocks = tiny.all_blocks()
     spec = [(block._module, _child(block, mixer) if (mixer := mixer_of(block)) else None, _child(block, "mlp"))
             for block in blocks]
     vocab = getattr(tiny._module.config.get_text_config(), "vocab_size", None) or 2
@@ -117,7 +117,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     full-size config (never typed): MLP kinds, block norm and its gain, q/k norms, attention quirks."""
     config = full.text_config
     # the blocks and their parts by their standard names, whatever a family calls them natively
-    blocks = tiny.blocks()
+    blocks = tiny.all_blocks()
     layers = [block._module for block in blocks]
     # a block whose MLP has no module of its own (OPT's fc1 / fc2, BERT's intermediate / output on the layer) is a
     # plain MLP all the same

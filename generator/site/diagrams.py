@@ -205,6 +205,8 @@ def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dic
                 "lines": b.lines,
                 "note": b.note,
                 "count": b.count,
+                # its accessible name, which the page's script sets (in the HTML it repeated the part's own text)
+                "aria": b.aria,
                 **({"from": [list(i) for i in b.inputs]} if b.inputs else {}),
             }
             host, _, name = b.value_row.rpartition(".")

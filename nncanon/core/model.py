@@ -326,7 +326,7 @@ class StandardModel(Host, TransformersModel):
     def num_layers(self) -> int:
         return self.text_config.num_hidden_layers
 
-    def blocks(self) -> list[Host]:
+    def all_blocks(self) -> list[Host]:
         """Every block of every stack, in the forward's order: ``layers``, or an encoder-decoder's encoder blocks
         then its decoder blocks (the family's ``STACKS``, the paths of the hosts holding them)."""
         stacks = getattr(self.family_module, "STACKS", None)

@@ -37,7 +37,7 @@ from ..parts.blocks.decoder import ROOT_VALUES, Block
 from ..parts.blocks.decoder import attention_layer_types as layer_types  # noqa: F401 (the family API, shared)
 from ..parts.blocks.mlp import MLP
 from ..parts.vision.qwen_vit.loading import dense_dim_sizes as dim_sizes  # noqa: F401 (the family API, shared)
-from ..parts.vision.stacked_features import feature_layers, stacked_tower
+from ..parts.vision.stacked_features import stacked_tower
 from ..parts.vision.vision_line import IMAGE_ROOT_RELATIONS
 from ..parts.vision.vision_line import install_sources as prepare  # noqa: F401 (the family API: the .source op image_features reads)
 from ..parts.vision.vision_towers import (  # noqa: F401 (the family API)
@@ -71,5 +71,5 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     """The tower's image dimensions (`vision_towers.image_sizes`) and ``stacked_width``, the row the projector reads:
     the tower's width once per index of vision_feature_layer."""
     sizes = _tower_sizes(model, args, kwargs)
-    sizes["stacked_width"] = len(feature_layers(model)) * sizes["vision_hidden_size"]
+    sizes["stacked_width"] = model.vision.stacked_width
     return sizes

@@ -132,8 +132,17 @@ def _serving() -> dict[str, list[tuple[str, str, str | None]]]:
 def _scan() -> dict[str, list[tuple[str, str, str | None]]]:
     found: dict[str, list[tuple[str, str, str | None]]] = {}
     root = Path(__file__).parents[1]  # nncanon/
-    for path in sorted([*(root / "families").glob("*.py"), *(root / "parts").rglob("*.py")]):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    families = {path.stem: ast.parse(path.read_text(encoding="utf-8")) for path in sorted((root / "families").glob("*.py"))}
+    # a host a shared part declares is owned by the families that import it (deepseek_v2 and deepseek_v3 import
+    # parts/attention/latent.py's LatentAttention): a user knows families, not the part's file
+    users: dict[tuple[str, str], list[str]] = {}
+    for family, tree in families.items():
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("parts."):
+                for alias in node.names:
+                    users.setdefault((node.module.rsplit(".", 1)[-1], alias.name), []).append(family)
+    parts = {path.stem: ast.parse(path.read_text(encoding="utf-8")) for path in sorted((root / "parts").rglob("*.py"))}
+    for stem, tree in [*families.items(), *parts.items()]:
         lists = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
                  for target in node.targets if isinstance(target, ast.Name)}
         for node in ast.walk(tree):
@@ -148,7 +157,8 @@ def _scan() -> dict[str, list[tuple[str, str, str | None]]]:
             for scope in filter(None, scopes):
                 for inner in ast.walk(scope):
                     if _called(inner, "Value") and inner.args and isinstance(inner.args[0], ast.Constant):
-                        entry = (path.stem, node.args[0].value, kind)
+                        owner = " and ".join(users.get((stem, node.args[0].value), [])) or stem
+                        entry = (owner, node.args[0].value, kind)
                         found.setdefault(inner.args[0].value, [])
                         if entry not in found[inner.args[0].value]:
                             found[inner.args[0].value].append(entry)

@@ -49,6 +49,10 @@
   function Page(data) {
     var self = this;
     this.data = data;
+    all(document, ".nc-part").forEach(function (part) {
+      var info = self.data.parts[part.id];
+      if (info && info.aria) part.setAttribute("aria-label", info.aria);
+    });
     this.blocks = this.data.blocks || [];
     this.kinds = {};
     (this.data.kinds || []).forEach(function (k) {

@@ -102,6 +102,11 @@ class InternVLSizes(_TowerSizes):
     """The tower's sizes: image_size and patch_size are (height, width) pairs on InternVL's config."""
 
     @property
+    def stacked_width(self) -> int:
+        """The projector's row: a shuffled square of fold x fold patches side by side."""
+        return _fold(self._std_model) ** 2 * self.vision_hidden_size
+
+    @property
     def patch_size(self) -> int:
         size = self._vision_config.patch_size
         return size if isinstance(size, int) else size[0]
@@ -141,7 +146,7 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     tokens = int((encoding["input_ids"] == model._module.config.image_token_id).sum())
     return {"images": tiles, "patches": 1 + patches, "features": tokens // tiles, "image_tokens": tokens,
             "vision_hidden_size": vision.vision_hidden_size,
-            "stacked_width": _fold(model) ** 2 * vision.vision_hidden_size}
+            "stacked_width": vision.stacked_width}
 
 
 __all__ = ["INTERNVL_RENAME", "LAYER_SCALE_RELATIONS", "LayerScaleTowerBlock", "InternVLSizes", "internvl_tower",

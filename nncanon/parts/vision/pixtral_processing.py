@@ -20,7 +20,7 @@ class PixtralImageTextProcessor(ProcessorMixin):
     def __init__(self, image_processor=None, tokenizer=None, patch_size: int = 16, spatial_merge_size: int = 1,
                  chat_template=None, image_token="[IMG]", image_break_token="[IMG_BREAK]",
                  image_end_token="[IMG_END]", **kwargs):
-        super().__init__(image_processor, tokenizer, chat_template=chat_template)
+        super(PixtralImageTextProcessor, self).__init__(image_processor, tokenizer, chat_template=chat_template)
         self.patch_size, self.spatial_merge_size = patch_size, spatial_merge_size
         self.image_token, self.image_break_token, self.image_end_token = image_token, image_break_token, image_end_token
         self.image_token_id, self.image_break_token_id, self.image_end_token_id = tokenizer.convert_tokens_to_ids(
@@ -33,7 +33,7 @@ class PixtralImageTextProcessor(ProcessorMixin):
     def _process_images(self, images, **images_kwargs):
         # each side a multiple of a merged square, so every image's patch grid merges whole
         images_kwargs["patch_size"] = self.patch_size * self.spatial_merge_size
-        return super()._process_images(images, **images_kwargs)
+        return super(PixtralImageTextProcessor, self)._process_images(images, **images_kwargs)
 
     def replace_image_token(self, image_inputs: dict, image_idx: int, **kwargs) -> str:
         square = self.patch_size * self.spatial_merge_size

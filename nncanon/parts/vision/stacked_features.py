@@ -78,8 +78,17 @@ def stacked_tower(name: str, projector: str = "model.multi_modal_projector") -> 
                      "class token dropped, side by side along the width",
                      AtRoot(io="input", module=projector, shown="model.projector", element=0,
                             words="the projector's input, at the root"))
-    return host(name, clip_tower(f"{name}Base", projector), values=[features, image_features_value(view=FLAT)], HOST="model.vision",
-                RELATIONS=(MASK, SCATTER, _embeddings, _stack, STACKED_FEATURES, NORMED_PROJECTOR))
+    relations = (MASK, SCATTER, _embeddings, _stack, STACKED_FEATURES, NORMED_PROJECTOR)
+    tower = host(name, clip_tower(f"{name}Base", projector), values=[features, image_features_value(view=FLAT)],
+                 HOST="model.vision", RELATIONS=relations)
+    return type(name, (_StackedSizes, tower), {"HOST": "model.vision", "RELATIONS": relations})
+
+
+class _StackedSizes:
+    @property
+    def stacked_width(self) -> int:
+        """The projector's row: the tower's width once per index of vision_feature_layer."""
+        return len(feature_layers(self._std_model)) * self.vision_hidden_size
 
 
 __all__ = ["StackedFeatures", "feature_layers", "STACKED_FEATURES", "NORMED_PROJECTOR", "stacked_tower"]

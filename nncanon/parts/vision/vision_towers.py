@@ -151,6 +151,10 @@ TOWER_RELATIONS = (MASK, SCATTER, _embeddings, _stack, _feature, _projector)
 class _TowerSizes:
     """The tower's sizes, read off its own config."""
 
+    #: the width of the row a wrapper's projector reads where the wrapper lays several rows side by side (a
+    #: property of such a tower: stacked_features.py, internvl.py), else None
+    stacked_width: int | None = None
+
     @property
     def _vision_config(self) -> Any:
         return self._module.config
@@ -198,6 +202,8 @@ class _TowerSizes:
         sizes = {"vision_hidden_size": self.vision_hidden_size, "num_heads": self.num_heads,
                  "num_kv_heads": self.num_heads, "head_dim": self.head_dim, "qk_head_dim": self.head_dim,
                  "intermediate_size": self.intermediate_size}
+        if self.stacked_width is not None:
+            sizes["stacked_width"] = self.stacked_width
         images = getattr(self, "_images_of_call", None)  # set by image_sizes: the processor's count
         if images is not None:
             sizes.update(images=images, batch=images)
