@@ -79,6 +79,22 @@ def test_the_search_index_and_the_flagship_page_stay_inside_their_weight(site, a
                    for d in docs if d["location"].startswith("families/"))
 
 
+def test_the_stack_chain_draws_only_what_the_root_serves(site, all_facts):
+    """A post-norm stack has no final norm (BERT's, BART's, GPT-1's blocks each end in their own LayerNorm): the chain
+    of the stack drew a `norm` box there for a value no load serves. Every value a chain box names is served."""
+    out, _ = site
+    for name, f in all_facts.items():
+        page = (out / "families" / name / "index.html").read_text(encoding="utf-8")
+        chain = page.split("nc-stack-chain", 1)[1].split("</svg>", 1)[0]
+        served = {v["name"] for h in f["hosts"] if h["path"] == "model" for v in h["values"]
+                  if any((v.get("availability") or {"any": True}).values())}
+        named = [v for v in re.findall(r'<text class="nc-value"[^>]*>([^<]*)</text>', chain)
+                 if not v.startswith("×") and v != "the output"]
+        assert named and set(named) <= served, (name, named)
+    assert "final_norm_output" not in (out / "families" / "bert" / "index.html").read_text(encoding="utf-8").split(
+        "nc-stack-chain", 1)[1].split("</svg>", 1)[0]
+
+
 # ---------------------------------------------------------------- in the browser
 
 

@@ -161,6 +161,16 @@ def chain_diagram(chain: list[dict], prefix: str, links: Links | None = None, ro
     return {"width": x - gap + 8, "height": height, "boxes": boxes, "arrows": arrows}
 
 
+def served_chain(facts: dict) -> list[dict]:
+    """The stack's chain without a node whose value the root does not serve under any load: a post-norm stack has no
+    final norm (BERT's, BART's blocks each end in their own LayerNorm), and an encoder-decoder's embeddings are its
+    stacks' (model.encoder, model.decoder), not the root's. The blocks and the output are always drawn."""
+    root = next((h for h in facts["hosts"] if h["path"] == "model"), {"values": []})
+    served = {v["name"] for v in root["values"] if any((v.get("availability") or {"any": True}).values())}
+    return [node for node in facts["stack"].get("chain", [])
+            if node.get("count") is not None or node.get("value") in (None, "", "the output") or node["value"] in served]
+
+
 def block_strip(blocks: list[str], kinds: list[str], marked: list[dict] = ()) -> dict:
     """One tick per block of the full-size stack, its color its kind (``k``: its kind's index).
 

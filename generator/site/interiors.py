@@ -108,7 +108,9 @@ def undrawn(facts: dict, drawn: set[str]) -> list[dict]:
             # what the value needs, else why no load serves it (a condition with no remedy states only its why)
             needs = "; ".join(f"needs {c['needs']}" if c.get("needs") else c.get("why") or ""
                               for c in v.get("conditions") or [] if c.get("needs") or c.get("why"))
-            if host["path"].startswith("model.vision.layers[i]"):
+            if not any((v.get("availability") or {"any": True}).values()):
+                why = "not served under any load" + (f": {needs}" if needs else "")
+            elif host["path"].startswith("model.vision.layers[i]"):
                 why = ("not produced by one forward of the tiny checkpoint on the image prompt"
                        + (f" ({needs})" if needs else "") + ": its place in the order is not measured")
             elif host.get("section") == "vision":

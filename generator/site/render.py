@@ -29,7 +29,7 @@ from generator.ownership import replace_dir
 from generator.site.block_diagram import block_diagram
 from generator.site.compare import closest, write_compare
 from generator.site.config_matrix import config_matrix, layouts
-from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data
+from generator.site.diagrams import Links, block_strip, chain_diagram, diagram_data, served_chain
 from generator.site.escaping import (
     UnsafeLinkError,
     escape_markdown,
@@ -300,7 +300,7 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
                     vision.get("dataflow") or [])
     hosts = [h for h in facts["hosts"] if h.get("section", "text") != "vision"]
     vhosts = [h for h in facts["hosts"] if h.get("section", "text") == "vision"]
-    chain = chain_diagram(facts["stack"].get("chain", []), "chain", links)
+    chain = chain_diagram(served_chain(facts), "chain", links)
     # a block is drawn twice (wide and narrow): both drawings' parts are on the page
     drawn = [(None, chain)] + [(b["kind"]["kind"], d) for b in blocks
                                for d in (b["diagram"]["wide"], b["diagram"]["narrow"], b["interior"])]
