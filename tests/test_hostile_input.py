@@ -714,7 +714,7 @@ def test_a_full_size_config_naming_another_models_class_names_the_field(tmp_path
     """issue 48: architectures naming another model's class was a traceback from deep in that class's __init__."""
     import yaml
 
-    from generator.checkpoint.checkpoints import meta_config
+    from generator.checkpoint.meta_models import meta_config
     from generator.recipe.family import load_family
     from generator.recipe.fields import FamilyYamlError
 

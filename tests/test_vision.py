@@ -494,7 +494,7 @@ def test_every_vision_value_has_its_layouts_shape(vision, red, wide, inputs, siz
 
 @pytest.fixture(scope="module")
 def meta_wrapper(vision):
-    from generator.checkpoint.checkpoints import meta_model
+    from generator.checkpoint.meta_models import meta_model
     from nncanon.families import family_module
 
     module = meta_model(get_family("qwen3_5_moe_text"), "Qwen/Qwen3.5-35B-A3B-Base")

@@ -16,7 +16,8 @@ def full_size(family: Family, family_module: Any, checkpoint_id: str, task: str,
     ``nncanon.load`` builds it (`nncanon.core.loading.meta_module`); ``causal_lm`` is the class the tiny load built,
     which the meta build must match."""
     import nncanon
-    from generator.checkpoint.checkpoints import checkpoint_dir, meta_config, meta_model
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.checkpoint.meta_models import meta_config, meta_model
     from nncanon.core.loading import meta_module
     from nncanon.core.processing import load_processor
 

@@ -23,7 +23,7 @@ when several do; ``"3.6-35B-A3B"`` also names ``Qwen/Qwen3.6-35B-A3B``):
 - ``cfg(c)``: the checkpoint's transformers config; ``cfg(c).text`` and ``cfg(c).vision`` are its
   text and vision configs, ``text(c)`` and ``vision(c)`` the same;
 - ``count(kind, c)`` / ``blocks(kind, c)``: how many / which blocks have ``layer_types`` == kind;
-- ``meta(c)``: the full-size model built on the meta device (``generator.checkpoint.checkpoints.meta_model``);
+- ``meta(c)``: the full-size model built on the meta device (``generator.checkpoint.meta_models.meta_model``);
 - ``token_id(token, c)``: a special token's id in the full-size tokenizer, from the config's
   ``eos_token_id`` (``<|endoftext|>``) and the order of the family's special tokens (the tiny
   tokenizer's), checked against every token id the config gives (image, video, vision start/end);

@@ -168,7 +168,7 @@ class ExpressionContext:
     def meta(self, checkpoint: str) -> Any:
         cid = self.resolve(checkpoint)
         if cid not in self._meta:
-            from generator.checkpoint.checkpoints import meta_model
+            from generator.checkpoint.meta_models import meta_model
 
             self._meta[cid] = meta_model(self.family, cid)
         return self._meta[cid]

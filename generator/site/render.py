@@ -49,15 +49,9 @@ from generator.site.releases_page import load_records, releases_page, verified_o
 from generator.site.sae_index import index_rows, render_sae_index
 from generator.site.weights_section import host_sizes, weights_section
 
-__all__ = [  # what tests and callers import from here (some live in generator.site.escaping, .printout)
-    "FactsError",
-    "MkdocsBuildError",
-    "escape_markdown",
-    "mkdocs_build",
-    "printout_lines",
-    "render_family",
-    "render_site",
-]
+#: what tests and callers import from here (some live in generator.site.escaping, .printout)
+__all__ = ["FactsError", "MkdocsBuildError", "escape_markdown", "mkdocs_build", "printout_lines", "render_family",
+           "render_site"]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the kept release records (python -m generator releases)
