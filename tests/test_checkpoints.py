@@ -18,6 +18,7 @@ from PIL import Image
 
 from generator.__main__ import main as cli_main
 from generator.checkpoint import checkpoints as C
+from generator.checkpoint.meta_models import meta_model
 from generator.recipe.family import get_family, load_family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError
 
@@ -326,7 +327,7 @@ def test_recipe_dimensions_are_distinct(family):
 
 
 def test_meta_build_of_35b_a3b(family):
-    model = C.meta_model(family, family.printout_checkpoint)
+    model = meta_model(family, family.printout_checkpoint)
     assert family.printout_checkpoint == "Qwen/Qwen3.5-35B-A3B-Base"
     params = list(model.parameters())
     assert all(p.device.type == "meta" for p in params)
@@ -347,14 +348,14 @@ def test_every_full_size_checkpoint_builds_on_meta(family):
             checkpoint_id
         )
         assert isinstance(Qwen3_5MoeConfig(**config), Qwen3_5MoeConfig)
-        model = C.meta_model(family, checkpoint_id)
+        model = meta_model(family, checkpoint_id)
         n = sum(p.numel() for p in model.parameters())
         if checkpoint_id in expected_params:
             assert n == expected_params[checkpoint_id], checkpoint_id
         text = model.config.text_config
         assert text.layer_types.count("full_attention") == text.num_hidden_layers // 4, checkpoint_id
     with pytest.raises(KeyError, match="no checkpoint"):
-        C.meta_model(family, "Qwen/Nope")
+        meta_model(family, "Qwen/Nope")
 
 
 def test_build_failure_leaves_nothing(family, tmp_path, monkeypatch):
