@@ -183,6 +183,8 @@ class TokenizerKind:
     pad: str | None = "<|endoftext|>"
     padding_side: str | None = "left"
     nfc: bool = True
+    #: the token that closes every encoding after the BOS opened it (an encoder's [SEP]: [CLS] A [SEP]), or None
+    closer: str | None = None
 
 
 def _regex_of(tokenization_module: str):
@@ -212,6 +214,10 @@ TOKENIZER_KINDS = {
     # template, <pad> pads on the right
     "roberta": TokenizerKind("RobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                              padding_side="right", nfc=False),
+    # ModernBERT's: OLMo's byte-level BPE in a PreTrainedTokenizerFast, framed [CLS] A [SEP] (a pair [CLS] A [SEP] B
+    # [SEP]), no chat template, [PAD] pads on the right
+    "modernbert": TokenizerKind("PreTrainedTokenizerFast", _regex_of("qwen2.tokenization_qwen2"), "", bos="[CLS]",
+                                eos="[SEP]", pad="[PAD]", padding_side="right", nfc=False, closer="[SEP]"),
     "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
 }
