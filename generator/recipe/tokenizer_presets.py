@@ -230,4 +230,4 @@ TEMPLATES = {"qwen3_5": CHAT_TEMPLATE, "qwen3": QWEN3_CHAT_TEMPLATE, "qwen2_vl":
              "qwen3_vl": QWEN3_VL_CHAT_TEMPLATE, "llama3": LLAMA3_CHAT_TEMPLATE}
 #: what ``tiny.tokenizer.pipeline`` may declare, and how each field is read
 PIPELINE_FIELDS = {"class": "cls", "split": "regex", "chat_template": "template", "bos": "bos", "eos": "eos",
-                   "pad": "pad", "padding_side": "padding_side", "nfc": "nfc"}
+                   "pad": "pad", "padding_side": "padding_side", "nfc": "nfc", "closer": "closer"}

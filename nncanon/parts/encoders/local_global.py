@@ -88,15 +88,23 @@ def rope_theta(module: Any) -> float:
     return float(module.config.rope_parameters[kind]["rope_theta"])
 
 
-def rotate(x: Any, theta: float) -> Any:
-    """``x`` [batch, heads, seq, head_dim] rotated at positions ``0 .. seq-1`` in halves (rotate_half), in float64."""
+def rotate(x: Any, theta: float, positions: Any) -> Any:
+    """``x`` [batch, heads, seq, head_dim] rotated in halves (rotate_half) at ``positions`` ([batch or 1, seq]), in
+    float64."""
     x = x.double()
     dim = x.shape[-1]
     inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    angles = torch.arange(x.shape[-2], dtype=torch.float64)[:, None] * inv_freq[None]
+    angles = positions.double()[:, None, :, None] * inv_freq
     cos, sin = torch.cat((angles, angles), -1).cos(), torch.cat((angles, angles), -1).sin()
     half = dim // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
+def _positions(inputs: Any, new: int, past: int) -> Any:
+    """The position_ids the attention is called with (the decoder's layers hand them on), else the columns past the
+    cache, ``past .. past+new-1`` (the encoder numbers its columns and hands the attention only their rotary)."""
+    given = inputs[1].get("position_ids") if isinstance(inputs, (tuple, list)) and len(inputs) > 1 else None
+    return given if given is not None else torch.arange(past, past + new)[None]
 
 
 def rotated_projections(split: Any, projections: str):
@@ -104,15 +112,19 @@ def rotated_projections(split: Any, projections: str):
     three in heads ([batch, heads, seq, head_dim]) before the rotary, ``projections`` says how in the text."""
 
     @relation(f"attention_queries, attention_keys == rotary(q), rotary(k) and attention_values == v, q, k, v == "
-              f"{projections} in heads; rotary(x) = x · cos(p·θ) + rotate_half(x) · sin(p·θ) at positions p = 0 .. "
-              "seq-1, θ_j = rope_theta^(-2j/head_dim), rope_theta the block kind's (rope_parameters[layer_type]: the "
-              "local blocks' base and the global blocks' differ)",
-              proves="", reads="input attention_queries attention_keys attention_values")
+              f"{projections} in heads; rotary(x) = x · cos(p·θ) + rotate_half(x) · sin(p·θ) at the positions p the "
+              "attention is called with (position_ids; the columns 0 .. seq-1 past the cached keys where none are "
+              "passed), θ_j = rope_theta^(-2j/head_dim), rope_theta the block kind's (rope_parameters[layer_type]: "
+              "the local blocks' base and the global blocks' differ)",
+              proves="", reads="input inputs attention_queries attention_keys attention_values")
     def check(host, r):
         q, k, v = split(host, first(r["input"]))
-        theta = rope_theta(host._module)
-        return [(rotate(q, theta), r["attention_queries"]), (rotate(k, theta), r["attention_keys"]),
-                (v, r["attention_values"])]
+        new = q.shape[-2]
+        past = r["attention_keys"].shape[-2] - new  # a cache's keys come first at the call
+        theta, positions = rope_theta(host._module), _positions(r["inputs"], new, past)
+        return [(rotate(q, theta, positions), r["attention_queries"]),
+                (rotate(k, theta, positions), r["attention_keys"][..., -new:, :]),
+                (v, r["attention_values"][..., -new:, :])]
 
     return check
 
