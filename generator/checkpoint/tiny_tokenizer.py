@@ -150,6 +150,8 @@ def build_tokenizer(fam: Family):
     }
     if kind.padding_side is not None:
         common["padding_side"] = kind.padding_side
+    if kind.closer is not None:  # an encoder's tokenizer passes no token types (ModernBERT's model takes none)
+        common["model_input_names"] = ["input_ids", "attention_mask"]
     first = _special_token_list(fam)[0][0]
     cls = transformers_class(fam, kind.cls, "tiny.tokenizer.kind")
     if cls is transformers.PreTrainedTokenizerFast:
@@ -180,12 +182,25 @@ def build_tokenizer(fam: Family):
     for role, token in (("eos_token", kind.eos), ("pad_token", kind.pad), ("bos_token", kind.bos)):
         if getattr(tokenizer, role) != token:
             setattr(tokenizer, role, token)
+    if kind.closer is not None:  # BERT's roles, named as an encoder's tokenizer names them
+        names = dict(_special_token_list(fam))
+        for role, token in (("cls_token", kind.bos), ("sep_token", kind.closer), ("mask_token", "[MASK]"),
+                            ("unk_token", "[UNK]")):
+            if token in names:
+                setattr(tokenizer, role, token)
     if kind.bos is not None:
         # the BOS token starts every encoding, as Llama 3's post-processor does
         bos_id = tokenizer.convert_tokens_to_ids(kind.bos)
-        tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{kind.bos} $A", pair=f"{kind.bos} $A {kind.bos} $B:1", special_tokens=[(kind.bos, bos_id)]
-        )
+        if kind.closer is None:
+            tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+                single=f"{kind.bos} $A", pair=f"{kind.bos} $A {kind.bos} $B:1", special_tokens=[(kind.bos, bos_id)]
+            )
+        else:  # an encoder's frame: [CLS] A [SEP], a pair [CLS] A [SEP] B [SEP]
+            close = kind.closer
+            tokenizer._tokenizer.post_processor = processors.TemplateProcessing(
+                single=f"{kind.bos} $A {close}", pair=f"{kind.bos} $A {close} $B:1 {close}:1",
+                special_tokens=[(kind.bos, bos_id), (close, tokenizer.convert_tokens_to_ids(close))]
+            )
     return tokenizer
 
 

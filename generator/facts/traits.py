@@ -15,7 +15,9 @@ def mlp_kind(module: Any, beside: Any = None) -> str:
     if hasattr(module, "experts"):
         shared = beside is not None or any(hasattr(module, name) for name in ("shared_expert", "shared_experts", "shared_mlp"))
         return "mixture + shared expert" if shared else "mixture"
-    return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") else "plain"
+    # ModernBERT's Wi: both halves of a GLU from one projection, twice as wide as what Wo reads
+    glu = hasattr(module, "Wi") and hasattr(module, "Wo") and module.Wi.out_features == 2 * module.Wo.in_features
+    return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") or glu else "plain"
 
 
 def norm_gain(norm: Any) -> str:

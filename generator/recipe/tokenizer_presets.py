@@ -183,6 +183,8 @@ class TokenizerKind:
     pad: str | None = "<|endoftext|>"
     padding_side: str | None = "left"
     nfc: bool = True
+    #: the token that closes every encoding after the BOS opened it (an encoder's [SEP]: [CLS] A [SEP]), or None
+    closer: str | None = None
 
 
 def _regex_of(tokenization_module: str):
@@ -212,6 +214,10 @@ TOKENIZER_KINDS = {
     # template, <pad> pads on the right
     "roberta": TokenizerKind("RobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                              padding_side="right", nfc=False),
+    # ModernBERT's: OLMo's byte-level BPE in a PreTrainedTokenizerFast, framed [CLS] A [SEP] (a pair [CLS] A [SEP] B
+    # [SEP]), no chat template, [PAD] pads on the right
+    "modernbert": TokenizerKind("PreTrainedTokenizerFast", _regex_of("qwen2.tokenization_qwen2"), "", bos="[CLS]",
+                                eos="[SEP]", pad="[PAD]", padding_side="right", nfc=False, closer="[SEP]"),
     "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
 }
@@ -224,4 +230,4 @@ TEMPLATES = {"qwen3_5": CHAT_TEMPLATE, "qwen3": QWEN3_CHAT_TEMPLATE, "qwen2_vl":
              "qwen3_vl": QWEN3_VL_CHAT_TEMPLATE, "llama3": LLAMA3_CHAT_TEMPLATE}
 #: what ``tiny.tokenizer.pipeline`` may declare, and how each field is read
 PIPELINE_FIELDS = {"class": "cls", "split": "regex", "chat_template": "template", "bos": "bos", "eos": "eos",
-                   "pad": "pad", "padding_side": "padding_side", "nfc": "nfc"}
+                   "pad": "pad", "padding_side": "padding_side", "nfc": "nfc", "closer": "closer"}

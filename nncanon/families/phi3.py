@@ -11,8 +11,9 @@ residual dropouts are the identity at inference. Two projections are fused into 
 - ``mlp.gate_up_proj`` computes the gate and the up projection in one matmul; Phi3MLP chunks its
   output in two halves along the last dimension, gate first, and computes ``up · activation_fn(gate)``.
   ``mlp_activation`` is ``activation_fn``'s output (the activated gate half) and ``mlp_neurons``
-  what ``down_proj`` receives (the up half times it). Phi-3's MLP host states this with
-  gate_up_proj's chunks, in place of the shared ``act_fn(gate_proj(input))``.
+  what ``down_proj`` receives (the up half times it). Phi-3's MLP host (the shared fused gated MLP,
+  `nncanon.parts.blocks.mlp`) states this with gate_up_proj's chunks, in place of the shared
+  ``act_fn(gate_proj(input))``.
 
 Phi3Attention passes config.sliding_window to the attention function (2047 on
 Phi-3-mini-4k-instruct), and Phi3Model builds the banded mask from it, so the attention host states
@@ -27,11 +28,7 @@ import sys
 from transformers.models.phi3 import modeling_phi3 as hf
 
 from ..core.hosts import host
-from ..core.layouts import Neurons
-from ..core.locators import child
 from ..core.model import StandardModel
-from ..core.relations import first, pick, relation, rows
-from ..core.values import Value
 from ..parts.blocks.decoder import (
     ROOT_RELATIONS,
     ROOT_VALUES,
@@ -41,8 +38,8 @@ from ..parts.blocks.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.blocks.mlp import MLP, MLP_RELATIONS
-from ..research.weights import Layout, Projection, stacked_qkv
+from ..parts.blocks.mlp import FusedGatedMLP
+from ..research.weights import stacked_qkv
 from .mistral import MistralAttention
 from .mistral import layer_types as layer_types  # one window serves every block, as on Mistral
 
@@ -50,31 +47,9 @@ from .mistral import layer_types as layer_types  # one window serves every block
 
 Phi3Attention = host("Phi3Attention", MistralAttention, WEIGHTS=stacked_qkv("qkv_proj"))
 
-# -- the MLP: gate and up are the two halves of gate_up_proj ---------------------------------------
+# -- the MLP: gate and up are the two halves of gate_up_proj (the shared fused gated MLP) ----------------------
 
-
-@relation("gate, up == gate_up_proj(input).chunk(2, -1); mlp_activation == activation_fn(gate); "
-          "mlp_neurons == up · mlp_activation", proves="mlp_activation", reads="input mlp_activation mlp_neurons")
-def _fused_gated(host, r):
-    module, x = host._module, rows(first(r["input"]))
-    gate, up = module.gate_up_proj(x).chunk(2, dim=-1)
-    activation = module.activation_fn(gate)
-    return [(activation, rows(r["mlp_activation"])), (up * activation, rows(r["mlp_neurons"]))]
-
-
-_DOWN = (pick(MLP_RELATIONS, "mlp_output == down_proj"),)
-
-#: W_gate and W_in are the two halves of gate_up_proj's outputs, gate first (as the forward chunks them)
-_HALVES = Layout(w_gate=Projection("gate_up_proj", lambda h, t: t.chunk(2, -1)[0], heads=False),
-                 w_in=Projection("gate_up_proj", lambda h, t: t.chunk(2, -1)[1], heads=False))
-
-Phi3MLP = host("Phi3MLP", MLP, WEIGHTS=_HALVES, values=[
-    Value("mlp_activation", Neurons, "The activation function's output: activation_fn of gate_up_proj's gate half",
-          child("activation_fn")),
-    Value("mlp_neurons", Neurons,
-          "What the down projection receives: gate_up_proj's up half times the activated gate half",
-          child("down_proj", "input")),
-], RELATIONS=(*_DOWN, _fused_gated))
+Phi3MLP = host("Phi3MLP", FusedGatedMLP)
 
 FAMILY = "phi3"
 MODEL_TYPES = ("phi3",)

@@ -409,6 +409,8 @@ def norm_module(host: Any, stem: str) -> tuple[str, torch.nn.Module] | None:
     for part in locator.module.split("."):
         envoy = getattr(envoy, part, None)  # a block kind declared with a norm its module lacks (a post-norm block)
     module = getattr(envoy, "_module", None)
+    if isinstance(module, torch.nn.Identity):
+        return None  # no norm on this block (ModernBERT's first block: the embeddings' norm precedes its attention)
     return (locator.module, module) if isinstance(module, torch.nn.Module) else None
 
 

@@ -37,16 +37,16 @@ def padding_mask(module: Any, padding: Any, queries: int, keys: int) -> Any:
     return torch.where(allowed, 0.0, float("-inf"))
 
 
-def _restated(shared: Any, text: str) -> Any:
+def restated(shared: Any, text: str) -> Any:
     """softmax's relation (its compute, under the host's ``MASK``) with the text an encoder's page states."""
     return relation(text, proves=" ".join(shared.proves), reads=" ".join(shared.reads),
                     tolerance=shared.tolerance)(shared.compute)
 
 
-_attention = _restated(PATTERN_RELATIONS[0], "attention_head_outputs == softmax(attention_queries · attention_keysᵀ · "
+_attention = restated(PATTERN_RELATIONS[0], "attention_head_outputs == softmax(attention_queries · attention_keysᵀ · "
                        "scaling + padding mask) · attention_values, the mask bidirectional: every query reads every "
                        "real key, before and after it")
-_pattern = _restated(PATTERN_RELATIONS[1], "attention_scores == attention_queries · attention_keysᵀ · scaling + "
+_pattern = restated(PATTERN_RELATIONS[1], "attention_scores == attention_queries · attention_keysᵀ · scaling + "
                      "padding mask (no causal mask); attention_probabilities == softmax(attention_scores)")
 
 

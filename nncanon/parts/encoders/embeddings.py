@@ -166,7 +166,7 @@ def _transform_relation(head: MlmHead):
     return check
 
 
-def _tied_decoder_relation(head: MlmHead):
+def tied_decoder_relation(head: MlmHead):
     @relation("lm_head_output == head_transform_output @ embed_tokens.weightᵀ + lm_head.bias: the decoder tied to the "
               "word embeddings, with a bias of its own", proves="lm_head_output",
               reads="head_transform_output lm_head_output")
@@ -212,7 +212,7 @@ def encoder_root_relations(positions_relation=None, head: MlmHead = BERT_HEAD, e
     keep = ("layers[i].layer_output ==", "logits == lm_head_output", "unembed(", "input_ids ==")
     shared = tuple(r for r in ROOT_RELATIONS if r.text.startswith(keep))
     return (positions_relation or embeddings_relation(), *extra, _transform_relation(head),
-            _tied_decoder_relation(head), *shared, _one_token_type if one_type else _token_types, _right_padding)
+            tied_decoder_relation(head), *shared, _one_token_type if one_type else _token_types, _right_padding)
 
 
 def encoder_root_values(head: MlmHead = BERT_HEAD, per_row_positions: bool = False, width=Residual,
@@ -334,3 +334,8 @@ STACK_PATHS = ("layers", "layers.0.self_attn", "layers.0.self_attn.self", "layer
 def roberta_paths(model: Any) -> list[str]:
     """``required_paths`` of a RoBERTa-style encoder (RoBERTa, XLM-R): BERT's stack, the head one ``lm_head``."""
     return [*EMBEDDING_PATHS, "lm_head", "lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", *STACK_PATHS]
+
+
+#: the right padding's relation and the heads' count, for an encoder whose root is not BERT's (ModernBERT's)
+RIGHT_PADDING_RELATION = _right_padding
+every_head = _every_head
