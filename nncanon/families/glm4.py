@@ -26,13 +26,11 @@ from ..parts.blocks.decoder import (
     ROOT_VALUES,
     TEXT_PATHS,
     TEXT_RENAME,
-    Block,
     attention_layer_types,
     nothing_to_prepare,
     text_only,
 )
-from ..parts.blocks.per_layer_inputs import rms
-from ..parts.blocks.sandwich import sandwich, sandwich_values
+from ..parts.blocks.sandwich import weight_gain_block
 from ..parts.blocks.text_family import intermediate_dims
 from .phi3 import Phi3MLP
 
@@ -42,8 +40,7 @@ RENAME = TEXT_RENAME
 #: GLM-4's norms past input_layernorm: the attention's post-norm, the MLP's pre-norm (Llama's name for it), the MLP's
 #: post-norm; the sandwich block reads them by these names (a rename to Gemma's would shadow post_attention_layernorm)
 NORMS = ("post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
-SandwichBlock = host("Glm4SandwichBlock", Block, values=sandwich_values(NORMS),
-                     RELATIONS=sandwich(rms, "{}.weight", norms=NORMS).relations)
+SandwichBlock = weight_gain_block("Glm4SandwichBlock", NORMS)
 ENVOYS = {hf.Glm4DecoderLayer: SandwichBlock, hf.Glm4Attention: Attention, hf.Glm4MLP: Phi3MLP}
 ROOT = host("Glm4StandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS, family_module=sys.modules[__name__])
 

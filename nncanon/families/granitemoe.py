@@ -5,9 +5,9 @@ Every block is RMSNorm -> attention -> add residual_multiplier times its output,
 residual_multiplier times its output, as on granite (nncanon.families.granite: embedding_multiplier scales the
 embedding, attention_multiplier is the softmax scale, the logits are lm_head's divided by logits_scaling). The MLP,
 native ``block_sparse_moe`` (served as ``mlp``), is Granite 4.0-H's mixture without its shared expert
-(nncanon.families.granitemoehybrid's GraniteMoE): the router softmaxes the top-k logits, and the fused SwiGLU
+(nncanon.parts.blocks.granite_shared's GraniteMoE): the router softmaxes the top-k logits, and the fused SwiGLU
 experts (``input_linear``, ``output_linear``) add up their weighted outputs. Written by
-``python -m generator new granitemoe --like granite``: granite's block, attention and root, granitemoehybrid's
+``python -m generator new granitemoe --like granite``: granite's block, attention and root, granite_shared's
 mixture, no relation of its own.
 """
 
@@ -26,10 +26,10 @@ from ..parts.blocks.decoder import (
     nothing_to_prepare,
     text_only,
 )
+from ..parts.blocks.granite_shared import GraniteMoE
 from .granite import ROOT as GRANITE_ROOT
 from .granite import GraniteAttention, GraniteBlock
 from .granite import past_the_head as past_the_head
-from .granitemoehybrid import GraniteMoE
 
 FAMILY = "granitemoe"
 MODEL_TYPES = ("granitemoe",)
