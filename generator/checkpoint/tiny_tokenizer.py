@@ -12,6 +12,7 @@ import json
 import re
 
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
+from generator.checkpoint.processors_aya_vision import aya_vision_processor
 from generator.checkpoint.processors_idefics import idefics3_processor
 from generator.checkpoint.processors_internvl import internvl_processor
 from generator.checkpoint.processors_mllama import mllama_processor
@@ -214,6 +215,8 @@ def build_processor(fam: Family, tokenizer=None):
         return internvl_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "pixtral":
         return pixtral_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "aya_vision":
+        return aya_vision_processor(fam, tokenizer, tokenizer_kind(fam).template)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
