@@ -13,6 +13,7 @@ import re
 
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
 from generator.checkpoint.processors_aya_vision import aya_vision_processor
+from generator.checkpoint.processors_deepseek_vl import deepseek_vl_processor
 from generator.checkpoint.processors_idefics import idefics3_processor
 from generator.checkpoint.processors_internvl import internvl_processor
 from generator.checkpoint.processors_lighton_ocr import lighton_ocr_processor
@@ -220,6 +221,8 @@ def build_processor(fam: Family, tokenizer=None):
         return aya_vision_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "lighton_ocr":
         return lighton_ocr_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "deepseek_vl":
+        return deepseek_vl_processor(fam, tokenizer, tokenizer_kind(fam).template)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template
