@@ -12,8 +12,11 @@ import json
 import re
 
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
+from generator.checkpoint.processors_aya_vision import aya_vision_processor
+from generator.checkpoint.processors_deepseek_vl import deepseek_vl_processor
 from generator.checkpoint.processors_idefics import idefics3_processor
 from generator.checkpoint.processors_internvl import internvl_processor
+from generator.checkpoint.processors_lighton_ocr import lighton_ocr_processor
 from generator.checkpoint.processors_mllama import mllama_processor
 from generator.checkpoint.processors_paligemma import paligemma_processor
 from generator.checkpoint.processors_pixtral import pixtral_processor
@@ -229,6 +232,12 @@ def build_processor(fam: Family, tokenizer=None):
         return internvl_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "pixtral":
         return pixtral_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "aya_vision":
+        return aya_vision_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "lighton_ocr":
+        return lighton_ocr_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "deepseek_vl":
+        return deepseek_vl_processor(fam, tokenizer, tokenizer_kind(fam).template)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])
     return QwenImageTextProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=tokenizer_kind(fam).template

@@ -164,6 +164,18 @@ QWEN2_VL_CHAT_TEMPLATE = (
     "    {{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}\n{%- endif -%}\n"
 ) + QWEN3_VL_CHAT_TEMPLATE
 
+#: LightOnOCR's: an empty system turn first, each image part one <|image_pad|> (the processor expands it), no
+#: vision_start / vision_end around it
+LIGHTON_OCR_CHAT_TEMPLATE = (
+    "{%- if messages[0]['role'] != 'system' -%}{{- '<|im_start|>system<|im_end|>\\n' -}}{%- endif -%}\n"
+    "{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}{%- else -%}"
+    "{%- for part in message['content'] -%}{%- if part['type'] == 'image' or 'image' in part -%}"
+    "{{- '<|image_pad|>' -}}{%- elif 'text' in part -%}{{- part['text'] -}}{%- endif -%}{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class TokenizerKind:
@@ -227,7 +239,8 @@ TOKENIZER_KINDS = {
 SPLITS = {"qwen3_5": _regex_of("qwen3_5.tokenization_qwen3_5"), "qwen2": _regex_of("qwen2.tokenization_qwen2"),
           "llama3": lambda: LLAMA3_PRETOKENIZE_REGEX}
 TEMPLATES = {"qwen3_5": CHAT_TEMPLATE, "qwen3": QWEN3_CHAT_TEMPLATE, "qwen2_vl": QWEN2_VL_CHAT_TEMPLATE,
-             "qwen3_vl": QWEN3_VL_CHAT_TEMPLATE, "llama3": LLAMA3_CHAT_TEMPLATE}
+             "qwen3_vl": QWEN3_VL_CHAT_TEMPLATE, "llama3": LLAMA3_CHAT_TEMPLATE,
+             "lighton_ocr": LIGHTON_OCR_CHAT_TEMPLATE}
 #: what ``tiny.tokenizer.pipeline`` may declare, and how each field is read
 PIPELINE_FIELDS = {"class": "cls", "split": "regex", "chat_template": "template", "bos": "bos", "eos": "eos",
                    "pad": "pad", "padding_side": "padding_side", "nfc": "nfc", "closer": "closer"}

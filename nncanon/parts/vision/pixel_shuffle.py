@@ -10,6 +10,11 @@ linear map, no bias) takes each row to the text model's width: one image token p
 `PIXEL_SHUFFLE` proves ``vision.image_features`` from ``vision.tower_output`` on every image with an independent
 reshape (`shuffle`: the square's offsets as their own axes, permuted; not the module's own ``pixel_shuffle``,
 which gets there by two views, two permutes and two reshapes) and the projection recomputed in float64.
+
+Aya Vision's projector shuffles the same squares in the same order inside itself (its ``tower_output`` is the
+unshuffled rows) and maps each shuffled row through a LayerNorm (``norm``) and a SwiGLU whose value and gate are the
+two halves of one linear (``linear_fc1``: ``x, gate = halves``, ``silu(gate) · x``), then ``down_proj``:
+`SHUFFLED_SWIGLU_PROJECTOR`.
 """
 
 from __future__ import annotations
@@ -44,4 +49,22 @@ def PIXEL_SHUFFLE(host, r):
     return [(out.reshape(-1, out.shape[-1]), r["image_features"])]
 
 
-__all__ = ["shuffle", "PIXEL_SHUFFLE"]
+@relation("image_features == down_proj(silu(gate) · x), x and gate the two halves of linear_fc1(norm(pixel_shuffle("
+          "tower_output, downsample_factor))), norm a LayerNorm over the shuffled row; one image token per square, the "
+          "images' tokens one after another", proves="image_features", reads="tower_output image_features",
+          tolerance=SUBBLOCK)
+def SHUFFLED_SWIGLU_PROJECTOR(host, r):
+    """Recomputed in float64 (the shuffle, the norm, both linears and the gate): SUBBLOCK."""
+    import torch.nn.functional as F
+
+    projector = host._std_model.projector
+    norm, fc1, fc2 = projector.norm._module, projector.linear_fc1._module, projector.down_proj._module
+    double = lambda t: None if t is None else t.double()  # noqa: E731
+    rows = shuffle(r["tower_output"].double(), host._std_model._module.config.downsample_factor)
+    rows = F.layer_norm(rows, norm.normalized_shape, double(norm.weight), double(norm.bias), norm.eps)
+    x, gate = F.linear(rows, fc1.weight.double(), double(fc1.bias)).chunk(2, dim=-1)
+    out = F.linear(F.silu(gate) * x, fc2.weight.double(), double(fc2.bias))
+    return [(out.reshape(-1, out.shape[-1]), r["image_features"])]
+
+
+__all__ = ["shuffle", "PIXEL_SHUFFLE", "SHUFFLED_SWIGLU_PROJECTOR"]

@@ -99,6 +99,15 @@ def _feature(host, r):
     return [(selected[0], r["tower_output"]), (first(r["model.projector.input"]), r["tower_output"])]
 
 
+@relation("tower_output == layers[-1].layer_output, the tower's last_hidden_state (no vision_feature_layer), its one "
+          "row; it is what the projector is called with", proves="tower_output",
+          reads="layers[*].layer_output tower_output model.projector.input")
+def LAST_HIDDEN_STATE(host, r):
+    """LightOnOCR's wrapper reads the tower's last_hidden_state whatever its config says (it has no feature layer)."""
+    return [(first(r["layers[*].layer_output"][-1])[0], r["tower_output"]),
+            (first(r["model.projector.input"]), r["tower_output"])]
+
+
 def merge(rows: Any, shape: tuple[int, int], size: int) -> Any:
     """``[h · w, width]`` (one image's patches, row-major) -> ``[(h / size) · (w / size), width · size²]``: each
     size x size square one row, channel by channel (each channel's square row-major), the squares row-major."""
@@ -130,8 +139,10 @@ def _merger(host, r):
     return [(out, r["image_features"])]
 
 
-def pixtral_tower(name: str) -> type:
-    """``model.vision`` of a Mistral 3 wrapper: the Pixtral tower's values and relations, the patch merger's."""
+def pixtral_tower(name: str, projector: str = "model.multi_modal_projector", feature: Any = _feature) -> type:
+    """``model.vision`` of a Mistral 3 wrapper: the Pixtral tower's values and relations, the patch merger's; a wrapper
+    whose projector is elsewhere (``projector``, its native path) or that reads another hidden state (``feature``,
+    the relation proving tower_output: LightOnOCR's `LAST_HIDDEN_STATE`) says so."""
     values = [
         image_token_mask_value(),
         Value("patch_embeddings", Patches,
@@ -139,13 +150,13 @@ def pixtral_tower(name: str) -> type:
               child("ln_pre", "input")),
         Value("tower_output", PackedFeatures,
               "The tower's output the projector reads: the hidden state at vision_feature_layer, every image's "
-              "patches one after another", AtRoot(io="input", module="model.multi_modal_projector",
+              "patches one after another", AtRoot(io="input", module=projector,
                                                    shown="model.projector", element=0,
                                                    words="the projector's input, at the root")),
         image_features_value(),
     ]
     return type(name, (PixtralSizes, host(name, values=values, HOST="model.vision")),
-                {"HOST": "model.vision", "RELATIONS": (MASK, SCATTER, _embeddings, _stack, _feature, _merger),
+                {"HOST": "model.vision", "RELATIONS": (MASK, SCATTER, _embeddings, _stack, feature, _merger),
                  "class_tokens": 0})
 
 
@@ -252,5 +263,5 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     return {"images": 1, "patches": patches, "image_tokens": tokens, "vision_hidden_size": vision.vision_hidden_size}
 
 
-__all__ = ["PIXTRAL_RENAME", "PackedFeatures", "grids", "merge", "pixtral_tower", "PixtralSizes", "rotary",
+__all__ = ["PIXTRAL_RENAME", "PackedFeatures", "grids", "LAST_HIDDEN_STATE", "merge", "pixtral_tower", "PixtralSizes", "rotary",
            "PixtralAttention", "TowerGatedMLP", "image_sizes"]
