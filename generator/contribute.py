@@ -50,7 +50,8 @@ def new_family(name: str, like: str, model_type: str | None = None, edit: Edit |
         if path.exists():
             raise FamilyYamlError(path, None, f"already exists; {name!r} is a family already")
     module = (module_dir / f"{like}.py").read_text(encoding="utf-8")
-    module = re.sub(r'^FAMILY = ".*"$', lambda _: f"FAMILY = {name!r}", module, count=1, flags=re.M)
+    # either quote: the factory (new --from-survey) writes FAMILY with repr's single quotes
+    module = re.sub(r'^FAMILY = (["\']).*\1$', lambda _: f"FAMILY = {name!r}", module, count=1, flags=re.M)
     module = re.sub(r"^MODEL_TYPES = .*$", lambda _: f"MODEL_TYPES = ({model_type!r},)", module, count=1, flags=re.M)
     module = module.replace(f'"{_camel(like)}StandardModel"', f'"{_camel(name)}StandardModel"')
     if module.startswith('"""'):  # the docstring is printed on the page: it must be the new family's

@@ -37,7 +37,6 @@ from ..core.relations import relation
 from ..core.values import Value
 from ..parts.attention.softmax import Attention
 from ..parts.blocks.decoder import (
-    BLOCK_RELATIONS,
     ROOT_RELATIONS,
     ROOT_VALUES,
     TEXT_PATHS,
@@ -48,6 +47,7 @@ from ..parts.blocks.decoder import (
     text_only,
 )
 from ..parts.blocks.mlp import MLP
+from ..parts.blocks.scaled import BLOCK_KEPT, scaled_adds
 
 # -- the root: the embedding and logits multipliers --------------------------------------------
 
@@ -68,25 +68,10 @@ _ROOT_KEPT = tuple(r for r in ROOT_RELATIONS
                                      "logits == lm_head_output (nothing past the head)"))
 GRANITE_ROOT_RELATIONS = (_scaled_embeddings, _scaled_logits, *_ROOT_KEPT)
 
-# -- the block: the residual multiplier on both branches ----------------------------------------
+# -- the block: the residual multiplier on both branches (the shared scaled adds) ----------------------
 
-
-@relation("layer_input + residual_multiplier · self_attn.attention_output == layer_mid",
-          proves="layer_mid self_attn.attention_output", reads="layer_input self_attn.attention_output layer_mid",
-          adds=("layer_input", "self_attn.attention_output", "layer_mid"))
-def _scaled_attention_add(host, r):
-    return [(r["layer_input"] + host._module.residual_multiplier * r["self_attn.attention_output"], r["layer_mid"])]
-
-
-@relation("layer_mid + residual_multiplier · mlp.mlp_output == layer_output", proves="layer_output mlp.mlp_output",
-          reads="layer_mid mlp.mlp_output layer_output", adds=("layer_mid", "mlp.mlp_output", "layer_output"))
-def _scaled_mlp_add(host, r):
-    return [(r["layer_mid"] + host._module.residual_multiplier * r["mlp.mlp_output"], r["layer_output"])]
-
-
-_BLOCK_KEPT = tuple(r for r in BLOCK_RELATIONS if " == layer_mid" not in r.text and " == layer_output" not in r.text)
-
-GraniteBlock = host("GraniteBlock", Block, RELATIONS=(_scaled_attention_add, _scaled_mlp_add, *_BLOCK_KEPT))
+GraniteBlock = host("GraniteBlock", Block, RELATIONS=(
+    *scaled_adds("residual_multiplier", lambda block: block.residual_multiplier), *BLOCK_KEPT))
 
 GraniteAttention = host("GraniteAttention", Attention, values=[
     Value("attention_output", Residual,

@@ -6,7 +6,7 @@
 
 ``components`` reads, on every block, what the block adds to the stream: the terms its residual relations name
 (``adds``: ``self_attn.attention_output`` and ``mlp.mlp_output`` on Llama; the sandwich norms' outputs on Gemma 2;
-the mixer's on Mamba-2), each scaled as the block scales it (Granite's residual_multiplier). Their sum with the
+the mixer's on Mamba-2), each scaled as the block scales it (Granite's residual_multiplier, MiniCPM3's residual_scale). Their sum with the
 stream entering block 0 is the last block's output, on sequential and parallel blocks alike; a family whose adds
 do not sum to it (a branch the relations scale in ways this module does not read) is refused, never decomposed
 wrongly: the sum is checked on every call.
@@ -92,7 +92,10 @@ def components(model: Any, *inputs: Any, **kwargs: Any) -> tuple[list[str], torc
         for term in _adds(block):
             wanted.append(_target(block, term))
             labels.append(_label(i, term))
-            scales.append(getattr(block._module, "residual_multiplier", None))  # Granite scales both branches
+            # Granite and MiniCPM3 scale both branches (nncanon.parts.blocks.scaled): residual_multiplier, residual_scale
+            module = block._module
+            scales.append(next((v for v in (getattr(module, "residual_multiplier", None),
+                                            getattr(module, "residual_scale", None)) if v is not None), None))
     wanted.append((blocks[-1], "layer_output"))
     read = _read(model, wanted, inputs, kwargs)
     parts = [x if scale is None else x * scale for x, scale in zip(read[:-1], scales)]

@@ -7,7 +7,7 @@ holds), each projected back up per head (``q_b_proj``, ``kv_b_proj``). A query o
 (``qk_nope_head_dim``) and a rotated one (``qk_rope_head_dim``; the keys' rotated part is the last columns of
 ``kv_a_proj_with_mqa``, one for the token, shared by every head) side by side; the values are the rest of
 ``kv_b_proj``'s head, ``v_head_dim`` wide. V3 hands the attention (cos, sin) and turns interleaved pairs; V2 hands
-it complex frequencies (``rotate``).
+it complex frequencies; MiniCPM3 (cos, sin) on the two halves of the rope part (``rotate``).
 """
 
 from __future__ import annotations
@@ -56,11 +56,13 @@ def part(which: str) -> View:
 
 def rotate(module, queries, keys, position_embeddings):
     """The module's own rotary on the rope parts: V3's (cos, sin) on interleaved pairs when the config says so (its
-    default), or V2's complex frequencies (``freqs_cis``), which turn adjacent pairs as complex numbers."""
+    default), (cos, sin) on the two halves when it does not or has no such switch (MiniCPM3), or V2's complex
+    frequencies (``freqs_cis``), which turn adjacent pairs as complex numbers."""
     if isinstance(position_embeddings, (tuple, list)):
         from transformers.models.deepseek_v3 import modeling_deepseek_v3 as v3
 
-        rope = v3.apply_rotary_pos_emb_interleave if module.config.rope_interleave else v3.apply_rotary_pos_emb
+        interleave = getattr(module.config, "rope_interleave", False)
+        rope = v3.apply_rotary_pos_emb_interleave if interleave else v3.apply_rotary_pos_emb
         return rope(queries, keys, *position_embeddings)
     from transformers.models.deepseek_v2 import modeling_deepseek_v2 as v2
 
