@@ -12,7 +12,7 @@ import json
 import re
 
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
-from generator.checkpoint.processors_idefics import idefics3_processor
+from generator.checkpoint.processors_idefics import idefics2_processor, idefics3_processor
 from generator.checkpoint.processors_internvl import internvl_processor
 from generator.checkpoint.processors_mllama import mllama_processor
 from generator.checkpoint.processors_paligemma import paligemma_processor
@@ -206,6 +206,8 @@ def build_processor(fam: Family, tokenizer=None):
         return anyres(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "idefics3":
         return idefics3_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "idefics2":
+        return idefics2_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "mllama":
         return mllama_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "paligemma":
