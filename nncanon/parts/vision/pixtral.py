@@ -94,7 +94,8 @@ def _stack(host, r):
           reads="layers[*].layer_input layers[*].layer_output tower_output model.projector.input")
 def _feature(host, r):
     config = host._std_model._module.config
-    layer = config.vision_feature_layer % (config.vision_config.num_hidden_layers + 1)
+    # LightOnOCR's wrapper has no vision_feature_layer: it reads the last hidden state
+    layer = getattr(config, "vision_feature_layer", -1) % (config.vision_config.num_hidden_layers + 1)
     selected = r["layers[*].layer_input"][0] if layer == 0 else first(r["layers[*].layer_output"][layer - 1])
     return [(selected[0], r["tower_output"]), (first(r["model.projector.input"]), r["tower_output"])]
 
@@ -130,8 +131,9 @@ def _merger(host, r):
     return [(out, r["image_features"])]
 
 
-def pixtral_tower(name: str) -> type:
-    """``model.vision`` of a Mistral 3 wrapper: the Pixtral tower's values and relations, the patch merger's."""
+def pixtral_tower(name: str, projector: str = "model.multi_modal_projector") -> type:
+    """``model.vision`` of a Mistral 3 wrapper (or LightOnOCR's, whose projector is at ``projector``): the Pixtral
+    tower's values and relations, the patch merger's."""
     values = [
         image_token_mask_value(),
         Value("patch_embeddings", Patches,
@@ -139,7 +141,7 @@ def pixtral_tower(name: str) -> type:
               child("ln_pre", "input")),
         Value("tower_output", PackedFeatures,
               "The tower's output the projector reads: the hidden state at vision_feature_layer, every image's "
-              "patches one after another", AtRoot(io="input", module="model.multi_modal_projector",
+              "patches one after another", AtRoot(io="input", module=projector,
                                                    shown="model.projector", element=0,
                                                    words="the projector's input, at the root")),
         image_features_value(),
