@@ -1,5 +1,6 @@
 """Mistral 3's and LightOnOCR's tiny processors: Pixtral's over ``PixtralImageProcessorPil`` (no torchvision:
-`nncanon.parts.vision.pixtral_processing.PixtralImageTextProcessor`), and ``LightOnOcrProcessor`` over the same.
+`nncanon.parts.vision.pixtral_processing.PixtralImageTextProcessor`), and ``LightOnOcrProcessor`` over the same;
+and GOT-OCR 2.0's (its page resized to one square, a fixed count of image tokens).
 
 Every image is resized, aspect kept, so its longest edge is at most ``longest_edge`` pixels and each side a
 multiple of the patch, and the batch padded to its largest image (the model crops each image back by
@@ -47,3 +48,17 @@ def lighton_ocr_processor(fam: Any, tokenizer: Any, template: str | None) -> Any
                                                patch_size={"height": patch * merge, "width": patch * merge})
     return LightOnOcrProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=patch,
                                spatial_merge_size=merge, chat_template=template)
+
+
+def got_ocr2_processor(fam: Any, tokenizer: Any, template: str | None) -> Any:
+    """``GotOcr2ImageTextProcessor`` over ``GotOcr2ImageProcessorPil`` (``kind: got_ocr2``): every image resized to
+    ``image_size`` square, each ``<imgpad>`` of a prompt expanded to ``num_image_tokens`` (the projector's cells)."""
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    from nncanon.parts.vision.got_ocr2_processing import GotOcr2ImageTextProcessor
+
+    recipe = fam.tiny["processor"]
+    side = recipe["image_size"]
+    image_processor = GotOcr2ImageProcessorPil(size={"height": side, "width": side})
+    return GotOcr2ImageTextProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=template,
+                                     num_image_tokens=recipe["num_image_tokens"])

@@ -16,7 +16,11 @@ from generator.checkpoint.processors_idefics import idefics2_processor, idefics3
 from generator.checkpoint.processors_internvl import internvl_processor
 from generator.checkpoint.processors_mllama import mllama_processor
 from generator.checkpoint.processors_paligemma import paligemma_processor
-from generator.checkpoint.processors_pixtral import lighton_ocr_processor, pixtral_processor
+from generator.checkpoint.processors_pixtral import (
+    got_ocr2_processor,
+    lighton_ocr_processor,
+    pixtral_processor,
+)
 from generator.recipe.family import Family
 from generator.recipe.fields import FamilyYamlError
 from generator.recipe.tokenizer_presets import (
@@ -214,6 +218,8 @@ def build_processor(fam: Family, tokenizer=None):
         return paligemma_processor(fam, tokenizer)
     if fam.tiny["processor"].get("kind") == "internvl":
         return internvl_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "got_ocr2":
+        return got_ocr2_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "lighton_ocr":
         return lighton_ocr_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "pixtral":
