@@ -1,4 +1,11 @@
-"""The tiny Idefics3 / SmolVLM processor: image splitting into rows x cols tiles and a global image.
+"""The tiny Idefics2 and Idefics3 / SmolVLM processors: Idefics2's images padded to one size, Idefics3's split
+into rows x cols tiles and a global image.
+
+``Idefics2Processor`` over ``Idefics2ImageProcessorPil`` (no torchvision): every image is resized between a
+shortest and a longest edge (its aspect kept), padded at the bottom and right to the call's largest height and width
+(``pixel_attention_mask`` 1 on its own pixels), and each ``<image>`` of the prompt becomes
+``<fake_token_around_image>``, ``image_seq_len`` image tokens (the resampler's latents) and
+``<fake_token_around_image>``.
 
 ``Idefics3Processor`` over ``Idefics3ImageProcessorPil`` (no torchvision): every image is resized so its longest
 edge is ``size`` (``longest_edge``), then up to multiples of ``max_image_size``, cut into ``max_image_size``
@@ -24,4 +31,17 @@ def idefics3_processor(fam: Family, tokenizer, template: str):
                                                 max_image_size={"longest_edge": recipe["tile"]},
                                                 do_image_splitting=True)
     return Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer,
+                             image_seq_len=recipe["image_seq_len"], chat_template=template)
+
+
+def idefics2_processor(fam: Family, tokenizer, template: str):
+    """The processor for ``tiny.processor`` (``kind: idefics2``): ``shortest_edge`` and ``longest_edge`` (the
+    resize) and ``image_seq_len`` (image tokens per image: the perceiver's resampler_n_latents); no splitting."""
+    from transformers import Idefics2ImageProcessorPil, Idefics2Processor
+
+    recipe = fam.tiny["processor"]
+    image_processor = Idefics2ImageProcessorPil(size={"shortest_edge": recipe["shortest_edge"],
+                                                      "longest_edge": recipe["longest_edge"]},
+                                                do_image_splitting=False)
+    return Idefics2Processor(image_processor=image_processor, tokenizer=tokenizer,
                              image_seq_len=recipe["image_seq_len"], chat_template=template)

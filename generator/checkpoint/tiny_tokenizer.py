@@ -14,12 +14,15 @@ import re
 from generator.checkpoint.processors_anyres import ANYRES_PROCESSORS
 from generator.checkpoint.processors_aya_vision import aya_vision_processor
 from generator.checkpoint.processors_deepseek_vl import deepseek_vl_processor
-from generator.checkpoint.processors_idefics import idefics3_processor
+from generator.checkpoint.processors_idefics import idefics2_processor, idefics3_processor
 from generator.checkpoint.processors_internvl import internvl_processor
-from generator.checkpoint.processors_lighton_ocr import lighton_ocr_processor
 from generator.checkpoint.processors_mllama import mllama_processor
 from generator.checkpoint.processors_paligemma import paligemma_processor
-from generator.checkpoint.processors_pixtral import pixtral_processor
+from generator.checkpoint.processors_pixtral import (
+    got_ocr2_processor,
+    lighton_ocr_processor,
+    pixtral_processor,
+)
 from generator.recipe.family import Family
 from generator.recipe.fields import FamilyYamlError
 from generator.recipe.tokenizer_presets import (
@@ -224,18 +227,22 @@ def build_processor(fam: Family, tokenizer=None):
         return anyres(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "idefics3":
         return idefics3_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "idefics2":
+        return idefics2_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "mllama":
         return mllama_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "paligemma":
         return paligemma_processor(fam, tokenizer)
     if fam.tiny["processor"].get("kind") == "internvl":
         return internvl_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "got_ocr2":
+        return got_ocr2_processor(fam, tokenizer, tokenizer_kind(fam).template)
+    if fam.tiny["processor"].get("kind") == "lighton_ocr":
+        return lighton_ocr_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "pixtral":
         return pixtral_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "aya_vision":
         return aya_vision_processor(fam, tokenizer, tokenizer_kind(fam).template)
-    if fam.tiny["processor"].get("kind") == "lighton_ocr":
-        return lighton_ocr_processor(fam, tokenizer, tokenizer_kind(fam).template)
     if fam.tiny["processor"].get("kind") == "deepseek_vl":
         return deepseek_vl_processor(fam, tokenizer, tokenizer_kind(fam).template)
     image_processor = Qwen2VLImageProcessorPil(**fam.tiny["processor"])

@@ -82,6 +82,10 @@ def load_processor(path: str | os.PathLike) -> ProcessorMixin:
         from ..parts.vision.internvl_processing import InternVLImageTextProcessor
 
         return InternVLImageTextProcessor.from_pretrained(path, local_files_only=True)
+    if processor_class == "GotOcr2ImageTextProcessor":  # nncanon.parts.vision.got_ocr2_processing's: its token count saved
+        from ..parts.vision.got_ocr2_processing import GotOcr2ImageTextProcessor
+
+        return GotOcr2ImageTextProcessor.from_pretrained(path, local_files_only=True)
     if processor_class == "PixtralImageTextProcessor":  # nncanon.parts.vision.pixtral_processing's, torchvision-free
         from ..parts.vision.pixtral_processing import PixtralImageTextProcessor
 

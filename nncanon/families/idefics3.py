@@ -117,14 +117,15 @@ def _bucketed_embeddings(host, r):
     return [(patches + embeddings.position_embedding.weight.double()[positions], r["patch_embeddings"])]
 
 
-def vision_host(name: str, scatter_ops: tuple[str, ...]) -> type:
-    """``model.vision`` of an Idefics3-built wrapper whose scatter is at ``scatter_ops`` of ``model.model``'s forward:
-    the SigLIP tower's values and relations, the embeddings' bucketed, the connector's pixel shuffle."""
+def vision_host(name: str, scatter_ops: tuple[str, ...], connector: Any = PIXEL_SHUFFLE, rows: str = "tile") -> type:
+    """``model.vision`` of an Idefics-built wrapper whose scatter is at ``scatter_ops`` of ``model.model``'s forward:
+    the SigLIP tower's values and relations, the embeddings' bucketed, the ``connector``'s relation (the pixel
+    shuffle; Idefics2's perceiver resampler)."""
     features = Value("image_features", ImageFeatures,
-                     "The image features the text model receives at the image tokens, flat over them (every tile's "
-                     "tokens, the tiles one after another)",
+                     "The image features the text model receives at the image tokens, flat over them (every "
+                     f"{rows}'s tokens, the {rows}s one after another)",
                      AtRoot(io="input", module="model", shown="model.model", ops=scatter_ops, element=1))
-    tower = siglip_tower(name, PIXEL_SHUFFLE, features, projector="model.connector")
+    tower = siglip_tower(name, connector, features, projector="model.connector")
     tower.RELATIONS = replace(tower.RELATIONS, patch_embeddings=_bucketed_embeddings)
     return tower
 

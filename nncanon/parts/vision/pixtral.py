@@ -94,18 +94,10 @@ def _stack(host, r):
           reads="layers[*].layer_input layers[*].layer_output tower_output model.projector.input")
 def _feature(host, r):
     config = host._std_model._module.config
-    layer = config.vision_feature_layer % (config.vision_config.num_hidden_layers + 1)
+    # LightOnOCR's wrapper has no vision_feature_layer: it reads the last hidden state
+    layer = getattr(config, "vision_feature_layer", -1) % (config.vision_config.num_hidden_layers + 1)
     selected = r["layers[*].layer_input"][0] if layer == 0 else first(r["layers[*].layer_output"][layer - 1])
     return [(selected[0], r["tower_output"]), (first(r["model.projector.input"]), r["tower_output"])]
-
-
-@relation("tower_output == layers[-1].layer_output, the tower's last_hidden_state (no vision_feature_layer), its one "
-          "row; it is what the projector is called with", proves="tower_output",
-          reads="layers[*].layer_output tower_output model.projector.input")
-def LAST_HIDDEN_STATE(host, r):
-    """LightOnOCR's wrapper reads the tower's last_hidden_state whatever its config says (it has no feature layer)."""
-    return [(first(r["layers[*].layer_output"][-1])[0], r["tower_output"]),
-            (first(r["model.projector.input"]), r["tower_output"])]
 
 
 def merge(rows: Any, shape: tuple[int, int], size: int) -> Any:
@@ -139,10 +131,9 @@ def _merger(host, r):
     return [(out, r["image_features"])]
 
 
-def pixtral_tower(name: str, projector: str = "model.multi_modal_projector", feature: Any = _feature) -> type:
-    """``model.vision`` of a Mistral 3 wrapper: the Pixtral tower's values and relations, the patch merger's; a wrapper
-    whose projector is elsewhere (``projector``, its native path) or that reads another hidden state (``feature``,
-    the relation proving tower_output: LightOnOCR's `LAST_HIDDEN_STATE`) says so."""
+def pixtral_tower(name: str, projector: str = "model.multi_modal_projector") -> type:
+    """``model.vision`` of a Mistral 3 wrapper (or LightOnOCR's, whose projector is at ``projector``): the Pixtral
+    tower's values and relations, the patch merger's."""
     values = [
         image_token_mask_value(),
         Value("patch_embeddings", Patches,
@@ -156,7 +147,7 @@ def pixtral_tower(name: str, projector: str = "model.multi_modal_projector", fea
         image_features_value(),
     ]
     return type(name, (PixtralSizes, host(name, values=values, HOST="model.vision")),
-                {"HOST": "model.vision", "RELATIONS": (MASK, SCATTER, _embeddings, _stack, feature, _merger),
+                {"HOST": "model.vision", "RELATIONS": (MASK, SCATTER, _embeddings, _stack, _feature, _merger),
                  "class_tokens": 0})
 
 
@@ -263,5 +254,5 @@ def image_sizes(model: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     return {"images": 1, "patches": patches, "image_tokens": tokens, "vision_hidden_size": vision.vision_hidden_size}
 
 
-__all__ = ["PIXTRAL_RENAME", "PackedFeatures", "grids", "LAST_HIDDEN_STATE", "merge", "pixtral_tower", "PixtralSizes", "rotary",
+__all__ = ["PIXTRAL_RENAME", "PackedFeatures", "grids", "merge", "pixtral_tower", "PixtralSizes", "rotary",
            "PixtralAttention", "TowerGatedMLP", "image_sizes"]
