@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from kernel_shards import SHARDS, families_of
 
 from generator.facts.collect import KERNEL_FREE
