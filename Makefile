@@ -3,6 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+JOBS ?= 2
 
 .PHONY: setup site test newest-venv verify-newest release-watch release-accept releases lint bench serve clean
 
@@ -14,13 +15,17 @@ $(PY):
 
 setup: $(PY)
 
+# JOBS processes collect the families whose facts are not current (generator/facts/jobs.py)
+COLLECTORS = $(if $(filter 0,$(JOBS)),1,$(JOBS))
 site: $(PY)
-	$(PY) -m generator build
+	$(PY) -m generator build --jobs $(COLLECTORS)
 
-# two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit); JOBS=0: one process.
+# first the site's facts, as make site collects them (cached: after make site, nothing to collect), which the
+# suite reads; then two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit, the
+# capability comparison in shards); JOBS=0: one process.
 # --durations: every run ends with its 25 slowest tests (where the suite's time goes: bench/bench_suite.py per file)
-JOBS ?= 2
 test: $(PY)
+	$(PY) -m generator verify --jobs $(COLLECTORS)
 	$(PY) -m pytest -n $(JOBS) --durations=25
 
 # every family verified again on the newest transformers published (pip's index says which: no number here), in a

@@ -71,6 +71,14 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="if another build is running, give up after SECONDS (default: wait for it)",
     )
+    parser.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                        help="collect the families whose facts are not current in N processes at once (default 1)")
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of processes, 1 or more")
+    return int(text)
 
 
 def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +109,8 @@ def run_build(args: argparse.Namespace) -> int:
     if args.site is not None and not args.site.strip():  # Path("") is ".": say what was typed
         print(f"error: --site {args.site!r}: an empty path; name a new directory", file=sys.stderr)
         return 1
-    build(site=Path(args.site) if args.site else SITE, progress=_progress, force=args.force, timeout=args.lock_timeout)
+    build(site=Path(args.site) if args.site else SITE, progress=_progress, force=args.force, timeout=args.lock_timeout,
+          jobs=args.jobs)
     return 0
 
 
@@ -111,10 +120,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
     if not args.keep_going and args.outcomes is None:
         verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
-               kernels_only=args.kernels_only)
+               kernels_only=args.kernels_only, jobs=args.jobs)
         return 0
     outcomes = verify_each(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
-                           kernels_only=args.kernels_only)
+                           kernels_only=args.kernels_only, jobs=args.jobs)
     for outcome in outcomes:  # a bug keeps its traceback, as it does without --keep-going
         if outcome.error is not None and not isinstance(outcome.error, reported_errors()):
             print(f"{outcome.family}:", file=sys.stderr)

@@ -127,11 +127,13 @@ class Outcome:
 
 
 def collect_each(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
-                 force: bool = False, kernels_only: bool = False, keep_going: bool = False) -> list[Outcome]:
+                 force: bool = False, kernels_only: bool = False, keep_going: bool = False,
+                 jobs: int = 1) -> list[Outcome]:
     """Facts for each family (collected only where their cache key changed), each family's outcome in order.
     ``keep_going``: a family that fails (any error but an interrupt; a family named whose YAML does not validate
     too) is recorded as failed and the next one runs; else every family is resolved first and the first failure
-    ends the run. ``kernels_only``: only the facts a CPU's kernels compute (``generator.facts.collect.KERNEL_FREE``)."""
+    ends the run. ``kernels_only``: only the facts a CPU's kernels compute (``generator.facts.collect.KERNEL_FREE``).
+    ``jobs`` > 1: the families to collect are collected by that many processes first (generator/facts/jobs.py)."""
     import transformers
 
     if names and keep_going:
@@ -141,6 +143,7 @@ def collect_each(names: list[str | Family] | None = None, progress: Callable[[st
     if not families:
         raise FamilyYamlError(families_dir(), None, "no family YAML (*.yaml) in it: nothing to verify; add one "
                               "(python -m generator new NAME --like llama), or point NNCANON_FAMILIES at the families")
+    pooled = _collect_pooled(families, jobs, progress, force, kernels_only, keep_going) if jobs > 1 else {}
     outcomes, left_out = [], []
     for item in families:
         name = item.family if isinstance(item, Family) else str(item)
@@ -153,6 +156,9 @@ def collect_each(names: list[str | Family] | None = None, progress: Callable[[st
                 progress(f"{name}: {note}")
                 left_out.append(family)
                 outcomes.append(Outcome(name, "left out", note=note))
+                continue
+            if name in pooled:  # a worker collected it: its facts are in the cache now
+                outcomes.append(Outcome(name, "verified", pooled[name]))
                 continue
             _, fresh = cached_facts(family, progress=progress, force=force, kernels_only=kernels_only)
         except Exception as error:  # noqa: BLE001 (keep_going: every family's error goes in its row)
@@ -173,34 +179,53 @@ def collect_each(names: list[str | Family] | None = None, progress: Callable[[st
     return outcomes
 
 
+def _collect_pooled(families: list, jobs: int, progress: Callable[[str], None], force: bool, kernels_only: bool,
+                    keep_going: bool) -> dict[str, float]:
+    """The families that resolve and are verified under the installed release, collected by ``jobs`` processes."""
+    import transformers
+
+    from generator.facts.jobs import collect_in_parallel
+
+    resolved = []
+    for item in families:
+        try:
+            family = get_family(item)
+        except Exception:  # noqa: BLE001 (the sequential pass below reports it in its row, or raises it)
+            continue
+        if family.verified_under(transformers.__version__):
+            resolved.append(family)
+    return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going)
+
+
 def collect_all(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
-                force: bool = False, kernels_only: bool = False) -> list[str]:
+                force: bool = False, kernels_only: bool = False, jobs: int = 1) -> list[str]:
     """Facts for each family (collected only where their cache key changed); returns the names collected. The
     first family that fails ends it."""
-    outcomes = collect_each(names, progress=progress, force=force, kernels_only=kernels_only)
+    outcomes = collect_each(names, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs)
     return [outcome.family for outcome in outcomes if outcome.result == "verified"]
 
 
 def verify(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
-           names: list[str] | None = None, kernels_only: bool = False) -> list[str]:
+           names: list[str] | None = None, kernels_only: bool = False, jobs: int = 1) -> list[str]:
     """Collect (checking every claim) without rendering, holding the build lock: every family, or ``names``."""
     with build_lock(progress, timeout):
         _clean_facts()
-        return collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only)
+        return collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs)
 
 
 def verify_each(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
-                names: list[str] | None = None, kernels_only: bool = False) -> list[Outcome]:
+                names: list[str] | None = None, kernels_only: bool = False, jobs: int = 1) -> list[Outcome]:
     """`verify` that goes on past a failing family (``verify --keep-going``): every family's outcome."""
     with build_lock(progress, timeout):
         _clean_facts()
         return collect_each(names or None, progress=progress, force=force, kernels_only=kernels_only,
-                            keep_going=True)
+                            keep_going=True, jobs=jobs)
 
 
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,
-          timeout: float | None = None) -> list[str]:
-    """Build the whole site into ``site``; returns the families whose facts were collected anew."""
+          timeout: float | None = None, jobs: int = 1) -> list[str]:
+    """Build the whole site into ``site``; returns the families whose facts were collected anew (by ``jobs``
+    processes)."""
     from generator.site.render import mkdocs_build, render_site
 
     site = Path(site)
@@ -213,7 +238,7 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         # a family whose YAML narrows its releases is left out of a site built under another release
         families = [family for family in all_families() if family.verified_under(transformers.__version__)]
         names = [family.family for family in families]
-        collected = collect_all(families, progress=progress, force=force)
+        collected = collect_all(families, progress=progress, force=force, jobs=jobs)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         from generator.survey.run import survey_all, survey_dir
 

@@ -33,27 +33,46 @@ def pytest_configure(config):
 #
 # pytest-xdist sends whole work units to its workers; a unit is a test module, except that the modules
 # sharing an expensive session fixture form one unit, so each worker computes that fixture at most once
-# (every family's facts collected twice takes minutes; the browser tests' site build, seconds). The
-# units are named by file because the scheduler sees node ids only; pytest_collection_modifyitems
-# checks that every test using such a fixture is in its unit's files.
+# (the whole site built from every family's facts; the browser tests' site), and each shard of the
+# capability comparison (one capability's kernels-only collection of a share of the families,
+# tests/kernel_shards.py) is a unit of its own, so the shards spread over both workers and none runs for
+# minutes. The units are named by file (and shard) because the scheduler sees node ids only;
+# pytest_collection_modifyitems checks that every test using such a fixture is in its unit's files.
 
 #: expensive session fixture -> (its unit, the test files that use it)
 SHARED = {
-    "facts_by_capability": ("facts", {"test_build.py", "test_portable_facts.py", "test_portable_pins.py",
-                                      "test_diagram_interiors.py", "test_site_index.py", "test_compare.py", "test_sae_index.py",
-                                      "test_release_records.py"}),
+    "site": ("site", {"test_site_index.py", "test_compare.py", "test_sae_index.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
                          "test_browser_coverage.py"}),
 }
 UNITS = {name: unit for unit, files in SHARED.values() for name in files}
+#: the modules whose tests are parametrized by a kernel shard (``[default-0]``): one unit per shard
+SHARDED = {"test_portable_facts.py", "test_portable_pins.py"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        parametrized = getattr(getattr(item, "callspec", None), "params", {})  # a test's own argument, no fixture
         for fixture, (_, files) in SHARED.items():
-            if fixture in getattr(item, "fixturenames", ()) and item.path.name not in files:
+            if fixture in getattr(item, "fixturenames", ()) and fixture not in parametrized \
+                    and item.path.name not in files:
                 raise pytest.UsageError(f"{item.nodeid} uses the session fixture {fixture!r}: add {item.path.name!r} "
                                         f"to its unit's files in tests/conftest.py SHARED (so one worker computes it)")
+        if "kernel_facts" in getattr(item, "fixturenames", ()) and item.path.name not in SHARDED:
+            raise pytest.UsageError(f"{item.nodeid} uses kernel_facts: add {item.path.name!r} to tests/conftest.py "
+                                    f"SHARDED and parametrize it by kernel_shards.SHARDS")
+
+
+def unit_of(nodeid: str) -> str:
+    """The work unit of a test: its shard's for a sharded module, its shared fixture's, else its module."""
+    import re
+
+    path = nodeid.split("::", 1)[0]
+    name = Path(path).name
+    shard = re.search(r"\[(\w+-\d+)\]$", nodeid) if name in SHARDED else None
+    if shard:
+        return f"kernels-{shard.group(1)}"
+    return UNITS.get(name, path)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -62,12 +81,12 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SharedFixtureScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return UNITS.get(Path(path).name, path)
+            return unit_of(nodeid)
 
         def _assign_work_unit(self, node) -> None:
-            # the longest units first (the facts' collections run for minutes), so neither ends the run alone
-            for unit in ("browser", "facts"):
+            # the longest units first (the browser's site and sweeps, the site built whole, the shards), so
+            # none ends the run alone
+            for unit in [u for u in self.workqueue if u.startswith("kernels-")] + ["site", "browser"]:
                 if unit in self.workqueue:
                     self.workqueue.move_to_end(unit, last=False)
             super()._assign_work_unit(node)
@@ -76,48 +95,68 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 @pytest.fixture(scope="session")
-def facts_by_capability(tmp_path_factory):
-    """Every family's facts, collected once per run into fresh build directories, at once under each of
-    ``capabilities()``: natively the whole facts (the build tests start warm from them), under the other kernels
-    the facts a kernel computes (``verify --kernels-only``), each from tiny checkpoints built anew in the build
-    directory's own cache (``<build>/checkpoints``), which ``checkpoint_dir`` checks against the pins.
-    tests/test_portable_facts.py checks the facts byte-identical, tests/test_portable_pins.py the checkpoints."""
+def native_facts() -> Path:
+    """Every family's facts under this machine's own kernels: the site's (``<build>/facts``), as ``make site``
+    and ``make test``'s first step (``generator verify --jobs 2``) collected them; verified here again, which
+    collects only a family whose cache key changed since (every family, on a fresh clone run without make)."""
     import subprocess
     import sys
-    from pathlib import Path
+
+    from generator.facts.collect import facts_dir
 
     repo = Path(__file__).resolve().parent.parent
-    runs, dirs = {}, {}
-    from capabilities import capabilities, environment
-
-    for capability in capabilities():
-        build = tmp_path_factory.mktemp(f"facts-{capability}")
-        native = capability == "native"
-        extra = {} if native else {"NNCANON_CACHE": str(build / "checkpoints")}
-        env = environment(capability, NNCANON_BUILD=str(build), OMP_NUM_THREADS="1", **extra)
-        env.pop("NNCANON_FAMILIES", None)  # natively: this run's cache (``cache_root()``), which other tests read too
-        command = ["verify", "--force"] + ([] if native else ["--kernels-only"])
-        runs[capability] = subprocess.Popen([sys.executable, "-m", "generator", *command], cwd=repo,
-                                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        dirs[capability] = build / ("facts" if native else "facts-kernels")
-    for capability, run in runs.items():
-        _, err = run.communicate(timeout=HANG)
-        assert run.returncode == 0, f"collecting facts under {capability}: {err[-3000:]}"
-    return dirs
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("NNCANON_FAMILIES", None)  # the repository's families, whatever a test set
+    run = subprocess.run([sys.executable, "-m", "generator", "verify"], cwd=repo, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=HANG)
+    assert run.returncode == 0, f"verifying every family: {run.stderr[-3000:]}"
+    return facts_dir()
 
 
 @pytest.fixture(scope="session")
-def all_facts(facts_by_capability) -> dict[str, dict]:
-    """Every family's facts as collected natively this run, by family."""
+def kernel_facts(tmp_path_factory):
+    """``kernel_facts(shard)``: the facts-kernels directory of one shard's collection (its families' kernels-only
+    facts under the shard's capability, from tiny checkpoints built anew in the collection's own cache beside
+    it, ``<build>/checkpoints``, which ``checkpoint_dir`` checks against the pins). Collected on first use; the
+    scheduler keeps each shard's tests on one worker, so each is collected once per run."""
+    import subprocess
+    import sys
+
+    from capabilities import environment
+    from kernel_shards import families_of
+
+    repo = Path(__file__).resolve().parent.parent
+    done: dict[str, Path] = {}
+
+    def collect(shard: str) -> Path:
+        if shard not in done:
+            capability = shard.rsplit("-", 1)[0]
+            build = tmp_path_factory.mktemp(f"kernels-{shard}")
+            env = environment(capability, NNCANON_BUILD=str(build), NNCANON_CACHE=str(build / "checkpoints"),
+                              OMP_NUM_THREADS="1")
+            env.pop("NNCANON_FAMILIES", None)
+            run = subprocess.run([sys.executable, "-m", "generator", "verify", "--force", "--kernels-only",
+                                  *families_of(shard)], cwd=repo, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, timeout=HANG)
+            assert run.returncode == 0, f"collecting the kernels' facts of shard {shard}: {run.stderr[-3000:]}"
+            done[shard] = build / "facts-kernels"
+        return done[shard]
+
+    return collect
+
+
+@pytest.fixture(scope="session")
+def all_facts(native_facts) -> dict[str, dict]:
+    """Every family's facts as collected natively, by family."""
     import json
 
-    facts_dir = facts_by_capability["native"]
+    facts_dir = native_facts
     return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(facts_dir.glob("*.json"))
             if p.name != "index.json"}
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory, facts_by_capability):
+def site(tmp_path_factory, native_facts):
     """The whole site built from every family's facts with ``site_url`` set, served: (its directory, its base
     URL). tests/test_site_index.py and tests/test_compare.py read it (one unit: built once)."""
     import logging
@@ -132,7 +171,7 @@ def site(tmp_path_factory, facts_by_capability):
     out = tmp / "site"
     out.mkdir()
     server = site_server(out)
-    render_site(facts_by_capability["native"], tmp / "docs")
+    render_site(native_facts, tmp / "docs")
     level = logging.getLogger("mkdocs").level
     logging.getLogger("mkdocs").setLevel(logging.ERROR)
     try:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, facts_by_capability):
+def workspace(tmp_path_factory, native_facts):
     """A copy of families/ and a private build directory, so the tests never touch the repo's cache."""
     root = tmp_path_factory.mktemp("build")
     shutil.copytree(REPO / "families", root / "families")
@@ -27,7 +27,7 @@ def workspace(tmp_path_factory, facts_by_capability):
     os.environ["NNCANON_FAMILIES"] = str(root / "families")
     os.environ["NNCANON_BUILD"] = str(root / "build")
     # start from the run's facts (collected once, tests/conftest.py), so the module does not collect again
-    shutil.copytree(facts_by_capability["native"], root / "build" / "facts")
+    shutil.copytree(native_facts, root / "build" / "facts")
     yield root
     for key, value in saved.items():
         if value is None:
@@ -213,7 +213,7 @@ def test_a_mask_with_both_ways_spans_is_proven_on_a_call_that_has_them(workspace
         assert data["stack"]["marked"] and data["stack"]["marked"][0]["value"].endswith("attention_allowed")
 
 
-def test_every_read_line_is_in_a_modeling_file_of_its_own_family(facts_by_capability):
+def test_every_read_line_is_in_a_modeling_file_of_its_own_family(native_facts):
     """A value read inside a forward names the line of transformers' source it is read at; the file must be one
     the family's own module classes come from. (nnsight memoizes instrumented code by code object, and a copied
     eager_attention_forward at the same line of two modeling files compares equal: collected in one process after
@@ -225,7 +225,7 @@ def test_every_read_line_is_in_a_modeling_file_of_its_own_family(facts_by_capabi
     from generator.recipe.family import get_family
 
     wrong = []
-    for path in sorted(facts_by_capability["native"].glob("*.json")):
+    for path in sorted(native_facts.glob("*.json")):
         facts = json.loads(path.read_text(encoding="utf-8"))
         module = importlib.import_module(get_family(facts["family"]).module)
         own = {Path(inspect.getfile(cls)).name for cls in module.ENVOYS if isinstance(cls, type)}

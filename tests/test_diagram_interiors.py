@@ -21,10 +21,10 @@ def _rows(facts: dict) -> set[str]:
 
 
 @pytest.mark.slow
-def test_every_value_on_every_family_page_is_a_part_or_has_a_reason(facts_by_capability):
+def test_every_value_on_every_family_page_is_a_part_or_has_a_reason(native_facts):
     from generator.site.render import page_context, render_family
 
-    pages = sorted(Path(facts_by_capability["native"]).glob("*.json"))
+    pages = sorted(Path(native_facts).glob("*.json"))
     assert len(pages) > 20
     for path in pages:
         facts = json.loads(path.read_text())

@@ -1,7 +1,7 @@
 """The site is a function of the facts, and the facts are the same on every CPU: every family's facts,
-collected under this machine's own kernels, ``ATEN_CPU_CAPABILITY=default`` (with MKL's and oneDNN's generic
-branches) and ``avx2`` (``facts_by_capability`` in tests/conftest.py), are byte-identical in every fact a kernel
-computes. The other kernels' collections leave out the facts no kernel can change (``KERNEL_FREE``: the config
+collected under this machine's own kernels (the site's, ``native_facts``), ``ATEN_CPU_CAPABILITY=default`` (with
+MKL's and oneDNN's generic branches) and ``avx2`` (``kernel_facts`` in tests/conftest.py, in shards of families:
+tests/kernel_shards.py), are byte-identical in every fact a kernel computes. The other kernels' collections leave out the facts no kernel can change (``KERNEL_FREE``: the config
 tables, read off meta-device models, and the edits, whose checks compare two forwards under the same kernels). The
 checkpoints' side of the same promise is tests/test_portable_pins.py."""
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from kernel_shards import SHARDS, families_of
 
 from generator.facts.collect import KERNEL_FREE
-from generator.recipe.family import all_families
 
 
 def _kernels_part(text: str) -> str:
@@ -23,24 +23,33 @@ def _kernels_part(text: str) -> str:
     return json.dumps(facts, sort_keys=True, indent=1)
 
 
+def test_the_shards_cover_every_family_once_per_capability():
+    from kernel_shards import _names
+
+    for capability in {shard.rsplit("-", 1)[0] for shard in SHARDS}:
+        shares = [families_of(shard) for shard in SHARDS if shard.rsplit("-", 1)[0] == capability]
+        assert sorted(name for share in shares for name in share) == _names(), capability
+
+
 @pytest.mark.slow
-def test_every_fact_is_the_same_under_every_capability(facts_by_capability):
+@pytest.mark.parametrize("shard", SHARDS)
+def test_every_fact_is_the_same_under_every_capability(native_facts, kernel_facts, shard):
     """The pages are rendered from facts alone, so equal facts mean an equal site on every CPU."""
-    native = facts_by_capability["native"]
-    names = sorted(p.name for p in native.glob("*.json"))
-    assert len(names) == len(all_families())
-    for capability, other in facts_by_capability.items():
-        assert names == sorted(p.name for p in other.glob("*.json")), capability
-        for name in names:
-            mine = (other / name).read_text(encoding="utf-8")
-            if capability != "native":  # a kernels-only collection: none of the kernel-free facts, all the rest
-                assert not set(json.loads(mine)) & set(KERNEL_FREE), (capability, name)
-            assert _kernels_part(mine) == _kernels_part((native / name).read_text(encoding="utf-8")), (capability, name)
+    other = kernel_facts(shard)
+    names = sorted(f"{name}.json" for name in families_of(shard))
+    assert names == sorted(p.name for p in other.glob("*.json")), shard
+    for name in names:
+        mine = (other / name).read_text(encoding="utf-8")
+        # a kernels-only collection: none of the kernel-free facts, all the rest
+        assert not set(json.loads(mine)) & set(KERNEL_FREE), (shard, name)
+        assert _kernels_part(mine) == _kernels_part((native_facts / name).read_text(encoding="utf-8")), (shard, name)
 
 
-def test_a_kernels_only_collection_leaves_out_only_the_kernel_free_facts(facts_by_capability):
+@pytest.mark.parametrize("shard", SHARDS[:1])
+def test_a_kernels_only_collection_leaves_out_only_the_kernel_free_facts(native_facts, kernel_facts, shard):
     """What the comparison above leaves out is exactly KERNEL_FREE: every other key of the native facts is there."""
-    native, other = facts_by_capability["native"], facts_by_capability["default"]
-    for path in sorted(native.glob("*.json")):
-        full, kernels = json.loads(path.read_text()), json.loads((other / path.name).read_text())
-        assert set(full) - set(kernels) <= set(KERNEL_FREE) and set(kernels) <= set(full), path.name
+    other = kernel_facts(shard)
+    for name in families_of(shard):
+        full = json.loads((native_facts / f"{name}.json").read_text())
+        kernels = json.loads((other / f"{name}.json").read_text())
+        assert set(full) - set(kernels) <= set(KERNEL_FREE) and set(kernels) <= set(full), name

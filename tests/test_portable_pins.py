@@ -3,9 +3,9 @@ built anew under the generic CPU kernels (``ATEN_CPU_CAPABILITY=default`` with M
 branches) and AVX2's, gives byte for byte the files this machine's own kernels built, and those are the pin. A pin
 that only reproduces on the machine that made it would break ``make site`` on the next one.
 
-The checkpoints are the ones the facts' collections built (``facts_by_capability`` in tests/conftest.py: each
-non-native collection has a cache of its own, where ``checkpoint_dir`` refuses a build whose digest is not the
-pin), so this module builds nothing itself."""
+The checkpoints are the ones the facts' collections built (the site's collection natively; ``kernel_facts`` in
+tests/conftest.py under the other kernels, one shard of families at a time, each with a cache of its own, where
+``checkpoint_dir`` refuses a build whose digest is not the pin), so this module builds nothing itself."""
 
 from __future__ import annotations
 
@@ -13,14 +13,16 @@ import json
 from pathlib import Path
 
 import pytest
+from kernel_shards import SHARDS, families_of
 
 from generator.checkpoint.checkpoints import MANIFEST_FILE, cache_root, cached_dir
-from generator.recipe.family import all_families, get_family
+from generator.recipe.family import get_family
 
 
-def _families():
+def _families(shard: str):
     out = []
-    for family in all_families():
+    for name in families_of(shard):
+        family = get_family(name)
         out.append(family)
         out += [family.variant(spec["name"]) for spec in family.variants]
     return out
@@ -31,33 +33,23 @@ def _files(directory: Path) -> dict[str, bytes]:
             if p.is_file() and p.name != MANIFEST_FILE}
 
 
-@pytest.fixture(scope="module")
-def caches(facts_by_capability) -> dict[str, Path]:
-    """capability -> the checkpoint cache its collection read: this run's own natively, else a fresh one."""
-    return {capability: cache_root() if capability == "native" else facts.parent / "checkpoints"
-            for capability, facts in facts_by_capability.items()}
-
-
-def test_each_cache_was_built_under_its_own_kernels(caches):
-    # otherwise the comparison below proves nothing on this machine
+@pytest.mark.parametrize("shard", SHARDS)
+def test_every_capability_builds_the_pinned_files(native_facts, kernel_facts, shard):
+    """Each shard's families (and their variants), built under the shard's kernels, give the native files."""
     import torch
 
+    # otherwise the comparison proves nothing on this machine
     assert torch.backends.cpu.get_cpu_capability() != "DEFAULT", "this CPU runs only the generic kernels"
-    for capability, cache in caches.items():
-        if capability == "native":
-            continue
-        built = {json.loads((d / MANIFEST_FILE).read_text())["cpu_capability"] for d in cache.iterdir()
-                 if (d / MANIFEST_FILE).is_file()}
-        assert built == {capability.upper()}, (capability, built)
-
-
-@pytest.mark.parametrize("family", _families(), ids=lambda f: f.family)
-def test_every_capability_builds_the_pinned_files(caches, family):
-    name = cached_dir(get_family(family)).name  # the recipe's key: the same under every capability
-    native = cache_root() / name
-    manifest = json.loads((native / MANIFEST_FILE).read_text())
-    assert manifest["sha256"] == family.tiny["sha256"]
-    files = _files(native)
-    assert files, native
-    for capability, cache in caches.items():
-        assert _files(cache / name) == files, f"the same recipe gave other files under {capability}"
+    capability = shard.rsplit("-", 1)[0]
+    cache = kernel_facts(shard).parent / "checkpoints"
+    built = {json.loads((d / MANIFEST_FILE).read_text())["cpu_capability"] for d in cache.iterdir()
+             if (d / MANIFEST_FILE).is_file()}
+    assert built == {capability.upper()}, (shard, built)  # each was built under the shard's own kernels
+    for family in _families(shard):
+        name = cached_dir(get_family(family)).name  # the recipe's key: the same under every capability
+        native = cache_root() / name
+        manifest = json.loads((native / MANIFEST_FILE).read_text())
+        assert manifest["sha256"] == family.tiny["sha256"], family.family
+        files = _files(native)
+        assert files, native
+        assert _files(cache / name) == files, f"{family.family}: the same recipe gave other files under {capability}"

@@ -13,8 +13,8 @@ from generator.facts import release_record
 from generator.site.releases_page import releases_page, verified_on
 
 
-def test_the_kept_record_of_the_locked_release_is_what_its_facts_say(facts_by_capability):
-    release_record.check(facts_by_capability["native"])
+def test_the_kept_record_of_the_locked_release_is_what_its_facts_say(native_facts):
+    release_record.check(native_facts)
 
 
 def _facts(family: str, release: str, read_at: str = "the module's own input", error: str = "0") -> dict:
