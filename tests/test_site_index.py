@@ -8,11 +8,14 @@ traits it is made from; the filter, the navigation and search are checked in Chr
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
 import pytest
 from browser_site import until
+
+from generator.recipe.family import all_families
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -397,17 +400,23 @@ def test_a_numeric_heading_sorts_the_families(site, browser, all_facts):
     page.close()
 
 
+#: the drawing check visits every family's page, in shares of this many families (each test a minute at most)
+PAGES_PER_TEST = 30
+_SHARES = max(1, math.ceil(len(all_families()) / PAGES_PER_TEST))
+
+
 @pytest.mark.browser
-def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_facts):
+@pytest.mark.parametrize("share", range(_SHARES))
+def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_facts, share):
     """Every block kind of every family: at 1280 px the wide drawing, on a phone (375 px) the narrow one, each whole
     in its box (no sideways scroll) with its labels drawn at 12 px or more. One page load per family, resized
     between the widths: the drawings are picked by CSS media queries, as a turned phone or a narrowed window picks
-    them."""
+    them. Every family is in one share (every _SHARES-th by name)."""
     _, base = site
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     failures = []
-    for family in sorted(all_facts):
+    for family in sorted(all_facts)[share::_SHARES]:
         page.set_viewport_size({"width": 1280, "height": 900})
         page.goto(f"{base}/families/{family}/")
         until(page, "window.__nncanonReady !== undefined")
