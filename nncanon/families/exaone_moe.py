@@ -33,7 +33,7 @@ from ..parts.blocks.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.blocks.mixture import MoEBlock, moe_dim_sizes
+from ..parts.blocks.mixture import MoEBlock, attention_and_mlp_kinds, moe_dim_sizes
 from ..parts.blocks.mlp import MLP
 from .deepseek_v3 import GroupedMoE
 from .exaone4 import hybrid_attention
@@ -52,16 +52,11 @@ ROOT = host("ExaoneMoeStandardModel", StandardModel, values=ROOT_VALUES, RELATIO
 build = text_only(hf.ExaoneMoeForCausalLM)
 prepare = nothing_to_prepare
 
-_ATTENTION = {"sliding_attention": "sliding", "full_attention": "full"}
-_MLP = {"dense": "dense", "sparse": "mixture"}
-
-
 def layer_types(model) -> list[str]:
     """``<attention>_<mlp>`` per block: ``sliding`` or ``full`` from config.layer_types, ``dense`` or ``mixture``
     from config.mlp_layer_types (the two patterns are independent: the dense first block is a sliding one)."""
     config = model.text_config
-    return [f"{_ATTENTION[attention]}_{_MLP[mlp]}" for attention, mlp in zip(config.layer_types,
-                                                                            config.mlp_layer_types, strict=True)]
+    return attention_and_mlp_kinds(config.layer_types, [kind == "sparse" for kind in config.mlp_layer_types])
 
 
 def dim_sizes(model: StandardModel) -> dict[str, int]:

@@ -152,6 +152,23 @@ def _group_limited_routing(host, r):
 GROUP_LIMITED_ROUTING = _group_limited_routing
 
 
+@relation("router_logits == router.gate · input; scores = sigmoid(router_logits); expert_indices == top_k(scores + "
+          "expert_bias): the bias moves the choice only; expert_weights == the chosen scores renormalised over the chosen "
+          "experts, · route_scale", proves="router_logits expert_indices expert_weights",
+          reads="input router_logits expert_indices expert_weights")
+def _biased_sigmoid_routing(host, r):
+    """AFMoE's token-choice router: DeepSeek-V3's sigmoid scores and choice bias with no groups, the bias held by the
+    mixture (``expert_bias``, passed to the router's call), the weights always renormalised and scaled by
+    ``route_scale``."""
+    router = host._module.router
+    logits = rows(first(r["input"])).float() @ router.gate.weight.float().T
+    scores = logits.sigmoid()
+    indices = torch.topk(scores + host._module.expert_bias.float(), router.top_k, dim=-1).indices
+    top = scores.gather(-1, indices)
+    top = top / (top.sum(-1, keepdim=True) + 1e-20) * router.route_scale
+    return _chosen(r, logits, indices, top)
+
+
 @relation("routed_output == Σ over routing slots of expert_outputs", proves="expert_outputs routed_output",
           reads="expert_outputs routed_output")
 def _slots(host, r):
@@ -241,6 +258,25 @@ SharedMoE = host("SharedMoE", MoE, values=[
     Value("shared_expert_output", Residual, "The shared expert's output",
           op("shared_expert_output_1"), view=TOKENS),
 ], RELATIONS=SHARED_MOE_RELATIONS)
+
+
+#: a mixture whose router (``router``, its linear ``router.gate``) scores by the sigmoid, its choice biased by the
+#: mixture's ``expert_bias``, the weights renormalised and scaled, and whose shared expert reads the token rows
+#: flattened and is added ungated (AFMoE)
+BiasedSigmoidMoE = host("BiasedSigmoidMoE", MoE, values=[
+    Value("router_logits", RouterLogits, "The router's logits, one per expert, before the scoring",
+          child("router.gate", shown="router.gate"), view=TOKENS),
+    Value("shared_expert_output", Residual, "The shared expert's output, added ungated", child("shared_experts"),
+          view=TOKENS),
+], RELATIONS=(_biased_sigmoid_routing, _slots, _routed_plus_ungated_shared, _shared_input))
+
+
+def attention_and_mlp_kinds(attention_kinds: list[str], mixture: list[bool]) -> list[str]:
+    """``<attention>_<mlp>`` per block, for a stack whose sliding/full pattern and dense/mixture pattern are
+    independent (EXAONE MoE, AFMoE): ``sliding`` or ``full``, then ``dense`` or ``mixture``."""
+    short = {"sliding_attention": "sliding", "full_attention": "full"}
+    return [f"{short[kind]}_{'mixture' if sparse else 'dense'}"
+            for kind, sparse in zip(attention_kinds, mixture, strict=True)]
 
 
 def require_every_block_sparse(model, family: str) -> None:
