@@ -169,6 +169,26 @@ def _biased_sigmoid_routing(host, r):
     return _chosen(r, logits, indices, top)
 
 
+def chosen_softmax_routing(bias: bool) -> Relation:
+    """A router that picks the top k of its raw logits and weights them by a softmax over those chosen logits alone
+    (gpt-oss's, whose router linear has a bias; Aria's, whose has none): the same weights as a softmax over every
+    expert renormalised over the chosen ones."""
+    plus_bias = " + router.bias" if bias else ""
+
+    @relation(f"router_logits == router.weight · input{plus_bias}; expert_indices == top_k(router_logits); "
+              "expert_weights == softmax over the chosen logits", proves="router_logits expert_indices expert_weights",
+              reads="input router_logits expert_indices expert_weights")
+    def check(host, r):
+        router = _router(host)
+        logits = rows(first(r["input"])).double() @ router.weight.double().T
+        if bias:
+            logits = logits + router.bias.double()
+        top, indices = torch.topk(logits, router.top_k, dim=-1)
+        return _chosen(r, logits, indices, top.softmax(-1))
+
+    return check
+
+
 @relation("routed_output == Σ over routing slots of expert_outputs", proves="expert_outputs routed_output",
           reads="expert_outputs routed_output")
 def _slots(host, r):
