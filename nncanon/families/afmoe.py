@@ -30,7 +30,7 @@ from ..core.relations import relation
 from ..parts.attention.nope import rotary_or_not
 from ..parts.attention.softmax import PROJECTION_GATED_RELATIONS, Attention
 from ..parts.blocks.decoder import ROOT_VALUES, TEXT_PATHS, TEXT_RENAME, Block, nothing_to_prepare, text_only
-from ..parts.blocks.mixture import BiasedSigmoidMoE, attention_and_mlp_kinds, moe_dim_sizes
+from ..parts.blocks.mixture import BiasedSigmoidMoE, attention_and_mlp_kinds, expert_dims
 from ..parts.blocks.mlp import MLP, TokenMLP
 from ..parts.blocks.per_layer_inputs import rms
 from ..parts.blocks.sandwich import sandwich, sandwich_values
@@ -81,8 +81,7 @@ def layer_types(model) -> list[str]:
                                    [i >= config.num_dense_layers for i in range(config.num_hidden_layers)])
 
 
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.intermediate_size, **moe_dim_sizes(model)}
+dim_sizes = expert_dims()
 
 
 def required_paths(model: StandardModel) -> list[str]:

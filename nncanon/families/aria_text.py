@@ -42,6 +42,7 @@ from ..parts.blocks.mixture import (
     MoE,
     MoEBlock,
     chosen_softmax_routing,
+    expert_dims,
 )
 from ..parts.blocks.mlp import MLP
 
@@ -65,10 +66,7 @@ layer_types = attention_layer_types  # AriaTextConfig has no layer_types: every 
 prepare = nothing_to_prepare
 
 
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    config = model.text_config
-    return {"intermediate_size": config.intermediate_size, "num_experts": config.moe_num_experts,
-            "top_k": config.moe_topk}
+dim_sizes = expert_dims("moe_num_experts", "moe_topk")
 
 
 def required_paths(model: StandardModel) -> list[str]:

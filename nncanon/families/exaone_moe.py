@@ -33,7 +33,7 @@ from ..parts.blocks.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.blocks.mixture import MoEBlock, attention_and_mlp_kinds, moe_dim_sizes
+from ..parts.blocks.mixture import MoEBlock, attention_and_mlp_kinds, expert_dims
 from ..parts.blocks.mlp import MLP
 from .deepseek_v3 import GroupedMoE
 from .exaone4 import hybrid_attention
@@ -59,8 +59,7 @@ def layer_types(model) -> list[str]:
     return attention_and_mlp_kinds(config.layer_types, [kind == "sparse" for kind in config.mlp_layer_types])
 
 
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.intermediate_size, **moe_dim_sizes(model)}
+dim_sizes = expert_dims()
 
 
 def required_paths(model: StandardModel) -> list[str]:

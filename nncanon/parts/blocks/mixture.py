@@ -33,8 +33,10 @@ def _router(host) -> Any:
 
 def router_weight(router) -> torch.Tensor:
     """The router's [num_experts, hidden] matrix: its own parameter, or its linear's (Hunyuan's gate keeps it in a
-    bias-free ``wg``, in float32)."""
-    return router.weight if hasattr(router, "weight") else router.wg.weight
+    bias-free ``wg``, in float32; AFMoE's router in ``gate``)."""
+    if hasattr(router, "weight"):
+        return router.weight
+    return router.wg.weight if hasattr(router, "wg") else router.gate.weight
 
 
 def _chosen(r, logits: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor) -> list:
@@ -152,21 +154,27 @@ def _group_limited_routing(host, r):
 GROUP_LIMITED_ROUTING = _group_limited_routing
 
 
-@relation("router_logits == router.gate · input; scores = sigmoid(router_logits); expert_indices == top_k(scores + "
-          "expert_bias): the bias moves the choice only; expert_weights == the chosen scores renormalised over the chosen "
-          "experts, · route_scale", proves="router_logits expert_indices expert_weights",
-          reads="input router_logits expert_indices expert_weights")
-def _biased_sigmoid_routing(host, r):
-    """AFMoE's token-choice router: DeepSeek-V3's sigmoid scores and choice bias with no groups, the bias held by the
-    mixture (``expert_bias``, passed to the router's call), the weights always renormalised and scaled by
-    ``route_scale``."""
-    router = host._module.router
-    logits = rows(first(r["input"])).float() @ router.gate.weight.float().T
-    scores = logits.sigmoid()
-    indices = torch.topk(scores + host._module.expert_bias.float(), router.top_k, dim=-1).indices
-    top = scores.gather(-1, indices)
-    top = top / (top.sum(-1, keepdim=True) + 1e-20) * router.route_scale
-    return _chosen(r, logits, indices, top)
+def biased_sigmoid_routing(bias: str, scale: str | None = None) -> Relation:
+    """A sigmoid router whose choice adds a per-expert bias held by the mixture (``bias``, the mixture's buffer or
+    parameter it hands the router's call) and whose weights are the chosen scores renormalised, times the router's
+    ``scale`` when it has one: DeepSeek-V3's scoring without groups (AFMoE's expert_bias and route_scale, MiniMax-M2's
+    e_score_correction_bias, unscaled)."""
+    scaled = f", · {scale}" if scale else ""
+
+    @relation(f"router_logits == router.weight · input; scores = sigmoid(router_logits); expert_indices == "
+              f"top_k(scores + {bias}): the bias moves the choice only; expert_weights == the chosen scores renormalised "
+              f"over the chosen experts{scaled}", proves="router_logits expert_indices expert_weights",
+              reads="input router_logits expert_indices expert_weights")
+    def check(host, r):
+        router = _router(host)
+        logits = rows(first(r["input"])).float() @ router_weight(router).float().T
+        scores = logits.sigmoid()
+        indices = torch.topk(scores + getattr(host._module, bias).float(), router.top_k, dim=-1).indices
+        top = scores.gather(-1, indices)
+        top = top / (top.sum(-1, keepdim=True) + 1e-20) * (getattr(router, scale) if scale else 1.0)
+        return _chosen(r, logits, indices, top)
+
+    return check
 
 
 def chosen_softmax_routing(bias: bool) -> Relation:
@@ -288,7 +296,8 @@ BiasedSigmoidMoE = host("BiasedSigmoidMoE", MoE, values=[
           child("router.gate", shown="router.gate"), view=TOKENS),
     Value("shared_expert_output", Residual, "The shared expert's output, added ungated", child("shared_experts"),
           view=TOKENS),
-], RELATIONS=(_biased_sigmoid_routing, _slots, _routed_plus_ungated_shared, _shared_input))
+], RELATIONS=(biased_sigmoid_routing("expert_bias", "route_scale"), _slots, _routed_plus_ungated_shared,
+               _shared_input))
 
 
 def attention_and_mlp_kinds(attention_kinds: list[str], mixture: list[bool]) -> list[str]:
@@ -314,3 +323,14 @@ def require_every_block_sparse(model, family: str) -> None:
 def moe_dim_sizes(model) -> dict[str, int]:
     config = model.text_config
     return {"num_experts": config.num_experts, "top_k": config.num_experts_per_tok}
+
+
+def expert_dims(experts: str = "num_experts", top_k: str = "num_experts_per_tok"):
+    """``dim_sizes`` of a stack of mixtures (and dense MLPs) whose config names its expert count ``experts`` and the
+    experts per token ``top_k``: those and intermediate_size."""
+    def dim_sizes(model) -> dict[str, int]:
+        config = model.text_config
+        return {"intermediate_size": config.intermediate_size, "num_experts": getattr(config, experts),
+                "top_k": getattr(config, top_k)}
+
+    return dim_sizes
