@@ -28,7 +28,7 @@ from generator.recipe.family import Family
 #: the full-size config settings a tag may be checked against, per checkpoint (text config, defaults filled)
 CONFIG_FIELDS = ("tie_word_embeddings", "sliding_window", "use_sliding_window", "hidden_act", "hidden_activation",
                  "activation_function", "activation",
-                 "num_experts_per_tok", "num_local_experts", "num_experts", "n_routed_experts",
+                 "num_experts_per_tok", "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
                  "interleave_moe_layer_step", "attn_temperature_tuning", "use_qk_norm", "v_head_dim",
                  "qk_nope_head_dim", "qk_rope_head_dim", "norm_topk_prob", "attention_bias")
 
@@ -228,7 +228,7 @@ TAGS: dict[str, tuple[str, Check]] = {
         q, lambda c: c.get("interleave_moe_layer_step", 1) > 1)),
     "Top-(\\d+) of (\\d+) experts": ("that many experts", lambda e, q, m: e.on(q, lambda c: c.get(
         "num_experts_per_tok") == int(m[1]) and int(m[2]) in {c.get(k) for k in (
-            "num_local_experts", "num_experts", "n_routed_experts")})),
+            "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")})),
     "Top-k renormalized": ("a routing relation that renormalises", lambda e, q, m: e.renormalised() is True),
     "Top-k not renormalized": ("a routing relation that does not renormalise",
                                lambda e, q, m: e.renormalised() is False),

@@ -37,12 +37,18 @@ def _rotates(module) -> bool:
     return module.sliding_window is None or module.is_sliding
 
 
-HybridAttention = host("HybridAttention", PostNormAttention, RELATIONS=(
-    *ATTENTION_RELATIONS, rotary_or_not(hf.apply_rotary_pos_emb, flag=_rotates, normed=True,
-                                        rotated_on="on sliding_attention blocks (and on every block of a model "
-                                                   "with no sliding_window)",
-                                        nope_on="on full_attention blocks of a hybrid model (global NoPE)")),
-    WINDOW=lambda module: module.sliding_window if module.is_sliding else None)
+def hybrid_attention(name: str, base, rotate):
+    """EXAONE's attention host over ``base``: per-head q/k norms, the rotary on sliding blocks only (global NoPE),
+    the window handed to sliding calls only. EXAONE 4's post-norm block and EXAONE MoE's pre-norm one share it."""
+    return host(name, base, RELATIONS=(
+        *ATTENTION_RELATIONS, rotary_or_not(rotate, flag=_rotates, normed=True,
+                                            rotated_on="on sliding_attention blocks (and on every block of a model "
+                                                       "with no sliding_window)",
+                                            nope_on="on full_attention blocks of a hybrid model (global NoPE)")),
+        WINDOW=lambda module: module.sliding_window if module.is_sliding else None)
+
+
+HybridAttention = hybrid_attention("HybridAttention", PostNormAttention, hf.apply_rotary_pos_emb)
 
 ENVOYS = {hf.Exaone4DecoderLayer: PostNormBlock, hf.Exaone4Attention: HybridAttention, hf.Exaone4MLP: PostNormMLP}
 ROOT = host("Exaone4StandardModel", StandardModel, values=decoder.ROOT_VALUES, RELATIONS=decoder.ROOT_RELATIONS,

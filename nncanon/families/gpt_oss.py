@@ -53,7 +53,7 @@ from ..parts.blocks.decoder import (
     nothing_to_prepare,
     text_only,
 )
-from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock, moe_dim_sizes
+from ..parts.blocks.mixture import MOE_RELATIONS, MoE, MoEBlock, chosen_softmax_routing, moe_dim_sizes
 from ..research.weights import Weight
 
 FAMILY = "gpt_oss"
@@ -135,22 +135,7 @@ SinkAttention = host("SinkAttention", Attention, values=[
 # -- the mixture: softmax over the chosen logits, clamped SwiGLU experts --------------------------------
 
 
-@relation("router_logits == router.weight · input + router.bias; expert_indices == top_k(router_logits); "
-          "expert_weights == softmax over the chosen logits", proves="router_logits expert_indices expert_weights",
-          reads="input router_logits expert_indices expert_weights")
-def _routing(host, r):
-    import torch
-
-    router = host._module.router
-    logits = rows(first(r["input"])).double() @ router.weight.double().T + router.bias.double()
-    top, indices = torch.topk(logits, router.top_k, dim=-1)
-    weights = top.softmax(-1)
-    read_indices = rows(r["expert_indices"]).long()
-    # equal logits may be ordered either way: compare sets of experts, and weights by expert
-    by_expert = torch.zeros_like(logits).scatter(-1, indices, weights)
-    read_by_expert = torch.zeros_like(logits).scatter(-1, read_indices, rows(r["expert_weights"]).double())
-    return [(logits, rows(r["router_logits"])), (indices.sort(-1).values, read_indices.sort(-1).values),
-            (by_expert, read_by_expert)]
+_routing = chosen_softmax_routing(bias=True)
 
 
 def clamped_swiglu(experts, gate_up):

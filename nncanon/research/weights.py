@@ -305,10 +305,17 @@ MLP = {w.name: w for w in [
 
 def _experts(host: Any, part: str, name: str) -> torch.Tensor:
     """A mixture's per-expert weights from its fused ``experts``: ``gate_up_proj [experts, 2·intermediate, hidden]``
-    (the gate half first, as the forward chunks it) and ``down_proj [experts, hidden, intermediate]``."""
+    (the gate half first, as the forward chunks it) and ``down_proj [experts, hidden, intermediate]``; or, where the
+    experts say ``is_transposed`` (Aria's, stored [in, out] for grouped_mm), ``gate_up_proj [experts, hidden,
+    2·intermediate]`` (the gate half first in the last dimension) and ``down_proj [experts, intermediate, hidden]``."""
     experts = host.experts._module
     fused, down = experts.gate_up_proj, experts.down_proj
     hidden = host._std_model.hidden_size
+    if getattr(experts, "is_transposed", False) and getattr(experts, "alpha", None) is None:
+        if part == "out":
+            return down  # [experts, intermediate, hidden]
+        gate, up = fused.chunk(2, dim=-1)
+        return gate if part == "gate" else up  # [experts, hidden, intermediate]
     if fused.shape[1] == hidden and fused.shape[2] != hidden or getattr(experts, "alpha", None) is not None:
         raise WeightUnavailable(f"{host._standard_path()}.{name} is unavailable on {host._std_model.family}: its experts "
                                 f"({type(experts).__name__}) store gate_up_proj as [experts, hidden, 2·intermediate] "

@@ -211,6 +211,13 @@ Attention = host("Attention", AttentionBase, values=[head_results_value()], **AT
 
 
 
+def _gated(r, x, gate):
+    """attention_head_outputs side by side times sigmoid(gate), in float64, against the read attention_premix."""
+    heads, premix = r["attention_head_outputs"], r["attention_premix"]
+    gated = heads.double().reshape(*x.shape[:-1], -1) * torch.sigmoid(gate.double().reshape(*x.shape[:-1], -1))
+    return [(gated, premix.reshape(*premix.shape[:2], -1))]
+
+
 @relation("attention_premix == attention_head_outputs, the heads side by side, · sigmoid(gate), gate = the second half "
           "of each head's q_proj(input)", proves="attention_premix", reads="input attention_head_outputs attention_premix",
           tolerance=STEP, exact=False)
@@ -221,13 +228,23 @@ def _output_gated(host, r):
     every CPU."""
     x = first(r["input"])
     head_dim = host._module.head_dim
-    gate = host.q_proj._module(x).view(*x.shape[:-1], -1, head_dim * 2).chunk(2, dim=-1)[1]
-    heads, premix = r["attention_head_outputs"], r["attention_premix"]
-    gated = heads.double().reshape(*x.shape[:-1], -1) * torch.sigmoid(gate.double().reshape(*x.shape[:-1], -1))
-    return [(gated, premix.reshape(*premix.shape[:2], -1))]
+    return _gated(r, x, host.q_proj._module(x).view(*x.shape[:-1], -1, head_dim * 2).chunk(2, dim=-1)[1])
+
+
+@relation("attention_premix == attention_head_outputs, the heads side by side, · sigmoid(gate_proj(input))",
+          proves="attention_premix", reads="input attention_head_outputs attention_premix", tolerance=STEP, exact=False)
+def _projection_gated(host, r):
+    """AFMoE's attention gates its heads' outputs by a projection of its own (gate_proj, one gate per head dimension,
+    no bias) of the attention's input; the same float64 error model as Qwen3-Next's gate."""
+    x = first(r["input"])
+    return _gated(r, x, host._module.gate_proj(x))
 
 
 #: softmax attention whose heads are gated between the attention call and o_proj (Qwen3-Next, Qwen3.5): the link
 #: into the output projection is the gate, not the plain side by side
 OutputGatedAttention = host("OutputGatedAttention", Attention, RELATIONS=tuple(
     _output_gated if relation is _side_by_side else relation for relation in ATTENTION_RELATIONS))
+
+#: softmax attention whose heads are gated by a projection of their own (AFMoE's gate_proj) before o_proj
+PROJECTION_GATED_RELATIONS = tuple(_projection_gated if relation is _side_by_side else relation
+                                   for relation in ATTENTION_RELATIONS)

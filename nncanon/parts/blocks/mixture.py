@@ -33,8 +33,10 @@ def _router(host) -> Any:
 
 def router_weight(router) -> torch.Tensor:
     """The router's [num_experts, hidden] matrix: its own parameter, or its linear's (Hunyuan's gate keeps it in a
-    bias-free ``wg``, in float32)."""
-    return router.weight if hasattr(router, "weight") else router.wg.weight
+    bias-free ``wg``, in float32; AFMoE's router in ``gate``)."""
+    if hasattr(router, "weight"):
+        return router.weight
+    return router.wg.weight if hasattr(router, "wg") else router.gate.weight
 
 
 def _chosen(r, logits: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor) -> list:
@@ -152,6 +154,49 @@ def _group_limited_routing(host, r):
 GROUP_LIMITED_ROUTING = _group_limited_routing
 
 
+def biased_sigmoid_routing(bias: str, scale: str | None = None) -> Relation:
+    """A sigmoid router whose choice adds a per-expert bias held by the mixture (``bias``, the mixture's buffer or
+    parameter it hands the router's call) and whose weights are the chosen scores renormalised, times the router's
+    ``scale`` when it has one: DeepSeek-V3's scoring without groups (AFMoE's expert_bias and route_scale, MiniMax-M2's
+    e_score_correction_bias, unscaled)."""
+    scaled = f", · {scale}" if scale else ""
+
+    @relation(f"router_logits == router.weight · input; scores = sigmoid(router_logits); expert_indices == "
+              f"top_k(scores + {bias}): the bias moves the choice only; expert_weights == the chosen scores renormalised "
+              f"over the chosen experts{scaled}", proves="router_logits expert_indices expert_weights",
+              reads="input router_logits expert_indices expert_weights")
+    def check(host, r):
+        router = _router(host)
+        logits = rows(first(r["input"])).float() @ router_weight(router).float().T
+        scores = logits.sigmoid()
+        indices = torch.topk(scores + getattr(host._module, bias).float(), router.top_k, dim=-1).indices
+        top = scores.gather(-1, indices)
+        top = top / (top.sum(-1, keepdim=True) + 1e-20) * (getattr(router, scale) if scale else 1.0)
+        return _chosen(r, logits, indices, top)
+
+    return check
+
+
+def chosen_softmax_routing(bias: bool) -> Relation:
+    """A router that picks the top k of its raw logits and weights them by a softmax over those chosen logits alone
+    (gpt-oss's, whose router linear has a bias; Aria's, whose has none): the same weights as a softmax over every
+    expert renormalised over the chosen ones."""
+    plus_bias = " + router.bias" if bias else ""
+
+    @relation(f"router_logits == router.weight · input{plus_bias}; expert_indices == top_k(router_logits); "
+              "expert_weights == softmax over the chosen logits", proves="router_logits expert_indices expert_weights",
+              reads="input router_logits expert_indices expert_weights")
+    def check(host, r):
+        router = _router(host)
+        logits = rows(first(r["input"])).double() @ router.weight.double().T
+        if bias:
+            logits = logits + router.bias.double()
+        top, indices = torch.topk(logits, router.top_k, dim=-1)
+        return _chosen(r, logits, indices, top.softmax(-1))
+
+    return check
+
+
 @relation("routed_output == Σ over routing slots of expert_outputs", proves="expert_outputs routed_output",
           reads="expert_outputs routed_output")
 def _slots(host, r):
@@ -243,6 +288,26 @@ SharedMoE = host("SharedMoE", MoE, values=[
 ], RELATIONS=SHARED_MOE_RELATIONS)
 
 
+#: a mixture whose router (``router``, its linear ``router.gate``) scores by the sigmoid, its choice biased by the
+#: mixture's ``expert_bias``, the weights renormalised and scaled, and whose shared expert reads the token rows
+#: flattened and is added ungated (AFMoE)
+BiasedSigmoidMoE = host("BiasedSigmoidMoE", MoE, values=[
+    Value("router_logits", RouterLogits, "The router's logits, one per expert, before the scoring",
+          child("router.gate", shown="router.gate"), view=TOKENS),
+    Value("shared_expert_output", Residual, "The shared expert's output, added ungated", child("shared_experts"),
+          view=TOKENS),
+], RELATIONS=(biased_sigmoid_routing("expert_bias", "route_scale"), _slots, _routed_plus_ungated_shared,
+               _shared_input))
+
+
+def attention_and_mlp_kinds(attention_kinds: list[str], mixture: list[bool]) -> list[str]:
+    """``<attention>_<mlp>`` per block, for a stack whose sliding/full pattern and dense/mixture pattern are
+    independent (EXAONE MoE, AFMoE): ``sliding`` or ``full``, then ``dense`` or ``mixture``."""
+    short = {"sliding_attention": "sliding", "full_attention": "full"}
+    return [f"{short[kind]}_{'mixture' if sparse else 'dense'}"
+            for kind, sparse in zip(attention_kinds, mixture, strict=True)]
+
+
 def require_every_block_sparse(model, family: str) -> None:
     """Refuse a config that keeps some blocks dense (mlp_only_layers, decoder_sparse_step): the
     families that call this serve checkpoints whose every block is a mixture, as released."""
@@ -258,3 +323,14 @@ def require_every_block_sparse(model, family: str) -> None:
 def moe_dim_sizes(model) -> dict[str, int]:
     config = model.text_config
     return {"num_experts": config.num_experts, "top_k": config.num_experts_per_tok}
+
+
+def expert_dims(experts: str = "num_experts", top_k: str = "num_experts_per_tok"):
+    """``dim_sizes`` of a stack of mixtures (and dense MLPs) whose config names its expert count ``experts`` and the
+    experts per token ``top_k``: those and intermediate_size."""
+    def dim_sizes(model) -> dict[str, int]:
+        config = model.text_config
+        return {"intermediate_size": config.intermediate_size, "num_experts": getattr(config, experts),
+                "top_k": getattr(config, top_k)}
+
+    return dim_sizes
