@@ -214,6 +214,9 @@ TOKENIZER_KINDS = {
                              padding_side="right", nfc=False),
     "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
+    # T5's unigram (generator/checkpoint/encoder_tokenizers.py): A </s>, no BOS, <pad> pads on the right
+    "t5": TokenizerKind("T5Tokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>", padding_side="right",
+                        nfc=False),
 }
 
 
