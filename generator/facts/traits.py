@@ -15,7 +15,9 @@ def mlp_kind(module: Any, beside: Any = None) -> str:
     if hasattr(module, "experts"):
         shared = beside is not None or any(hasattr(module, name) for name in ("shared_expert", "shared_experts", "shared_mlp"))
         return "mixture + shared expert" if shared else "mixture"
-    return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") else "plain"
+    # T5 v1.1's and mT5's gate is wi_0 (mounted as gate_proj: the traits read the native module)
+    gated = any(hasattr(module, name) for name in ("gate_proj", "gate_up_proj", "wi_0"))
+    return "gated" if gated else "plain"
 
 
 def norm_gain(norm: Any) -> str:

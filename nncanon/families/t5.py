@@ -33,22 +33,15 @@ import sys
 
 from transformers.models.t5 import modeling_t5 as hf
 
-from ..core.model import StandardModel
-from ..parts.attention.relative_position import (
-    BiasedDecoderAttention,
-    BiasedEncoderAttention,
-    UnscaledCrossAttention,
-)
 from ..parts.blocks.decoder import nothing_to_prepare, text_only
 from ..parts.blocks.ungated import ungated_mlp
 from ..parts.encoders.pre_norm_seq2seq import (
-    PRE_NORM_PATHS,
-    PreNormDecoderBlock,
-    PreNormDecoderStack,
-    PreNormEncoderBlock,
-    PreNormEncoderStack,
     before_the_head,
+    pre_norm_dim_sizes,
+    pre_norm_envoys,
+    pre_norm_layer_types,
     pre_norm_rename,
+    pre_norm_required_paths,
     pre_norm_root,
     shift_when_missing,
 )
@@ -59,32 +52,16 @@ MODEL_TYPES = ("t5",)
 TEXT_TASK = "feature-extraction"
 RENAME = pre_norm_rename({"wo": "down_proj", "act": "act_fn"})
 
-#: one attention class in three places: the stacks' self-attentions and the cross-attention, by path
-ENVOYS = {"encoder": PreNormEncoderStack, "decoder": PreNormDecoderStack, "encoder.layers.*": PreNormEncoderBlock,
-          "decoder.layers.*": PreNormDecoderBlock, "encoder.layers.*.self_attn": BiasedEncoderAttention,
-          "decoder.layers.*.self_attn": BiasedDecoderAttention, "cross_attn": UnscaledCrossAttention,
-          hf.T5DenseActDense: ungated_mlp("wi")}
+ENVOYS = pre_norm_envoys(hf.T5DenseActDense, ungated_mlp("wi"))
 
 ROOT = pre_norm_root("T5StandardModel", sys.modules[__name__])
 
 build = text_only(hf.T5ForConditionalGeneration)
 STACKS = ("encoder", "decoder")
 before_the_head = before_the_head  # the lens: the decoder's final norm, then the rescale by d_model^-0.5
-
-
-def layer_types(model: StandardModel) -> list[str]:
-    """The kind of every block, the encoder's then the decoder's (``STACKS``): T5Config has no layer_types."""
-    config = model.text_config
-    return ["encoder_block"] * config.num_layers + ["decoder_block"] * config.num_decoder_layers
-
-
-prepare = nothing_to_prepare
-
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.d_ff}
-
-
-def required_paths(model: StandardModel) -> list[str]:
-    return list(PRE_NORM_PATHS)
 decoder_inputs = shift_when_missing  # a call with no decoder_input_ids decodes input_ids shifted right
+
+layer_types = pre_norm_layer_types  # the encoder's blocks, then the decoder's
+prepare = nothing_to_prepare
+dim_sizes = pre_norm_dim_sizes
+required_paths = pre_norm_required_paths

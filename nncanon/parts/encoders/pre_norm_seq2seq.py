@@ -30,7 +30,12 @@ from ...core.model import StandardModel
 from ...core.relations import first, relation
 from ...core.values import Value
 from ...core.views import READ_ONLY
-from ..attention.relative_position import POSITION_BIAS_RELATIONS
+from ..attention.relative_position import (
+    POSITION_BIAS_RELATIONS,
+    BiasedDecoderAttention,
+    BiasedEncoderAttention,
+    UnscaledCrossAttention,
+)
 from ..blocks.decoder import BLOCK_RELATIONS, ROOT_RELATIONS
 from ..blocks.per_layer_inputs import rms
 from .seq2seq import SEQ2SEQ_ROOT_RELATIONS, SEQ2SEQ_ROOT_VALUES
@@ -150,17 +155,17 @@ PreNormDecoderBlock = host("PreNormDecoderBlock", values=_block_values(2), HOST=
 
 
 def output_scale(config: Any) -> float:
-    """What the decoder's output is multiplied by before the head: d_model^-0.5 when the head is tied (T5's), 1 on
-    an untied head (T5 v1.1's, mT5's); 5.23's T5Config keeps the checkpoint's choice as scale_decoder_outputs."""
-    scaled = getattr(config, "scale_decoder_outputs", getattr(config, "tie_word_embeddings", True))
-    return config.d_model ** -0.5 if scaled else 1.0
+    """What the decoder's output is multiplied by before the head: d_model^-0.5 where the config says so (T5's
+    scale_decoder_outputs: the checkpoint ties its head; T5 v1.1's does not), 1 on a model that never rescales
+    (mT5's forward has no such step)."""
+    return config.d_model ** -0.5 if getattr(config, "scale_decoder_outputs", False) else 1.0
 
 
 def _tie(host: Any) -> list:
-    """(1, 1) when lm_head.weight is the word embedding of both stacks, one tensor; nothing on a head the checkpoint
-    does not tie (5.23's T5Config and MT5Config tie every head: scale_decoder_outputs keeps the checkpoint's word)."""
+    """(1, 1) when lm_head.weight is the word embedding of both stacks, one tensor; nothing on an untied head (5.23's
+    T5Config and MT5Config tie every head, whatever the checkpoint's config.json says)."""
     module = host._module
-    if output_scale(module.config) == 1.0:
+    if not module.config.tie_word_embeddings:
         return []
     weight = host.lm_head._module.weight.data_ptr()
     tied = all(stack.embed_tokens.weight.data_ptr() == weight for stack in (module.get_encoder(),
@@ -169,9 +174,9 @@ def _tie(host: Any) -> list:
 
 
 @relation("lm_head_output == lm_head(decoder.stack_output · scale), decoder.stack_output == decoder.final_norm_output "
-          "(what the decoder returns), scale == d_model^-0.5 when the checkpoint ties the head (config."
-          "scale_decoder_outputs, lm_head.weight then both stacks' embed_tokens.weight, one tensor), 1 when it does "
-          "not: the decoder's final norm rescaled before the head", proves="lm_head_output",
+          "(what the decoder returns), scale == d_model^-0.5 when config.scale_decoder_outputs (T5 whose checkpoint "
+          "ties its head), else 1 (mT5's forward never rescales); tied: lm_head.weight is both stacks' "
+          "embed_tokens.weight, one tensor: the decoder's final norm, rescaled, into the head", proves="lm_head_output",
           reads="decoder.final_norm_output decoder.stack_output lm_head_output")
 def _rescaled_head(host, r):
     scale = output_scale(host._module.config)
@@ -183,7 +188,7 @@ _logits = ROOT_RELATIONS[4]  # logits == lm_head_output (nothing past the head)
 
 
 @relation("unembed(decoder.layers[-1].layer_output) == logits: the lens (model.unembed) applies the decoder's final "
-          "norm, the rescale (d_model^-0.5 on a tied head) and the head", proves="",
+          "norm, the rescale (d_model^-0.5 where the config says so) and the head", proves="",
           reads="decoder.layers[-1].layer_output logits")
 def _lens(host, r):
     return [(host.unembed(first(r["decoder.layers[-1].layer_output"])), r["logits"])]
@@ -220,11 +225,36 @@ def pre_norm_rename(mlp: dict[str, str]) -> dict[str, str]:
             "v": "v_proj", "o": "o_proj", **mlp}
 
 
+def pre_norm_layer_types(model: StandardModel) -> list[str]:
+    """The kind of every block, the encoder's then the decoder's (the family's ``STACKS``): T5Config and MT5Config
+    have no layer_types."""
+    config = model.text_config
+    return ["encoder_block"] * config.num_layers + ["decoder_block"] * config.num_decoder_layers
+
+
+def pre_norm_dim_sizes(model: StandardModel) -> dict[str, int]:
+    """The MLP's width: d_ff."""
+    return {"intermediate_size": model.text_config.d_ff}
+
+
+def pre_norm_required_paths(model: StandardModel) -> list[str]:
+    return list(PRE_NORM_PATHS)
+
+
 #: the modules every T5-style model has, each stack's first block inside
 PRE_NORM_PATHS = ("encoder", "decoder", "lm_head", "encoder.embed_tokens", "encoder.layers",
                   "encoder.final_layer_norm", "encoder.layers.0.self_attn", "encoder.layers.0.mlp",
                   "decoder.embed_tokens", "decoder.layers", "decoder.final_layer_norm", "decoder.layers.0.self_attn",
                   "decoder.layers.0.cross_attn", "decoder.layers.0.mlp")
+
+
+def pre_norm_envoys(mlp_class: type, mlp_host: type) -> dict:
+    """A T5-style family's ``ENVOYS``: the stacks and their blocks by path, one attention class in three places (the
+    stacks' self-attentions and the cross-attention, by path), and the family's MLP class on ``mlp_host``."""
+    return {"encoder": PreNormEncoderStack, "decoder": PreNormDecoderStack, "encoder.layers.*": PreNormEncoderBlock,
+            "decoder.layers.*": PreNormDecoderBlock, "encoder.layers.*.self_attn": BiasedEncoderAttention,
+            "decoder.layers.*.self_attn": BiasedDecoderAttention, "cross_attn": UnscaledCrossAttention,
+            mlp_class: mlp_host}
 
 
 def pre_norm_root(name: str, family_module: Any) -> type:
