@@ -14,6 +14,11 @@ character alone, then the corpus's most frequent words whole (``▁`` and the wo
 each piece scored by the log of its relative frequency, so a word in the vocabulary is one piece and any other
 falls back to its characters. The real tokenizer's normalizer (the model's precompiled NFKC map) is left out: the
 corpus is plain ASCII text, which it leaves as it is.
+
+``tiny.tokenizer.kind: t5``: T5's SentencePiece unigram (``T5Tokenizer``: the same split and counted pieces as
+XLM-R's), as t5-small's spiece.model lays it out: ``<pad>`` 0, ``</s>`` 1, ``<unk>`` 2, the pieces, then the
+sentinels ``<extra_id_N>`` ... ``<extra_id_0>`` last (the highest id is ``<extra_id_0>``); a text is ``A </s>``, no
+BOS, padded on the right.
 """
 
 from __future__ import annotations
@@ -96,6 +101,34 @@ def build_xlm_roberta_unigram(fam: Any, corpus: str) -> Any:
     vocab = [(token, 0.0) for token in LEADING] + pieces + [(MASK, 0.0)]
     tokenizer = XLMRobertaTokenizer(vocab=vocab, model_max_length=_max_length(fam))
     return _checked(fam, tokenizer, specials)
+
+
+#: the ids T5's vocabulary gives its special tokens below the pieces; the sentinels come last, in reverse
+T5_LEADING = ("<pad>", "</s>", "<unk>")
+
+
+def build_t5_unigram(fam: Any, corpus: str) -> Any:
+    """``T5Tokenizer`` over a unigram vocabulary of ``bpe_vocab_size`` pieces counted on ``corpus``, then as many
+    sentinels as the recipe declares (``<extra_id_0>`` ...)."""
+    from transformers import T5Tokenizer, XLMRobertaTokenizer
+
+    size = fam.tiny["tokenizer"]["bpe_vocab_size"]
+    specials = dict(fam.tiny["tokenizer"]["special_tokens"])
+    sentinels = sum(token.startswith("<extra_id_") for token in specials)
+    expected = {**{token: i for i, token in enumerate(T5_LEADING)},
+                **{f"<extra_id_{i}>": len(T5_LEADING) + size + sentinels - 1 - i for i in range(sentinels)}}
+    if specials != expected:
+        raise RuntimeError(f"{fam.family}: tiny.tokenizer.special_tokens must be {expected} (T5's layout with "
+                           f"bpe_vocab_size = {size} pieces between them), not {specials}")
+    splitter = XLMRobertaTokenizer().backend_tokenizer.pre_tokenizer  # T5's: whitespace, then ▁ before every word
+    pieces = _pieces([token for token, _ in splitter.pre_tokenize_str(corpus)], size)
+    if len(pieces) != size:
+        raise RuntimeError(f"{fam.family}: the corpus gives {len(pieces)} unigram pieces, not "
+                           f"tiny.tokenizer.bpe_vocab_size = {size}: give a size the corpus reaches")
+    vocab = ([(token, 0.0) for token in T5_LEADING] + pieces
+             + [(f"<extra_id_{i}>", 0.0) for i in reversed(range(sentinels))])
+    tokenizer = T5Tokenizer(vocab=vocab, extra_ids=sentinels, model_max_length=512)
+    return _checked(fam, tokenizer, expected)
 
 
 def _checked(fam: Any, tokenizer: Any, specials: dict[str, int]) -> Any:

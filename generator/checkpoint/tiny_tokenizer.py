@@ -110,10 +110,15 @@ def build_tokenizer(fam: Family):
         from generator.checkpoint.wordpiece import build_wordpiece
 
         return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
-    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer"):  # RoBERTa's BPE, XLM-R's unigram
-        from generator.checkpoint.encoder_tokenizers import build_roberta_bpe, build_xlm_roberta_unigram
+    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "T5Tokenizer"):  # RoBERTa's BPE, XLM-R's, T5's unigram
+        from generator.checkpoint.encoder_tokenizers import (
+            build_roberta_bpe,
+            build_t5_unigram,
+            build_xlm_roberta_unigram,
+        )
 
-        build = build_roberta_bpe if kind.cls == "RobertaTokenizer" else build_xlm_roberta_unigram
+        build = {"RobertaTokenizer": build_roberta_bpe, "XLMRobertaTokenizer": build_xlm_roberta_unigram,
+                 "T5Tokenizer": build_t5_unigram}[kind.cls]
         return build(fam, CORPUS)
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))

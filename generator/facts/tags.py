@@ -27,7 +27,7 @@ from generator.recipe.family import Family
 
 #: the full-size config settings a tag may be checked against, per checkpoint (text config, defaults filled)
 CONFIG_FIELDS = ("tie_word_embeddings", "sliding_window", "use_sliding_window", "hidden_act", "hidden_activation",
-                 "activation_function", "activation",
+                 "activation_function", "activation", "dense_act_fn",
                  "num_experts_per_tok", "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts",
                  "interleave_moe_layer_step", "attn_temperature_tuning", "use_qk_norm", "v_head_dim",
                  "qk_nope_head_dim", "qk_rope_head_dim", "norm_topk_prob", "attention_bias")
@@ -98,7 +98,8 @@ class Evidence:
     @property
     def activations(self) -> set[str]:
         return {str(c.get("hidden_activation") or c.get("hidden_act") or c.get("activation_function")
-                    or c.get("activation")) for c in self.checkpoints}  # Falcon names it activation
+                    or c.get("activation") or c.get("dense_act_fn")) for c in self.checkpoints}  # Falcon: activation,
+        # T5's: dense_act_fn
 
     @property
     def windowed(self) -> Callable[[dict], bool]:

@@ -17,7 +17,9 @@ def mlp_kind(module: Any, beside: Any = None) -> str:
         return "mixture + shared expert" if shared else "mixture"
     # ModernBERT's Wi: both halves of a GLU from one projection, twice as wide as what Wo reads
     glu = hasattr(module, "Wi") and hasattr(module, "Wo") and module.Wi.out_features == 2 * module.Wo.in_features
-    return "gated" if hasattr(module, "gate_proj") or hasattr(module, "gate_up_proj") or glu else "plain"
+    # T5 v1.1's and mT5's gate is wi_0 (mounted as gate_proj: the traits read the native module)
+    gated = any(hasattr(module, name) for name in ("gate_proj", "gate_up_proj", "wi_0"))
+    return "gated" if gated or glu else "plain"
 
 
 def norm_gain(norm: Any) -> str:
@@ -100,8 +102,12 @@ def norm_placement(tiny: Any) -> str | None:
             for block in blocks]
     vocab = getattr(tiny._module.config.get_text_config(), "vocab_size", None) or 2
     ids = (torch.arange(8)[None] * 7) % min(vocab, 64)  # any tokens: where a norm sits does not depend on them
+    call = {"input_ids": ids}
+    decoder_inputs = getattr(tiny.family_module, "decoder_inputs", None)  # T5's forward needs decoder ids
+    if decoder_inputs is not None:
+        call = decoder_inputs(tiny, (), call)[1]
     with torch.no_grad():
-        return block_placement(placements(spec, lambda: tiny._module(input_ids=ids)))
+        return block_placement(placements(spec, lambda: tiny._module(**call)))
 
 
 def heads_of(config: Any) -> int | None:
@@ -131,7 +137,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
                    if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
     if not block_norms:  # norms at no standard name (BERT's, inside its attention and output modules): the block's own
         block_norms = [norm for layer in layers for norm in layer.modules() if "Norm" in type(norm).__name__]
-    norms = _in_order(type(norm).__name__ for norm in block_norms)
+    norms = _in_order(_norm_name(norm) for norm in block_norms)
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
     placement = norm_placement(tiny)
@@ -189,9 +195,18 @@ def _own_mlp(layer: Any) -> bool:
     return hasattr(layer, "fc1") or hasattr(layer, "intermediate")
 
 
+def _norm_name(module: Any) -> str:
+    """The norm's class name, or "RMSNorm" for a class named a LayerNorm that is one (T5's: norm_forms.norm_kind)."""
+    from nncanon.research.norm_forms import norm_kind
+
+    name = type(module).__name__
+    return "RMSNorm" if "RMSNorm" not in name and name.endswith("LayerNorm") and norm_kind(module) == "rmsnorm" \
+        else name
+
+
 def norm_kinds(module: Any) -> str:
     """The kinds of norm under a module (RMSNorm, LayerNorm, or the class's own name), in order."""
-    names = [type(m).__name__ for m in module.modules() if "Norm" in type(m).__name__]
+    names = [_norm_name(m) for m in module.modules() if "Norm" in type(m).__name__]
     return " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n
                                 for n in names))
 

@@ -232,6 +232,9 @@ TOKENIZER_KINDS = {
                                 eos="[SEP]", pad="[PAD]", padding_side="right", nfc=False, closer="[SEP]"),
     "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
+    # T5's unigram (generator/checkpoint/encoder_tokenizers.py): A </s>, no BOS, <pad> pads on the right
+    "t5": TokenizerKind("T5Tokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>", padding_side="right",
+                        nfc=False),
 }
 
 

@@ -162,6 +162,9 @@ def run(model: Any, names: list[str] | str, inputs: tuple, kwargs: dict, blocks:
                         found[entry.key] = _copy(getattr(entry.host, entry.value.name)).save()
             else:
                 args, forward = processing.batch_forward(model, [(inputs, kwargs)])
+                decoder_inputs = getattr(model.family_module, "decoder_inputs", None)  # as StandardModel._batch
+                if decoder_inputs is not None:
+                    args, forward = decoder_inputs(model, args, forward)
                 model._module(*args, **forward)
     finally:
         for handle in handles:

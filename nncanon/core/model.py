@@ -187,7 +187,13 @@ class StandardModel(Host, TransformersModel):
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
     def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helper is a module global, shipped
-        return cached_mask_left_to_the_model(invokes, *super(StandardModel, self)._batch(invokes, fn))
+        args, kwargs = cached_mask_left_to_the_model(invokes, *super(StandardModel, self)._batch(invokes, fn))
+        # an encoder-decoder whose forward needs decoder ids (T5's): the family's default for a call without them;
+        # generate starts the decoder itself (decoder_start_token_id)
+        decoder_inputs = getattr(self.family_module, "decoder_inputs", None)
+        if decoder_inputs is None or "generate" in getattr(fn, "__name__", ""):
+            return args, kwargs
+        return decoder_inputs(self, args, kwargs)
 
     @contextlib.contextmanager
     def _native_tree(self):

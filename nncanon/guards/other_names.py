@@ -38,7 +38,9 @@ TRANSFORMER_LENS: dict[tuple[str, str], tuple[str, str | None]] = {
     ("model.encoder.layers[i].self_attn", "attention_probabilities"): ("encoder_blocks.{i}.attn.hook_pattern", None),
     ("model.encoder.layers[i].self_attn", "attention_output"): ("encoder_blocks.{i}.hook_attn_out", None),
     ("model.decoder.layers[i]", "layer_input"): ("decoder_blocks.{i}.hook_resid_pre", None),
-    ("model.decoder.layers[i]", "cross_attention_mid"): ("decoder_blocks.{i}.hook_resid_mid", None),
+    # T5's adapter hooks the self-attention's add as hook_resid_mid and the cross-attention's as hook_resid_mid2
+    ("model.decoder.layers[i]", "cross_attention_mid"): ("decoder_blocks.{i}.hook_resid_mid2|"
+                                                         "decoder_blocks.{i}.hook_resid_mid", None),
     ("model.decoder.layers[i]", "layer_output"): ("decoder_blocks.{i}.hook_resid_post", None),
     ("model.decoder.layers[i]", "mlp_neurons"): ("decoder_blocks.{i}.mlp.hook_post", None),
     ("model.decoder.layers[i]", "mlp_output"): ("decoder_blocks.{i}.hook_mlp_out", None),
@@ -48,6 +50,11 @@ TRANSFORMER_LENS: dict[tuple[str, str], tuple[str, str | None]] = {
     ("model.decoder.layers[i].cross_attn", "attention_probabilities"): ("decoder_blocks.{i}.cross_attn.hook_pattern",
                                                                         None),
     ("model.decoder.layers[i].cross_attn", "attention_output"): ("decoder_blocks.{i}.cross_attn.hook_out", None),
+    # an encoder-decoder whose MLP is a module of its own (T5's DenseReluDense mounted as mlp)
+    ("model.encoder.layers[i].mlp", "mlp_neurons"): ("encoder_blocks.{i}.mlp.hook_post", None),
+    ("model.encoder.layers[i].mlp", "mlp_output"): ("encoder_blocks.{i}.hook_mlp_out", None),
+    ("model.decoder.layers[i].mlp", "mlp_neurons"): ("decoder_blocks.{i}.mlp.hook_post", None),
+    ("model.decoder.layers[i].mlp", "mlp_output"): ("decoder_blocks.{i}.hook_mlp_out", None),
 }
 
 #: TransformerLens hooks the build does not compare (the bridge computes them only when asked) -> the standard path

@@ -15,6 +15,8 @@ class WeightUnavailable(Unavailable):
 def norm_kind(module: torch.nn.Module) -> str:
     """"layernorm" (centred: nn.LayerNorm, OLMo's, Cohere's) or "rmsnorm", by the module's class."""
     name = type(module).__name__
+    if name.endswith("T5LayerNorm"):  # T5's and mT5's: named a LayerNorm, an RMS norm (no mean subtracted, no bias)
+        return "rmsnorm"
     if isinstance(module, torch.nn.LayerNorm) or "LayerNorm" in name:
         return "layernorm"
     if "RMSNorm" in name and "Gated" not in name:

@@ -115,7 +115,7 @@ DEFAULT = Layout()
 
 _SEPARATE = {"q": "q_proj", "k": "k_proj", "v": "v_proj"}
 _OUTPUTS = ("o_proj", "out_proj", "dense", "c_proj")
-_UPS = ("up_proj", "c_fc", "fc1", "dense_h_to_4h", "fc_in", "linear_fc1")
+_UPS = ("up_proj", "c_fc", "fc1", "dense_h_to_4h", "fc_in", "linear_fc1", "wi")
 
 
 def _has(host: Any, name: str) -> bool:

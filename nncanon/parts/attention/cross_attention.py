@@ -44,21 +44,24 @@ from .softmax import PATTERN_RELATIONS as _CAUSAL_PATTERN
 _OUTPUT_PROJECTION = ATTENTION_RELATIONS[-1]
 
 
-def _in_heads(module: Any, y: Any) -> Any:
-    return y.unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
+def _projected(host: Any, name: str, x: Any, r: dict) -> Any:
+    """``name`` (q_proj, k_proj, v_proj: standard names, a family's own mounted on them) of ``x``, in heads as wide
+    as the read queries' (BART's head_dim, T5's d_kv)."""
+    y = host.get(name)._module(x)
+    return y.unflatten(-1, (-1, r["attention_queries"].shape[-1])).transpose(1, 2)
 
 
 @relation("attention_queries, attention_keys, attention_values == q_proj(input), k_proj(input), v_proj(input) in "
           "heads (the scaling is the attention call's)", proves="",
           reads="input attention_queries attention_keys attention_values")
 def _self_projections(host, r):
-    module, x = host._module, first(r["input"])
-    return [(_in_heads(module, module.q_proj(x)), r["attention_queries"]),
-            (_in_heads(module, module.k_proj(x)), r["attention_keys"]),
-            (_in_heads(module, module.v_proj(x)), r["attention_values"])]
+    x = first(r["input"])
+    return [(_projected(host, "q_proj", x, r), r["attention_queries"]),
+            (_projected(host, "k_proj", x, r), r["attention_keys"]),
+            (_projected(host, "v_proj", x, r), r["attention_values"])]
 
 
-def _unpadded(shared: Relation, text: str | None = None) -> Relation:
+def unpadded(shared: Relation, text: str | None = None) -> Relation:
     """``shared`` (a softmax relation reading ``model.attention_mask``, the source's padding) with no padding in its
     place: the decoder's self-attention is causal over the target, and the calls the page verifies pass no
     decoder_attention_mask."""
@@ -76,10 +79,12 @@ _causal_text = " over the target (no decoder_attention_mask passed: no target pa
 ENCODER_SELF_RELATIONS = (*BIDIRECTIONAL_PATTERN, HEAD_RESULTS_RELATION, *LINK_RELATIONS, _OUTPUT_PROJECTION,
                           _self_projections)
 #: the decoder's self-attention: causal, under the decoder's own padding
-DECODER_SELF_RELATIONS = (*(_unpadded(rel, rel.text + _causal_text) for rel in _CAUSAL_PATTERN),
-                          HEAD_RESULTS_RELATION, _unpadded(LINK_RELATIONS[0]), LINK_RELATIONS[1],
+DECODER_SELF_RELATIONS = (*(unpadded(rel, rel.text + _causal_text) for rel in _CAUSAL_PATTERN),
+                          HEAD_RESULTS_RELATION, unpadded(LINK_RELATIONS[0]), LINK_RELATIONS[1],
                           _OUTPUT_PROJECTION, _self_projections)
 
+
+SELF_PROJECTIONS = _self_projections
 
 EncoderSelfAttention = host("EncoderSelfAttention", Attention, HOST="model.encoder.layers[i].self_attn",
                             RELATIONS=ENCODER_SELF_RELATIONS, MASK=staticmethod(padding_mask))
@@ -100,10 +105,10 @@ def _from_the_encoder(host, r):
           proves="attention_queries attention_keys attention_values",
           reads="input encoder_states attention_queries attention_keys attention_values")
 def _cross_projections(host, r):
-    module, x, states = host._module, first(r["input"]), r["encoder_states"]
-    return [(_in_heads(module, module.q_proj(x)), r["attention_queries"]),
-            (_in_heads(module, module.k_proj(states)), r["attention_keys"]),
-            (_in_heads(module, module.v_proj(states)), r["attention_values"])]
+    x, states = first(r["input"]), r["encoder_states"]
+    return [(_projected(host, "q_proj", x, r), r["attention_queries"]),
+            (_projected(host, "k_proj", states, r), r["attention_keys"]),
+            (_projected(host, "v_proj", states, r), r["attention_values"])]
 
 
 def _cross_pattern(host: Any, r: dict) -> tuple[Any, Any]:
@@ -111,24 +116,37 @@ def _cross_pattern(host: Any, r: dict) -> tuple[Any, Any]:
                    padding_mask)
 
 
-@relation("attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + source padding mask) · "
-          "attention_values: every target query reads every real source key (no causal mask)",
-          proves="attention_head_outputs",
-          reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=HEAD_RESULTS_RELATION.tolerance)
-def _cross_attention(host, r):
-    _, probabilities = _cross_pattern(host, r)
-    return [(mix(probabilities, r["attention_values"]), r["attention_head_outputs"])]
+@relation("encoder_states == model.encoder.stack_output: the cross-attention reads what the encoder returns, after "
+          "its final norm", proves="encoder_states", reads="encoder_states model.encoder.stack_output")
+def _from_the_encoder_stack(host, r):
+    return [(r["model.encoder.stack_output"], r["encoder_states"])]
 
 
-@relation("attention_scores == attention_queries · attention_keysᵀ · scaling + source padding mask; "
-          "attention_probabilities == softmax(attention_scores)", proves="attention_scores attention_probabilities",
-          reads="model.attention_mask attention_queries attention_keys attention_scores attention_probabilities",
-          tolerance=HEAD_RESULTS_RELATION.tolerance)
-def _cross_scores(host, r):
-    scores, probabilities = _cross_pattern(host, r)
-    allowed = torch.isfinite(scores)
-    return [(scores[allowed], r["attention_scores"].double()[allowed]), (probabilities, r["attention_probabilities"])]
+def cross_relations(scaled: str = "· scaling", final_norm: bool = False) -> tuple:
+    """The cross-attention's relations, its scores ``attention_queries · attention_keysᵀ {scaled}`` (``scaled``: how
+    the text states the module's scaling; T5's is 1, the 1/√d folded into its init); ``final_norm``: the encoder
+    stack ends in a norm of its own (T5's), so its states are the stack's output, not its last block's."""
+    @relation(f"attention_head_outputs == softmax(attention_queries · attention_keysᵀ {scaled} + source padding mask) "
+              "· attention_values: every target query reads every real source key (no causal mask)",
+              proves="attention_head_outputs",
+              reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
+              tolerance=HEAD_RESULTS_RELATION.tolerance)
+    def _cross_attention(host, r):
+        _, probabilities = _cross_pattern(host, r)
+        return [(mix(probabilities, r["attention_values"]), r["attention_head_outputs"])]
+
+    @relation(f"attention_scores == attention_queries · attention_keysᵀ {scaled} + source padding mask; "
+              "attention_probabilities == softmax(attention_scores)", proves="attention_scores attention_probabilities",
+              reads="model.attention_mask attention_queries attention_keys attention_scores attention_probabilities",
+              tolerance=HEAD_RESULTS_RELATION.tolerance)
+    def _cross_scores(host, r):
+        scores, probabilities = _cross_pattern(host, r)
+        allowed = torch.isfinite(scores)
+        return [(scores[allowed], r["attention_scores"].double()[allowed]),
+                (probabilities, r["attention_probabilities"])]
+
+    return (_from_the_encoder_stack if final_norm else _from_the_encoder, _cross_projections, _cross_attention, _cross_scores, _cross_mixed,
+            LINK_RELATIONS[1], HEAD_RESULTS_RELATION, _OUTPUT_PROJECTION)
 
 
 @relation("attention_head_outputs == attention_probabilities · attention_values", proves="attention_head_outputs",
@@ -138,8 +156,7 @@ def _cross_mixed(host, r):
     return [(mix(r["attention_probabilities"].double(), r["attention_values"]), r["attention_head_outputs"])]
 
 
-CROSS_RELATIONS = (_from_the_encoder, _cross_projections, _cross_attention, _cross_scores, _cross_mixed,
-                   LINK_RELATIONS[1], HEAD_RESULTS_RELATION, _OUTPUT_PROJECTION)
+CROSS_RELATIONS = cross_relations()
 
 #: ``model.decoder.layers[i].cross_attn``: the self-attention's values, and the encoder states it reads
 CrossAttention = host("CrossAttention", Attention, values=[
@@ -150,4 +167,4 @@ CrossAttention = host("CrossAttention", Attention, values=[
    KV_INPUT="encoder_states")
 
 __all__ = ["EncoderSelfAttention", "DecoderSelfAttention", "CrossAttention", "ENCODER_SELF_RELATIONS",
-           "DECODER_SELF_RELATIONS", "CROSS_RELATIONS"]
+           "DECODER_SELF_RELATIONS", "CROSS_RELATIONS", "cross_relations", "unpadded", "SELF_PROJECTIONS"]

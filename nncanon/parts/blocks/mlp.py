@@ -19,12 +19,18 @@ def _down(host, r):
     return [(host.down_proj._module(r["mlp_neurons"]), r["mlp_output"])]
 
 
+def _native(host, name: str):
+    """The host's child ``name`` (a standard name; aliases resolve) as the forward calls it: the module itself."""
+    found = getattr(host, name)
+    return getattr(found, "_module", found)
+
+
 @relation("mlp_activation == act_fn(gate_proj(input)); mlp_neurons == mlp_activation · up_proj(input)",
           proves="mlp_activation", reads="input mlp_activation mlp_neurons")
 def _gated(host, r):
-    module, x = host._module, rows(first(r["input"]))
-    activation = module.act_fn(module.gate_proj(x))
-    return [(activation, rows(r["mlp_activation"])), (activation * module.up_proj(x), rows(r["mlp_neurons"]))]
+    x = rows(first(r["input"]))  # by the standard names: a family's own (mT5's wi_0, wi_1, act) mounted on them
+    activation = _native(host, "act_fn")(_native(host, "gate_proj")(x))
+    return [(activation, rows(r["mlp_activation"])), (activation * _native(host, "up_proj")(x), rows(r["mlp_neurons"]))]
 
 
 MLP_RELATIONS = (_down, _gated)
