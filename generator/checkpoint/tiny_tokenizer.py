@@ -104,11 +104,11 @@ def build_tokenizer(fam: Family):
         from generator.checkpoint.wordpiece import build_wordpiece
 
         return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
-    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer"):  # RoBERTa's BPE, XLM-R's unigram
-        from generator.checkpoint.encoder_tokenizers import build_roberta_bpe, build_xlm_roberta_unigram
+    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "CamembertTokenizer"):  # RoBERTa's BPE, the unigrams
+        from generator.checkpoint import encoder_tokenizers as built
 
-        build = build_roberta_bpe if kind.cls == "RobertaTokenizer" else build_xlm_roberta_unigram
-        return build(fam, CORPUS)
+        return {"RobertaTokenizer": built.build_roberta_bpe, "XLMRobertaTokenizer": built.build_xlm_roberta_unigram,
+                "CamembertTokenizer": built.build_camembert_unigram}[kind.cls](fam, CORPUS)
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     if kind.nfc:

@@ -214,6 +214,9 @@ TOKENIZER_KINDS = {
                              padding_side="right", nfc=False),
     "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
+    # CamemBERT's unigram: XLM-R's framing, <s> 5 and </s> 6 past fairseq's unused copies
+    "camembert": TokenizerKind("CamembertTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
+                               padding_side="right", nfc=False),
 }
 
 
