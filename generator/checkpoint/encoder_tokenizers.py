@@ -19,6 +19,11 @@ corpus is plain ASCII text, which it leaves as it is.
 XLM-R's), as t5-small's spiece.model lays it out: ``<pad>`` 0, ``</s>`` 1, ``<unk>`` 2, the pieces, then the
 sentinels ``<extra_id_N>`` ... ``<extra_id_0>`` last (the highest id is ``<extra_id_0>``); a text is ``A </s>``, no
 BOS, padded on the right.
+
+``tiny.tokenizer.kind: camembert``: CamemBERT's unigram (``CamembertTokenizer``, XLM-R's split), over the fairseq
+dictionary camembert-base ships: ``<s>NOTUSED`` 0, ``<pad>`` 1, ``</s>NOTUSED`` 2, ``<unk>`` 3, then the
+SentencePiece model's own ``<unk>NOTUSED`` 4, ``<s>`` 5 and ``</s>`` 6, the pieces (counted as XLM-R's are), and
+``<mask>`` last (32004 of 32005).
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ from typing import Any
 #: the ids RoBERTa's and XLM-R's vocabularies give their special tokens below the pieces; <mask> comes last
 LEADING = ("<s>", "<pad>", "</s>", "<unk>")
 MASK = "<mask>"
+#: CamemBERT's: fairseq's four, the first and third unused, then the SentencePiece model's <unk>, <s> and </s>
+CAMEMBERT_LEADING = ("<s>NOTUSED", "<pad>", "</s>NOTUSED", "<unk>", "<unk>NOTUSED", "<s>", "</s>")
 
 
-def _declared(fam: Any, size: int) -> dict[str, int]:
+def _declared(fam: Any, size: int, leading: tuple[str, ...] = LEADING) -> dict[str, int]:
     """The recipe's special tokens, checked against the layout above (``size`` pieces between them)."""
     specials = dict(fam.tiny["tokenizer"]["special_tokens"])
-    expected = {**{token: i for i, token in enumerate(LEADING)}, MASK: len(LEADING) + size}
+    expected = {**{token: i for i, token in enumerate(leading)}, MASK: len(leading) + size}
     if specials != expected:
         raise RuntimeError(f"{fam.family}: tiny.tokenizer.special_tokens must be {expected} (RoBERTa's layout with "
                            f"bpe_vocab_size = {size} pieces between them), not {specials}")
@@ -87,19 +94,18 @@ def _pieces(pre_tokens: list[str], size: int) -> list[tuple[str, float]]:
     return (chars + whole)[:size]
 
 
-def build_xlm_roberta_unigram(fam: Any, corpus: str) -> Any:
-    """``XLMRobertaTokenizer`` over a unigram vocabulary of ``bpe_vocab_size`` pieces counted on ``corpus``."""
-    from transformers import XLMRobertaTokenizer
-
+def _unigram(fam: Any, corpus: str, cls: Any, leading: tuple[str, ...]) -> Any:
+    """``cls`` over ``leading``, a unigram vocabulary of ``bpe_vocab_size`` pieces counted on ``corpus``, then
+    ``<mask>``."""
     size = fam.tiny["tokenizer"]["bpe_vocab_size"]
-    specials = _declared(fam, size)
-    splitter = XLMRobertaTokenizer().backend_tokenizer.pre_tokenizer  # whitespace, then ▁ before every word
+    specials = _declared(fam, size, leading)
+    splitter = cls().backend_tokenizer.pre_tokenizer  # whitespace, then ▁ before every word
     pieces = _pieces([token for token, _ in splitter.pre_tokenize_str(corpus)], size)
     if len(pieces) != size:
         raise RuntimeError(f"{fam.family}: the corpus gives {len(pieces)} unigram pieces, not "
                            f"tiny.tokenizer.bpe_vocab_size = {size}: give a size the corpus reaches")
-    vocab = [(token, 0.0) for token in LEADING] + pieces + [(MASK, 0.0)]
-    tokenizer = XLMRobertaTokenizer(vocab=vocab, model_max_length=_max_length(fam))
+    vocab = [(token, 0.0) for token in leading] + pieces + [(MASK, 0.0)]
+    tokenizer = cls(vocab=vocab, model_max_length=_max_length(fam))
     return _checked(fam, tokenizer, specials)
 
 
@@ -129,6 +135,20 @@ def build_t5_unigram(fam: Any, corpus: str) -> Any:
              + [(f"<extra_id_{i}>", 0.0) for i in reversed(range(sentinels))])
     tokenizer = T5Tokenizer(vocab=vocab, extra_ids=sentinels, model_max_length=512)
     return _checked(fam, tokenizer, expected)
+
+
+def build_xlm_roberta_unigram(fam: Any, corpus: str) -> Any:
+    """``XLMRobertaTokenizer`` over a unigram vocabulary of ``bpe_vocab_size`` pieces counted on ``corpus``."""
+    from transformers import XLMRobertaTokenizer
+
+    return _unigram(fam, corpus, XLMRobertaTokenizer, LEADING)
+
+
+def build_camembert_unigram(fam: Any, corpus: str) -> Any:
+    """``CamembertTokenizer`` over CamemBERT's seven leading ids and ``bpe_vocab_size`` counted pieces."""
+    from transformers import CamembertTokenizer
+
+    return _unigram(fam, corpus, CamembertTokenizer, CAMEMBERT_LEADING)
 
 
 def _checked(fam: Any, tokenizer: Any, specials: dict[str, int]) -> Any:

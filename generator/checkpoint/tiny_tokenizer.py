@@ -110,16 +110,12 @@ def build_tokenizer(fam: Family):
         from generator.checkpoint.wordpiece import build_wordpiece
 
         return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
-    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "T5Tokenizer"):  # RoBERTa's BPE, XLM-R's, T5's unigram
-        from generator.checkpoint.encoder_tokenizers import (
-            build_roberta_bpe,
-            build_t5_unigram,
-            build_xlm_roberta_unigram,
-        )
+    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "CamembertTokenizer", "T5Tokenizer"):  # RoBERTa's BPE, the unigrams
+        from generator.checkpoint import encoder_tokenizers as built
 
-        build = {"RobertaTokenizer": build_roberta_bpe, "XLMRobertaTokenizer": build_xlm_roberta_unigram,
-                 "T5Tokenizer": build_t5_unigram}[kind.cls]
-        return build(fam, CORPUS)
+        return {"RobertaTokenizer": built.build_roberta_bpe, "XLMRobertaTokenizer": built.build_xlm_roberta_unigram,
+                "CamembertTokenizer": built.build_camembert_unigram, "T5Tokenizer": built.build_t5_unigram}[kind.cls](
+            fam, CORPUS)
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     if kind.nfc:

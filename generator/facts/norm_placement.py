@@ -118,11 +118,29 @@ def _found(seen: dict, mixer: Any, mlp: Any, candidates: list) -> set[str]:
             found.add("pre-mixer")
         elif _same(y, mlp_in):
             found.add("pre-mlp")
+        elif mlp is None and _same(x, mixer_out) and _feeds(seen, module, y, candidates):
+            # an encoder's MLP is no module of its own (intermediate, then output.dense): a norm of the attention
+            # wrapper's sum that another module of the block reads is the MLP's pre-norm (XLM-R XL's LayerNorm,
+            # RoBERTa-PreLayerNorm's intermediate.LayerNorm), not a norm of the attention's output
+            found.add("pre-mlp")
         elif _same(x, mixer_out):
             found.add("post-mixer")
         elif _same(x, mlp_out):
             found.add("post-mlp")
+    if mlp is None and mixer is not None and mixer_in is not None:
+        # an encoder's attention wrapper that norms its own input before the self-attention reads it (pre-norm
+        # encoders: the norm sits inside the mixer module, so no candidate above sees it)
+        for module in mixer.modules():
+            x, _ = seen.get(id(module), (None, None))
+            if module is not mixer and x is not None and _same(x, mixer_in) and _is_norm(module, x):
+                found.add("pre-mixer")
     return found
+
+
+def _feeds(seen: dict, norm: Any, y: Any, candidates: list) -> bool:
+    """``y``, the norm's output, is what another module of the block that is no norm is called with."""
+    return any(m is not norm and _same(x, y) and not _is_norm(m, x) for m in candidates
+               for x, _ in [seen.get(id(m), (None, None))] if x is not None)
 
 
 def block_placement(found: list[set[str]]) -> str | None:

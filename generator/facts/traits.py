@@ -136,7 +136,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     block_norms = [norm for block in blocks
                    if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
     if not block_norms:  # norms at no standard name (BERT's, inside its attention and output modules): the block's own
-        block_norms = [norm for layer in layers for norm in layer.modules() if "Norm" in type(norm).__name__]
+        block_norms = [norm for layer in layers for norm in layer.modules() if _is_norm_module(norm)]
     norms = _in_order(_norm_name(norm) for norm in block_norms)
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
@@ -204,9 +204,15 @@ def _norm_name(module: Any) -> str:
         else name
 
 
+def _is_norm_module(module: Any) -> bool:
+    """A norm by its class's name, and a leaf: RoBERTa-PreLayerNorm names every module of its own ...PreLayerNorm...,
+    its layers and attention wrappers too."""
+    return "Norm" in type(module).__name__ and next(module.children(), None) is None
+
+
 def norm_kinds(module: Any) -> str:
     """The kinds of norm under a module (RMSNorm, LayerNorm, or the class's own name), in order."""
-    names = [_norm_name(m) for m in module.modules() if "Norm" in type(m).__name__]
+    names = [_norm_name(m) for m in module.modules() if _is_norm_module(m)]
     return " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n
                                 for n in names))
 

@@ -235,6 +235,9 @@ TOKENIZER_KINDS = {
     # T5's unigram (generator/checkpoint/encoder_tokenizers.py): A </s>, no BOS, <pad> pads on the right
     "t5": TokenizerKind("T5Tokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>", padding_side="right",
                         nfc=False),
+    # CamemBERT's unigram: XLM-R's framing, <s> 5 and </s> 6 past fairseq's unused copies
+    "camembert": TokenizerKind("CamembertTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
+                               padding_side="right", nfc=False),
 }
 
 

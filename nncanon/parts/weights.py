@@ -325,8 +325,13 @@ def _root(host: Any) -> list[Relation]:
             scale = scale.to(rows_.dtype)
         return [(rows_ if scale is None else rows_ * scale, r["token_embeddings"])]
 
-    return [Relation("lm_head_output == final_norm_output · W_U + b_U", (), ("final_norm_output", "lm_head_output"),
-                     head, SUBBLOCK),
+    # a head that is a transform before its tied decoder (RoBERTa's lm_head: no weight of its own) has no W_U to
+    # state; its transform's and decoder's relations prove it. Post-norm encoders never serve final_norm_output
+    one_linear = getattr(host.lm_head._module, "weight", None) is not None or not getattr(type(host), "FINAL_NORM", True)
+    unembedding = [Relation("lm_head_output == final_norm_output · W_U + b_U", (), ("final_norm_output",
+                                                                                      "lm_head_output"),
+                            head, SUBBLOCK)] if one_linear else []
+    return [*unembedding,
             # a row lookup (times the embedding's own scale, if any: one rounding): STEP
             Relation("token_embeddings == W_E[input_ids] (· the embedding's embed_scale, if it has one)", (),
                      ("input_ids", "token_embeddings"), embed, STEP)]

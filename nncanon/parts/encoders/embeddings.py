@@ -78,26 +78,33 @@ def _types(r: dict) -> Any:
 
 
 def embeddings_relation(positions: Callable = first_column_positions, rows: str = "p, counted from 0 at the first "
-                        "column (padding is on the right)", enters: bool = True):
+                        "column (padding is on the right)", enters: bool = True, norm: bool = True):
     """The root relation of the summed and normed embeddings; ``positions`` gives each token's table row. With
-    ``enters`` the norm's output is what the first block reads (not ELECTRA's: `projection_relation`)."""
+    ``enters`` the norm's output is what the first block reads (not ELECTRA's: `projection_relation`); without
+    ``norm`` the sum itself is (XLM-R XL's: no LayerNorm on the embeddings)."""
     first_block = "layers[0].layer_input == " if enters else ""
+    summed_text = "token_embeddings + token_type_embeddings + position_embeddings"
+    made = (f"embedding_norm_output == layernorm({summed_text}), layernorm(x) = {_FORM}" if norm else
+            f"{summed_text} (no LayerNorm on the embeddings)")
+    normed = " embedding_norm_output" if norm else ""
 
-    @relation(f"{first_block}embedding_norm_output == layernorm(token_embeddings + token_type_embeddings + "
-              f"position_embeddings), layernorm(x) = {_FORM}; token_embeddings == embed_tokens.weight[input_ids]; "
+    @relation(f"{first_block}{made}; token_embeddings == embed_tokens.weight[input_ids]; "
               "token_type_embeddings == embed_token_types.weight[token_type_ids] (0 where none are passed); "
               f"position_embeddings == embed_positions.weight[{rows}]",
-              proves="token_embeddings token_type_embeddings position_embeddings embedding_norm_output",
+              proves="token_embeddings token_type_embeddings position_embeddings" + normed,
               reads="input_ids attention_mask token_type_ids token_embeddings token_type_embeddings "
-                    "position_embeddings embedding_norm_output" + (" layers[0].layer_input" if enters else ""))
+                    "position_embeddings" + normed + (" layers[0].layer_input" if enters else ""))
     def check(host, r):
         ids, mask = r["input_ids"], r["attention_mask"]
         mask = torch.ones_like(ids) if mask is None else mask
         table = host.embed_positions._module.weight
         summed = r["token_embeddings"] + r["token_type_embeddings"] + r["position_embeddings"]  # rows broadcast
-        enter = [(r["embedding_norm_output"], r["layers[0].layer_input"])] if enters else []
-        return [(layer_norm(host.embed_layernorm._module, summed), r["embedding_norm_output"]), *enter,
-                (host.embed_tokens._module.weight[ids], r["token_embeddings"]),
+        if norm:
+            made = [(layer_norm(host.embed_layernorm._module, summed), r["embedding_norm_output"])]
+            made += [(r["embedding_norm_output"], r["layers[0].layer_input"])] if enters else []
+        else:
+            made = [(summed, r["layers[0].layer_input"])]
+        return [*made, (host.embed_tokens._module.weight[ids], r["token_embeddings"]),
                 (host.embed_token_types._module.weight[_types(r)], r["token_type_embeddings"]),
                 (table[positions(host, ids, mask)], r["position_embeddings"].expand(ids.shape[0], -1, -1))]
 
@@ -155,13 +162,13 @@ class MlmHead:
 BERT_HEAD = MlmHead()
 
 
-def _transform_relation(head: MlmHead):
-    @relation(f"head_transform_output == layernorm({head.act}({head.owner}.dense(layers[-1].layer_output))), "
+def _transform_relation(head: MlmHead, source: str = "layers[-1].layer_output"):
+    @relation(f"head_transform_output == layernorm({head.act}({head.owner}.dense({source}))), "
               f"layernorm(x) = {_FORM}: the MLM head's transform", proves="head_transform_output",
-              reads="layers[-1].layer_output head_transform_output")
+              reads=f"{source} head_transform_output")
     def check(host, r):
         dense, act, norm = head.parts(getattr(host, head.owner)._module)
-        return [(layer_norm(norm, act(dense(r["layers[-1].layer_output"]))), r["head_transform_output"])]
+        return [(layer_norm(norm, act(dense(r[source]))), r["head_transform_output"])]
 
     return check
 
@@ -205,24 +212,28 @@ def _one_token_type(host, r):
 
 
 def encoder_root_relations(positions_relation=None, head: MlmHead = BERT_HEAD, extra: tuple = (),
-                           one_type: bool = False) -> tuple:
+                           one_type: bool = False, final_norm: bool = False) -> tuple:
     """The decoder's root relations that hold on an encoder (the stack, the logits, the lens, the ids), with the
     embeddings' (``positions_relation``, then ``extra``: RoBERTa's positions, ELECTRA's projection), the head's,
-    the token types' (``one_type``: RoBERTa's one row) and the right padding's in place of the rest."""
-    keep = ("layers[i].layer_output ==", "logits == lm_head_output", "unembed(", "input_ids ==")
+    the token types' (``one_type``: RoBERTa's one row) and the right padding's in place of the rest. A pre-norm
+    stack's ``final_norm`` is the decoder's, and the head's transform reads its output."""
+    keep = ("layers[i].layer_output ==", "logits == lm_head_output", "unembed(", "input_ids ==",
+            *(("final_norm_output ==",) if final_norm else ()))
     shared = tuple(r for r in ROOT_RELATIONS if r.text.startswith(keep))
-    return (positions_relation or embeddings_relation(), *extra, _transform_relation(head),
+    source = "final_norm_output" if final_norm else "layers[-1].layer_output"
+    return (positions_relation or embeddings_relation(), *extra, _transform_relation(head, source),
             tied_decoder_relation(head), *shared, _one_token_type if one_type else _token_types, _right_padding)
 
 
 def encoder_root_values(head: MlmHead = BERT_HEAD, per_row_positions: bool = False, width=Residual,
-                        one_type: bool = False) -> list[Value]:
+                        one_type: bool = False, final_norm: bool = False, embedding_norm: bool = True) -> list[Value]:
     """The encoder root's values. ``per_row_positions``: the model numbers each row's positions (RoBERTa), so its
     position embeddings are per token, not one row per position shared by the batch; ``one_type``: the tokenizer
     passes no token types (RoBERTa's), so ``token_type_ids`` are read where the model embeds them; ``width``: the
     layout of the
     embeddings and the head's transform (ELECTRA's ``Embedded``, ``embedding_size`` wide), whose projection to the
-    stream is then a value of its own (``embedding_projection_output``)."""
+    stream is then a value of its own (``embedding_projection_output``); ``final_norm``: a pre-norm stack's norm past
+    the last block, at ``norm``; without ``embedding_norm`` the summed embeddings enter the first block unnormed."""
     own_width = width is not Residual
     if per_row_positions:
         positions = Value("position_embeddings", width, "The learned position embedding's output, one row per "
@@ -243,8 +254,12 @@ def encoder_root_values(head: MlmHead = BERT_HEAD, per_row_positions: bool = Fal
               child("embed_token_types")),
         positions,
         Value("embedding_norm_output", width, "The LayerNorm of the three embeddings' sum: what enters the first "
-              "block" + (" once projected" if own_width else ""), child("embed_layernorm")),
+              "block" + (" once projected" if own_width else ""), child("embed_layernorm"),
+              conditions=() if embedding_norm else (never("there is no LayerNorm on the embeddings: their sum enters "
+                                                          "the first block (layers[0].layer_input)"),)),
         *projected,
+        Value("final_norm_output", Residual, "The residual stream after the final norm: the LayerNorm past the "
+              "last pre-norm block, what the MLM head reads", child("norm")) if final_norm else
         Value("final_norm_output", Residual, "The residual stream after the final norm", child("embed_layernorm"),
               conditions=(never("an encoder's blocks are post-norm: each ends in its own LayerNorm, and there is no "
                                 "final norm (the MLM head's transform has one: head_transform_output)"),)),
@@ -290,12 +305,13 @@ def _every_head(model: Any) -> int:
 
 
 def encoder_root(name: str, family_module: Any, values: list[Value] = ENCODER_ROOT_VALUES,
-                 relations: tuple | None = None) -> type:
-    """An encoder's root host class: ``values`` and ``relations`` (BERT's by default), no final norm."""
+                 relations: tuple | None = None, final_norm: bool = False) -> type:
+    """An encoder's root host class: ``values`` and ``relations`` (BERT's by default), no final norm unless a
+    pre-norm stack has one (``final_norm``, mounted as ``norm``)."""
     from ...core.hosts import host
     from ...core.model import StandardModel
 
-    return host(name, StandardModel, values=values, FINAL_NORM=False, family_module=family_module,
+    return host(name, StandardModel, values=values, FINAL_NORM=final_norm, family_module=family_module,
                 RELATIONS=encoder_root_relations() if relations is None else relations,
                 num_kv_heads=property(_every_head, doc=_every_head.__doc__))
 
@@ -315,14 +331,17 @@ ROBERTA_HEAD = MlmHead(owner="lm_head", parts=_roberta_parts, transform="lm_head
                        decoder=_roberta_decoder, act="gelu")
 
 
-def past_the_padding_row_root(head: MlmHead = ROBERTA_HEAD) -> tuple[list[Value], tuple]:
+def past_the_padding_row_root(head: MlmHead = ROBERTA_HEAD, final_norm: bool = False,
+                              embedding_norm: bool = True) -> tuple[list[Value], tuple]:
     """The root values and relations of an encoder numbering its positions past the padding row (RoBERTa's):
-    position embeddings per token, their rows proven from the ids and ``pad_token_id``."""
+    position embeddings per token, their rows proven from the ids and ``pad_token_id``; a pre-norm stack's
+    ``final_norm`` and ``embedding_norm`` as `encoder_root_values` takes them."""
     rows = ("pad_token_id + the count of real tokens up to each real token (pad_token_id + 1 the first), "
             "pad_token_id at padding")
-    relations = encoder_root_relations(embeddings_relation(after_the_padding_row, rows), head,
-                                       (positions_past_the_padding_row,), one_type=True)
-    return encoder_root_values(head, per_row_positions=True, one_type=True), relations
+    relations = encoder_root_relations(embeddings_relation(after_the_padding_row, rows, norm=embedding_norm), head,
+                                       (positions_past_the_padding_row,), one_type=True, final_norm=final_norm)
+    return encoder_root_values(head, per_row_positions=True, one_type=True, final_norm=final_norm,
+                               embedding_norm=embedding_norm), relations
 
 
 #: the modules every BERT-style root has: its embeddings, and the stack's first block inside
