@@ -30,18 +30,18 @@ def stale(families: list[Family], kernels_only: bool) -> list[Family]:
     return out
 
 
-def _collect_one(name: str, force: bool, kernels_only: bool) -> tuple[str, float, str | None]:
-    """In a worker: one family's facts into the cache; (name, seconds, None) or (name, seconds, the error's line)."""
+def _collect_one(family: Family, force: bool, kernels_only: bool) -> tuple[str, float, str | None]:
+    """In a worker: one family's facts into the cache (the Family the caller resolved, pickled); (name, seconds,
+    None) or (name, seconds, the error's line)."""
     from generator.facts.collect import cached_facts
-    from generator.recipe.family import get_family
 
     start = time.perf_counter()
     try:
-        cached_facts(get_family(name), progress=lambda line: print(line, flush=True), force=force,
-                     kernels_only=kernels_only)
+        cached_facts(family, progress=lambda line: print(line, flush=True), force=force, kernels_only=kernels_only)
     except Exception as error:  # noqa: BLE001 (the caller collects it again in its own process, where it is raised)
-        return name, time.perf_counter() - start, f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
-    return name, time.perf_counter() - start, None
+        return family.family, time.perf_counter() - start, \
+            f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+    return family.family, time.perf_counter() - start, None
 
 
 def collect_in_parallel(families: list[Family], jobs: int, progress: Callable[[str], None], force: bool,
@@ -56,7 +56,7 @@ def collect_in_parallel(families: list[Family], jobs: int, progress: Callable[[s
     done: dict[str, float] = {}
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
-        pending = {pool.submit(_collect_one, family.family, force, kernels_only) for family in todo}
+        pending = {pool.submit(_collect_one, family, force, kernels_only) for family in todo}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             failed = False
