@@ -109,6 +109,10 @@ def build_tokenizer(fam: Family):
 
         build = build_roberta_bpe if kind.cls == "RobertaTokenizer" else build_xlm_roberta_unigram
         return build(fam, CORPUS)
+    if kind.cls == "WhisperTokenizer":  # a speech family's (generator/checkpoint/speech.py)
+        from generator.checkpoint.speech import build_whisper_bpe
+
+        return build_whisper_bpe(fam, CORPUS)
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     if kind.nfc:

@@ -214,6 +214,9 @@ TOKENIZER_KINDS = {
                              padding_side="right", nfc=False),
     "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
+    # Whisper's byte-level BPE (generator/checkpoint/speech.py): <|endoftext|> is bos, eos, pad and unk
+    "whisper": TokenizerKind("WhisperTokenizer", lambda: "", "", bos="<|endoftext|>", eos="<|endoftext|>", pad="<|endoftext|>",
+                             padding_side="right", nfc=False),
 }
 
 
