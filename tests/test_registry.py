@@ -63,8 +63,10 @@ def test_values_at_module_boundaries_equal_plain_hooks(model):
             seen.setdefault("io", (args, kwargs) if io == "input" else output)
 
         handle = module.register_forward_hook(hook, with_kwargs=True)
+        speech = getattr(model.family_module, "speech_inputs", None)  # a model that takes audio, not text
+        args, kwargs = speech(model) if speech is not None else ((PROMPTS,), {})
         try:
-            with torch.no_grad(), model.trace(PROMPTS):
+            with torch.no_grad(), model.trace(*args, **kwargs):
                 got = getattr(host, value.name).save()
         finally:
             handle.remove()
@@ -97,6 +99,8 @@ def test_the_tiny_tokenizer_follows_its_recipe(family):
     if kind.cls == "BertTokenizer":  # an encoder's WordPiece: [CLS] ... [SEP], lowercased (its own test below)
         assert (ids[0], ids[-1]) == (tokenizer.cls_token_id, tokenizer.sep_token_id)
         assert tokenizer.decode(ids, skip_special_tokens=True) == "hello world"
+    elif kind.cls == "WhisperTokenizer":  # Whisper's prefix, not its BOS: <|startoftranscript|> ... <|endoftext|>
+        assert (ids[0], ids[-1]) == (tokenizer.convert_tokens_to_ids("<|startoftranscript|>"), tokenizer.eos_token_id)
     elif kind.bos is not None:
         assert ids[0] == tokenizer.convert_tokens_to_ids(kind.bos)
     else:

@@ -298,6 +298,10 @@ def _build_into(fam: Family, directory: Path) -> tuple[str, dict[str, str]]:
     tokenizer.save_pretrained(directory)
     if "processor" in fam.tiny:  # a vision-language family
         build_processor(fam, tokenizer).save_pretrained(directory)
+    if "feature_extractor" in fam.tiny:  # a speech family: its log-mel features (generator/checkpoint/speech.py)
+        from generator.checkpoint.speech import whisper_feature_extractor
+
+        whisper_feature_extractor(fam).save_pretrained(directory)
     files = checkpoint_files(directory, derived_keys.listed(fam))
     digest = files_digest(files)
     manifest = {

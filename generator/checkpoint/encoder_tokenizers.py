@@ -56,14 +56,12 @@ def _max_length(fam: Any) -> int:
     return int(config.get("max_position_embeddings", 514)) - int(config.get("pad_token_id", 1)) - 1
 
 
-def build_roberta_bpe(fam: Any, corpus: str) -> Any:
-    """``RobertaTokenizer`` over a byte-level BPE of ``bpe_vocab_size`` tokens trained on ``corpus``."""
+def byte_level_bpe(fam: Any, corpus: str, size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """GPT-2's byte-level BPE (no prefix space) of ``size`` pieces trained on ``corpus``: its vocabulary by id and its
+    merges (RoBERTa's and Whisper's tiny tokenizers)."""
     from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
     from tokenizers.models import BPE
-    from transformers import RobertaTokenizer
 
-    size = fam.tiny["tokenizer"]["bpe_vocab_size"]
-    specials = _declared(fam, size)
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -75,7 +73,16 @@ def build_roberta_bpe(fam: Any, corpus: str) -> Any:
     if len(vocab) != size:
         raise RuntimeError(f"{fam.family}: the BPE trained on the corpus has {len(vocab)} ids, not "
                            f"tiny.tokenizer.bpe_vocab_size = {size}")
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    return vocab, [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+
+
+def build_roberta_bpe(fam: Any, corpus: str) -> Any:
+    """``RobertaTokenizer`` over a byte-level BPE of ``bpe_vocab_size`` tokens trained on ``corpus``."""
+    from transformers import RobertaTokenizer
+
+    size = fam.tiny["tokenizer"]["bpe_vocab_size"]
+    specials = _declared(fam, size)
+    vocab, merges = byte_level_bpe(fam, corpus, size)
     shifted = {token: len(LEADING) + i for token, i in vocab.items()}
     tokenizer = RobertaTokenizer(vocab={**{t: i for t, i in specials.items() if t != MASK}, **shifted,
                                         MASK: specials[MASK]}, merges=merges, model_max_length=_max_length(fam))

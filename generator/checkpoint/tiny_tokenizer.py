@@ -116,6 +116,10 @@ def build_tokenizer(fam: Family):
         return {"RobertaTokenizer": built.build_roberta_bpe, "XLMRobertaTokenizer": built.build_xlm_roberta_unigram,
                 "CamembertTokenizer": built.build_camembert_unigram, "T5Tokenizer": built.build_t5_unigram}[kind.cls](
             fam, CORPUS)
+    if kind.cls == "WhisperTokenizer":  # a speech family's (generator/checkpoint/speech.py)
+        from generator.checkpoint.speech import build_whisper_bpe
+
+        return build_whisper_bpe(fam, CORPUS)
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     if kind.nfc:

@@ -88,6 +88,11 @@ BUFFER_RULES: dict[str, tuple[float, float]] = {
 }
 
 
+#: parameters the model fixes at init and never trains (requires_grad off), kept as the init gives them: Whisper's
+#: sinusoidal source positions, which the page proves equal to the formula
+FIXED_PARAMETERS = (r"(^|\.)encoder\.embed_positions\.weight$",)
+
+
 class InitRuleMissing(ValueError):
     """A parameter whose init is random but has no rule here (see :data:`VECTOR_RULES`)."""
 
@@ -154,6 +159,8 @@ def fill(model: Any, seed: int) -> None:
     with torch.no_grad():
         for name, param in model.named_parameters():
             owner = modules[name.rpartition(".")[0]]
+            if not param.requires_grad and any(re.search(pattern, name) for pattern in FIXED_PARAMETERS):
+                continue
             param.copy_(torch.from_numpy(draw(seed, name, param, owner)))
         for name, buffer in model.named_buffers():
             rule = next((bounds for pattern, bounds in BUFFER_RULES.items() if re.search(pattern, name)), None)

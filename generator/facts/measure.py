@@ -37,9 +37,12 @@ def block_index(model: Any, host: str) -> int:
 
 
 def run_inputs(model: Any, family_module: Any, prompts: list[str]) -> tuple[tuple, dict]:
-    """What a trace of this model is called with (the family says how images go in)."""
+    """What a trace of this model is called with (the family says how images go in, and a speech family, whose
+    model takes no text, what its every load is called with: ``speech_inputs``)."""
     if model.task == "image-text-to-text" and hasattr(family_module, "trace_inputs"):
         return family_module.trace_inputs(model)
+    if hasattr(family_module, "speech_inputs"):
+        return family_module.speech_inputs(model)
     return (prompts,), {}
 
 
@@ -222,6 +225,8 @@ def _checked(model: Any, family: Family, family_module: Any, kind: Any, row: Any
     per_block = hasattr(family_module, "block_dim_sizes") and at.startswith("model.layers[")
     sizes = {**model.dim_sizes(block=_block(at) if per_block else None),
              **_input_sizes(model, family_module, args, kwargs)}
+    if hasattr(family_module, "host_sizes"):  # a speech encoder's seq is its source positions, not the decoder's
+        sizes.update(family_module.host_sizes(kind.host, sizes))
     if kind.host.startswith("model.vision.layers"):
         # the vision blocks' layouts reuse the text dimension names with the encoder's sizes
         sizes.update(model.vision.dim_sizes(patches=sizes["patches"]))
@@ -241,6 +246,8 @@ def _input_sizes(model: Any, family_module: Any, args: tuple, kwargs: dict) -> d
 def _measure_input_sizes(model: Any, family_module: Any, args: tuple, kwargs: dict) -> dict[str, int]:
     import torch
 
+    if hasattr(family_module, "input_sizes"):  # a speech family: no input_ids at the root
+        return family_module.input_sizes(model, args, kwargs)
     with torch.no_grad(), model.trace(*args, **kwargs):
         ids = model.input_ids.save()
     batch, seq = ids.shape

@@ -66,6 +66,9 @@ def _ours(family: Family) -> dict:
             serving.setdefault((row.host, row.name), []).extend(row.blocks)
     block = {key: None if key[0] == "model" else BLOCK if BLOCK in serving[key] else min(serving[key])
              for key in mapped}
+    if hasattr(model.family_module, "speech_inputs"):  # no text call: what the bridge makes of it is all there is to say
+        return {"directory": directory, "tokenizer": model.tokenizer, "ids": None, "mapped": mapped, "block": block,
+                "ours": {}}
     ids = model.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     ours = _stacks(model, [key for key in mapped if key[0].startswith("model.")
                            and not key[0].startswith("model.layers[i]")], block, ids)
@@ -107,6 +110,10 @@ def _theirs(family: str, read: dict) -> dict[str, dict]:
         bridge = TransformerBridge.boot_transformers(str(directory), tokenizer=read["tokenizer"], device="cpu")
     except Exception as error:  # noqa: BLE001 - any refusal: the family is not bridged
         why = f"TransformerLens does not bridge {family}: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+        return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": why}
+                for key, (hook, _) in mapped.items()}
+    if ids is None:  # booted on a speech family: this check reads on a text prompt only
+        why = f"TransformerLens boots {family}, but this check reads on a text prompt and {family} takes audio features"
         return {_key(*key): {"hook": hook.replace("|", " or "), "agreed": None, "why": why}
                 for key, (hook, _) in mapped.items()}
     try:

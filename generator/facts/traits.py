@@ -89,7 +89,7 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     return found
 
 
-def norm_placement(tiny: Any) -> str | None:
+def norm_placement(tiny: Any, family_module: Any = None) -> str | None:
     """"sandwich norms", "post-norm", "pre-norm" or None (no norm next to a sublayer), from where each block's norms
     take their input and give their output in one forward of the tiny checkpoint (generator/facts/norm_placement.py)."""
     import torch
@@ -103,6 +103,8 @@ def norm_placement(tiny: Any) -> str | None:
     vocab = getattr(tiny._module.config.get_text_config(), "vocab_size", None) or 2
     ids = (torch.arange(8)[None] * 7) % min(vocab, 64)  # any tokens: where a norm sits does not depend on them
     call = {"input_ids": ids}
+    if hasattr(family_module, "speech_inputs"):  # a model that takes no text: the family's call
+        call = family_module.speech_inputs(tiny)[1]
     decoder_inputs = getattr(tiny.family_module, "decoder_inputs", None)  # T5's forward needs decoder ids
     if decoder_inputs is not None:
         call = decoder_inputs(tiny, (), call)[1]
@@ -140,7 +142,7 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     norms = _in_order(_norm_name(norm) for norm in block_norms)
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
-    placement = norm_placement(tiny)
+    placement = norm_placement(tiny, family_module)
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
     # StableLM's per head q_layernorm, Hunyuan's query_layernorm

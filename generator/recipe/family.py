@@ -39,7 +39,7 @@ from generator.recipe.fields import (
 REQUIRED_FIELDS = ("family", "module", "lines", "tagline", "tags", "tiny", "checkpoints")
 OPTIONAL_FIELDS = ("group", "notes", "vision_notes", "shared_vision_notes", "saes", "page", "claims", "releases",
                    "variants")
-TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "sha256", "derived_config_keys")
+TINY_FIELDS = ("class", "seed", "config", "tokenizer", "processor", "feature_extractor", "sha256", "derived_config_keys")
 TINY_REQUIRED = ("class", "seed", "config", "tokenizer", "sha256")  # processor: vision-language families only
 TOKENIZER_FIELDS = ("kind", "pipeline", "bpe_vocab_size", "special_tokens")
 TOKENIZER_REQUIRED = ("bpe_vocab_size", "special_tokens")
@@ -145,6 +145,8 @@ def _validate_tiny(file: Path, tiny: Any) -> dict[str, Any]:
     _check_type(file, "tiny.config", tiny["config"], dict)
     if "processor" in tiny:
         _check_type(file, "tiny.processor", tiny["processor"], dict)
+    if "feature_extractor" in tiny:
+        _check_type(file, "tiny.feature_extractor", tiny["feature_extractor"], dict)
     for n, key in enumerate(_check_type(file, "tiny.derived_config_keys", tiny.get("derived_config_keys", []), list)):
         _check_type(file, f"tiny.derived_config_keys[{n}]", key, str)  # which lines the pin leaves out: derived_keys
     tok = _check_type(file, "tiny.tokenizer", tiny["tokenizer"], dict)

@@ -238,6 +238,9 @@ TOKENIZER_KINDS = {
     # CamemBERT's unigram: XLM-R's framing, <s> 5 and </s> 6 past fairseq's unused copies
     "camembert": TokenizerKind("CamembertTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                padding_side="right", nfc=False),
+    # Whisper's byte-level BPE (generator/checkpoint/speech.py): <|endoftext|> is bos, eos, pad and unk
+    "whisper": TokenizerKind("WhisperTokenizer", lambda: "", "", bos="<|endoftext|>", eos="<|endoftext|>", pad="<|endoftext|>",
+                             padding_side="right", nfc=False),
 }
 
 

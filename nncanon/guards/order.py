@@ -44,7 +44,8 @@ def forward_order(model: Any) -> dict[tuple[str, str], list[str]] | None:
         return cache[key]
     if not _measurable(model):
         return None
-    cache[key] = _measure(model)
+    speech = getattr(model.family_module, "speech_inputs", None)  # a model that takes no text: the family's call
+    cache[key] = _measure(model, *speech(model)) if speech is not None else _measure(model)
     return cache[key]
 
 

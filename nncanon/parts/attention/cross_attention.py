@@ -35,6 +35,7 @@ from .softmax import (
     HEAD_RESULTS_RELATION,
     LINK_RELATIONS,
     Attention,
+    attending,
     causal_mask,
     mix,
     pattern,
@@ -112,7 +113,8 @@ def _cross_projections(host, r):
 
 
 def _cross_pattern(host: Any, r: dict) -> tuple[Any, Any]:
-    return pattern(host._module, r["attention_queries"], r["attention_keys"], r["model.attention_mask"],
+    # the scores' factor as the host says (its class's SCALING: Whisper scales the queries, the call by 1)
+    return pattern(attending(host), r["attention_queries"], r["attention_keys"], r["model.attention_mask"],
                    padding_mask)
 
 
