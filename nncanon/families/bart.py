@@ -39,8 +39,13 @@ from ..parts.encoders.seq2seq import (
     EncoderBlock,
     EncoderStack,
     add_final_logits_bias,
+    seq2seq_dim_sizes,
+    seq2seq_layer_types,
     seq2seq_rename,
     seq2seq_root,
+)
+from ..parts.encoders.seq2seq import (
+    STACKS as SEQ2SEQ_STACKS,
 )
 
 FAMILY = "bart"
@@ -57,20 +62,12 @@ ENVOYS = {hf.BartEncoder: EncoderStack, hf.BartDecoder: DecoderStack, hf.BartEnc
 ROOT = seq2seq_root("BartStandardModel", sys.modules[__name__])
 
 build = text_only(hf.BartForConditionalGeneration)
-STACKS = ("encoder", "decoder")
-
-
-def layer_types(model: StandardModel) -> list[str]:
-    """The kind of every block, the encoder's then the decoder's (``STACKS``): BartConfig has no layer_types."""
-    config = model.text_config
-    return ["encoder_block"] * config.encoder_layers + ["decoder_block"] * config.decoder_layers
-
+STACKS = SEQ2SEQ_STACKS
+layer_types = seq2seq_layer_types
 prepare = nothing_to_prepare
 past_the_head = add_final_logits_bias  # the lens adds final_logits_bias, as the model does
 
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.encoder_ffn_dim}
+dim_sizes = seq2seq_dim_sizes
 
 
 def required_paths(model: StandardModel) -> list[str]:

@@ -149,5 +149,18 @@ CrossAttention = host("CrossAttention", Attention, values=[
 ], HOST="model.decoder.layers[i].cross_attn", KIND="cross-attention", RELATIONS=CROSS_RELATIONS,
    KV_INPUT="encoder_states")
 
-__all__ = ["EncoderSelfAttention", "DecoderSelfAttention", "CrossAttention", "ENCODER_SELF_RELATIONS",
+
+
+@relation("encoder_states == model.encoder.stack_output: the cross-attention reads what the encoder returns, its final "
+          "LayerNorm's output (a pre-norm encoder's last block output is not normed)", proves="encoder_states",
+          reads="encoder_states model.encoder.stack_output")
+def _from_the_encoder_norm(host, r):
+    return [(r["model.encoder.stack_output"], r["encoder_states"])]
+
+
+#: a pre-norm encoder-decoder's cross-attention (mBART's, Pegasus's): the encoder's output is its final LayerNorm's
+PreNormCrossAttention = host("PreNormCrossAttention", CrossAttention,
+                             RELATIONS=(_from_the_encoder_norm, *CROSS_RELATIONS[1:]))
+
+__all__ = ["EncoderSelfAttention", "DecoderSelfAttention", "CrossAttention", "PreNormCrossAttention", "ENCODER_SELF_RELATIONS",
            "DECODER_SELF_RELATIONS", "CROSS_RELATIONS"]
