@@ -104,10 +104,15 @@ def build_tokenizer(fam: Family):
         from generator.checkpoint.wordpiece import build_wordpiece
 
         return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
-    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer"):  # RoBERTa's BPE, XLM-R's unigram
-        from generator.checkpoint.encoder_tokenizers import build_roberta_bpe, build_xlm_roberta_unigram
+    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "PegasusTokenizer"):  # the encoders' and seq2seq's
+        from generator.checkpoint.encoder_tokenizers import (
+            build_pegasus_unigram,
+            build_roberta_bpe,
+            build_xlm_roberta_unigram,
+        )
 
-        build = build_roberta_bpe if kind.cls == "RobertaTokenizer" else build_xlm_roberta_unigram
+        build = {"RobertaTokenizer": build_roberta_bpe, "XLMRobertaTokenizer": build_xlm_roberta_unigram,
+                 "PegasusTokenizer": build_pegasus_unigram}[kind.cls]
         return build(fam, CORPUS)
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))

@@ -146,14 +146,16 @@ def draw(seed: int, name: str, param: Any, owner: Any) -> np.ndarray:
 
 
 def fill(model: Any, seed: int) -> None:
-    """Overwrite every parameter of ``model`` with its portable draw (tied ones once), and the buffers
-    :data:`BUFFER_RULES` names."""
+    """Overwrite every parameter of ``model`` with its portable draw (tied ones once) but a frozen table the model
+    computes itself, and the buffers :data:`BUFFER_RULES` names."""
     import torch
 
     modules = dict(model.named_modules())
     with torch.no_grad():
         for name, param in model.named_parameters():
             owner = modules[name.rpartition(".")[0]]
+            if hasattr(owner, "create_weight") and not param.requires_grad:
+                continue  # a fixed table the model computes (Marian's, Pegasus's sinusoid): kept as its init gives it
             param.copy_(torch.from_numpy(draw(seed, name, param, owner)))
         for name, buffer in model.named_buffers():
             rule = next((bounds for pattern, bounds in BUFFER_RULES.items() if re.search(pattern, name)), None)

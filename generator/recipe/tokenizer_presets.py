@@ -214,6 +214,9 @@ TOKENIZER_KINDS = {
                              padding_side="right", nfc=False),
     "xlm_roberta": TokenizerKind("XLMRobertaTokenizer", lambda: "", "", bos="<s>", eos="</s>", pad="<pad>",
                                  padding_side="right", nfc=False),
+    # Pegasus's unigram (generator/checkpoint/encoder_tokenizers.py): A </s>, no BOS, <pad> 0 pads on the right
+    "pegasus": TokenizerKind("PegasusTokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>",
+                             padding_side="right", nfc=False),
 }
 
 
