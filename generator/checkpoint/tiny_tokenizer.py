@@ -104,15 +104,17 @@ def build_tokenizer(fam: Family):
         from generator.checkpoint.wordpiece import build_wordpiece
 
         return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
-    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "PegasusTokenizer"):  # the encoders' and seq2seq's
-        from generator.checkpoint.encoder_tokenizers import (
+    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "PegasusTokenizer") or recipe["kind"] == "marian":
+        from generator.checkpoint.encoder_tokenizers import (  # the encoders' and the encoder-decoders'
+            build_marian_unigram,
             build_pegasus_unigram,
             build_roberta_bpe,
             build_xlm_roberta_unigram,
         )
 
-        build = {"RobertaTokenizer": build_roberta_bpe, "XLMRobertaTokenizer": build_xlm_roberta_unigram,
-                 "PegasusTokenizer": build_pegasus_unigram}[kind.cls]
+        build = build_marian_unigram if recipe["kind"] == "marian" else {
+            "RobertaTokenizer": build_roberta_bpe, "XLMRobertaTokenizer": build_xlm_roberta_unigram,
+            "PegasusTokenizer": build_pegasus_unigram}[kind.cls]
         return build(fam, CORPUS)
 
     backend = Tokenizer(BPE(unk_token=None, fuse_unk=False, byte_fallback=False))

@@ -217,6 +217,9 @@ TOKENIZER_KINDS = {
     # Pegasus's unigram (generator/checkpoint/encoder_tokenizers.py): A </s>, no BOS, <pad> 0 pads on the right
     "pegasus": TokenizerKind("PegasusTokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>",
                              padding_side="right", nfc=False),
+    # Marian's ids and framing in a tokenizer.json (MarianTokenizer needs sentencepiece): A </s>, no BOS, <pad> last
+    "marian": TokenizerKind("PreTrainedTokenizerFast", lambda: "", "", bos=None, eos="</s>", pad="<pad>",
+                            padding_side="right", nfc=False),
 }
 
 

@@ -28,7 +28,6 @@ import sys
 import torch
 from transformers.models.mbart import modeling_mbart as hf
 
-from ..core.model import StandardModel
 from ..core.relations import relation
 from ..parts.attention.cross_attention import (
     DecoderSelfAttention,
@@ -37,19 +36,19 @@ from ..parts.attention.cross_attention import (
 )
 from ..parts.blocks.decoder import nothing_to_prepare, text_only
 from ..parts.encoders.seq2seq import (
-    SEQ2SEQ_PATHS,
     SEQ2SEQ_ROOT_RELATIONS,
     _embedding_relation,
     _shifted,
-    add_final_logits_bias,
-    seq2seq_dim_sizes,
-    seq2seq_layer_types,
+    required_paths_of,
     seq2seq_rename,
     seq2seq_root,
 )
-from ..parts.encoders.seq2seq import (
-    STACKS as SEQ2SEQ_STACKS,
-)
+
+# the stacks, block kinds, MLP width and the lens's step past the head: every BART-style family's alike
+from ..parts.encoders.seq2seq import STACKS as STACKS
+from ..parts.encoders.seq2seq import dim_sizes as dim_sizes
+from ..parts.encoders.seq2seq import layer_types as layer_types
+from ..parts.encoders.seq2seq import past_the_head as past_the_head
 from ..parts.encoders.seq2seq_pre_norm import (
     PRE_NORM_LENS,
     PreNormDecoderBlock,
@@ -86,13 +85,5 @@ ROOT = seq2seq_root("MBartStandardModel", sys.modules[__name__], relations=tuple
     for rel in SEQ2SEQ_ROOT_RELATIONS))
 
 build = text_only(hf.MBartForConditionalGeneration)
-STACKS = SEQ2SEQ_STACKS
-layer_types = seq2seq_layer_types
 prepare = nothing_to_prepare
-past_the_head = add_final_logits_bias  # the lens adds final_logits_bias, as the model does
-
-dim_sizes = seq2seq_dim_sizes
-
-
-def required_paths(model: StandardModel) -> list[str]:
-    return [*SEQ2SEQ_PATHS, "encoder.layer_norm", "decoder.layer_norm"]
+required_paths = required_paths_of("encoder.layer_norm", "decoder.layer_norm")

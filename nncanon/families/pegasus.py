@@ -27,7 +27,6 @@ import sys
 
 from transformers.models.pegasus import modeling_pegasus as hf
 
-from ..core.model import StandardModel
 from ..parts.attention.cross_attention import (
     DecoderSelfAttention,
     EncoderSelfAttention,
@@ -35,19 +34,19 @@ from ..parts.attention.cross_attention import (
 )
 from ..parts.blocks.decoder import text_only
 from ..parts.encoders.seq2seq import (
-    SEQ2SEQ_PATHS,
     SEQ2SEQ_ROOT_RELATIONS,
-    add_final_logits_bias,
-    seq2seq_dim_sizes,
-    seq2seq_layer_types,
+    required_paths_of,
     seq2seq_rename,
     seq2seq_root,
     shift_input_ids,
     sinusoid_stacks,
 )
-from ..parts.encoders.seq2seq import (
-    STACKS as SEQ2SEQ_STACKS,
-)
+
+# the stacks, block kinds, MLP width and the lens's step past the head: every BART-style family's alike
+from ..parts.encoders.seq2seq import STACKS as STACKS
+from ..parts.encoders.seq2seq import dim_sizes as dim_sizes
+from ..parts.encoders.seq2seq import layer_types as layer_types
+from ..parts.encoders.seq2seq import past_the_head as past_the_head
 from ..parts.encoders.seq2seq_pre_norm import (
     FINAL_NORM,
     PRE_NORM_LENS,
@@ -72,15 +71,5 @@ ROOT = seq2seq_root("PegasusStandardModel", sys.modules[__name__],
                     relations=(*SEQ2SEQ_ROOT_RELATIONS[:-1], PRE_NORM_LENS))
 
 build = text_only(hf.PegasusForConditionalGeneration)
-STACKS = SEQ2SEQ_STACKS
-layer_types = seq2seq_layer_types
 prepare = shift_input_ids  # Pegasus's model, unlike BART's, does not shift input_ids itself
-past_the_head = add_final_logits_bias  # the lens adds final_logits_bias, as the model does
-
-dim_sizes = seq2seq_dim_sizes
-
-
-def required_paths(model: StandardModel) -> list[str]:
-    """BART's modules less the embeddings' LayerNorm, plus each stack's final LayerNorm."""
-    return [path for path in SEQ2SEQ_PATHS if not path.endswith("embed_layernorm")] + ["encoder.layer_norm",
-                                                                                        "decoder.layer_norm"]
+required_paths = required_paths_of("encoder.layer_norm", "decoder.layer_norm", embedding_norm=False)

@@ -317,6 +317,9 @@ def add_final_logits_bias(model: Any, logits: Any) -> Any:
     return logits + model._module.final_logits_bias
 
 
+past_the_head = add_final_logits_bias  # a family's: the lens adds final_logits_bias, as the model does
+
+
 def lens_relation(why: str):
     """The lens's root relation; ``why`` says why decoder.stack_output needs no norm before the head."""
 
@@ -380,8 +383,24 @@ def seq2seq_dim_sizes(model: StandardModel) -> dict[str, int]:
     return {"intermediate_size": model.text_config.encoder_ffn_dim}
 
 
+#: what a BART-style family module assigns alike (each re-exports them: ``from ... import layer_types as layer_types``)
+layer_types = seq2seq_layer_types
+dim_sizes = seq2seq_dim_sizes
+
+
 #: the modules every BART-style model has, each stack's first block inside
 SEQ2SEQ_PATHS = ("encoder", "decoder", "lm_head", "encoder.embed_tokens", "encoder.embed_positions",
                  "encoder.embed_layernorm", "encoder.layers", "encoder.layers.0.self_attn", "encoder.layers.0.fc1",
                  "decoder.embed_tokens", "decoder.embed_positions", "decoder.embed_layernorm", "decoder.layers",
                  "decoder.layers.0.self_attn", "decoder.layers.0.cross_attn", "decoder.layers.0.fc1")
+
+
+def required_paths_of(*extra: str, embedding_norm: bool = True):
+    """A family's ``required_paths``: BART's modules (less the embeddings' LayerNorm where the stacks have none, as
+    Marian's and Pegasus's) and ``extra`` (a pre-norm stack's final ``layer_norm``)."""
+    paths = [path for path in SEQ2SEQ_PATHS if embedding_norm or not path.endswith("embed_layernorm")] + list(extra)
+
+    def required_paths(model: StandardModel) -> list[str]:
+        return list(paths)
+
+    return required_paths
