@@ -6,6 +6,12 @@ vocab.json lays it out: ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, the BPE
 returns no token types and pads on the right. The BPE is trained by tokenizers' BpeTrainer on the corpus, as the
 decoders' tiny tokenizers are (`tiny_tokenizer.build_tokenizer`: integer counting, the same files on every CPU).
 
+``tiny.tokenizer.kind: pegasus``: Pegasus's SentencePiece unigram (``PegasusTokenizer``): XLM-R's counted pieces after
+Pegasus's leading ids (``PEGASUS_LEADING``), a text framed as ``A </s>``.
+
+``tiny.tokenizer.kind: marian``: a tokenizer.json with Marian's ids and framing (``MarianTokenizer`` needs sentencepiece,
+not a requirement): XLM-R's counted pieces, ``</s>`` 0, ``<unk>`` 1, ``<pad>`` last, a text framed as ``A </s>``.
+
 ``tiny.tokenizer.kind: xlm_roberta``: XLM-R's SentencePiece unigram (``XLMRobertaTokenizer``: whitespace split,
 ``▁`` before every word), as its sentencepiece.bpe.model with fairseq's offset lays it out: ``<s>`` 0, ``<pad>`` 1,
 ``</s>`` 2, ``<unk>`` 3, the pieces, then ``<mask>`` last (250001 of 250002); a pair is framed as RoBERTa's. The
@@ -156,6 +162,65 @@ def build_camembert_unigram(fam: Any, corpus: str) -> Any:
     from transformers import CamembertTokenizer
 
     return _unigram(fam, corpus, CamembertTokenizer, CAMEMBERT_LEADING)
+
+
+#: PegasusTokenizer's ids below the pieces: <pad> 0, </s> 1, the two mask tokens, then <unk> (the real one reserves
+#: 101 ids <unk_2> ... <unk_102> between the masks and the pieces, its offset 103; the tiny one reserves none)
+PEGASUS_LEADING = ("<pad>", "</s>", "<mask_1>", "<mask_2>", "<unk>")
+
+
+def build_pegasus_unigram(fam: Any, corpus: str) -> Any:
+    """``PegasusTokenizer`` over ``bpe_vocab_size`` unigram pieces counted on ``corpus`` (XLM-R's counting), after
+    `PEGASUS_LEADING` and with no reserved ids (offset 0): it frames a text as ``A </s>``, no BOS."""
+    from transformers import PegasusTokenizer
+
+    size = fam.tiny["tokenizer"]["bpe_vocab_size"]
+    specials = dict(fam.tiny["tokenizer"]["special_tokens"])
+    expected = {token: i for i, token in enumerate(PEGASUS_LEADING)}
+    if specials != expected:
+        raise RuntimeError(f"{fam.family}: tiny.tokenizer.special_tokens must be {expected} (Pegasus's leading ids, "
+                           f"no reserved <unk_i>), not {specials}")
+    # its normalizer (newlines and runs of spaces to one space), then Metaspace: ▁ before every word
+    backend = PegasusTokenizer(vocab=[(token, 0.0) for token in PEGASUS_LEADING], offset=0).backend_tokenizer
+    text = backend.normalizer.normalize_str(corpus)
+    pieces = _pieces([token for token, _ in backend.pre_tokenizer.pre_tokenize_str(text)], size)
+    if len(pieces) != size:
+        raise RuntimeError(f"{fam.family}: the corpus gives {len(pieces)} unigram pieces, not "
+                           f"tiny.tokenizer.bpe_vocab_size = {size}: give a size the corpus reaches")
+    vocab = [(token, 0.0) for token in PEGASUS_LEADING] + pieces
+    tokenizer = PegasusTokenizer(vocab=vocab, offset=0,
+                                 model_max_length=int(fam.tiny["config"].get("max_position_embeddings", 512)))
+    return _checked(fam, tokenizer, specials)
+
+
+def build_marian_unigram(fam: Any, corpus: str) -> Any:
+    """A tokenizer.json with ``MarianTokenizer``'s ids and framing over ``bpe_vocab_size`` unigram pieces counted on
+    ``corpus`` (XLM-R's counting): ``</s>`` 0, ``<unk>`` 1, the pieces, ``<pad>`` last, ▁ before every word, a text
+    framed as ``A </s>``. Not MarianTokenizer itself: that class needs sentencepiece, which nncanon does not require."""
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, processors
+    from tokenizers.models import Unigram
+    from transformers import PreTrainedTokenizerFast
+
+    size = fam.tiny["tokenizer"]["bpe_vocab_size"]
+    specials = dict(fam.tiny["tokenizer"]["special_tokens"])
+    expected = {"</s>": 0, "<unk>": 1, "<pad>": size + 2}
+    if specials != expected:
+        raise RuntimeError(f"{fam.family}: tiny.tokenizer.special_tokens must be {expected} (Marian's layout with "
+                           f"bpe_vocab_size = {size} pieces between them), not {specials}")
+    splitter = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    pieces = _pieces([token for token, _ in splitter.pre_tokenize_str(corpus)], size)
+    if len(pieces) != size:
+        raise RuntimeError(f"{fam.family}: the corpus gives {len(pieces)} unigram pieces, not "
+                           f"tiny.tokenizer.bpe_vocab_size = {size}: give a size the corpus reaches")
+    backend = Tokenizer(Unigram([("</s>", 0.0), ("<unk>", 0.0), *pieces, ("<pad>", 0.0)], unk_id=1))
+    backend.pre_tokenizer = splitter
+    backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A $B </s>",
+                                                           special_tokens=[("</s>", 0)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>", unk_token="<unk>",
+                                        pad_token="<pad>",
+                                        model_max_length=int(fam.tiny["config"].get("max_position_embeddings", 512)))
+    return _checked(fam, tokenizer, specials)
 
 
 def _checked(fam: Any, tokenizer: Any, specials: dict[str, int]) -> Any:

@@ -110,12 +110,15 @@ def build_tokenizer(fam: Family):
         from generator.checkpoint.wordpiece import build_wordpiece
 
         return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
-    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "CamembertTokenizer", "T5Tokenizer"):  # RoBERTa's BPE, the unigrams
+    if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "CamembertTokenizer", "T5Tokenizer", "PegasusTokenizer") \
+            or recipe["kind"] == "marian":  # RoBERTa's BPE, the unigrams (the encoders' and the encoder-decoders')
         from generator.checkpoint import encoder_tokenizers as built
 
-        return {"RobertaTokenizer": built.build_roberta_bpe, "XLMRobertaTokenizer": built.build_xlm_roberta_unigram,
-                "CamembertTokenizer": built.build_camembert_unigram, "T5Tokenizer": built.build_t5_unigram}[kind.cls](
-            fam, CORPUS)
+        build = built.build_marian_unigram if recipe["kind"] == "marian" else {
+            "RobertaTokenizer": built.build_roberta_bpe, "XLMRobertaTokenizer": built.build_xlm_roberta_unigram,
+            "CamembertTokenizer": built.build_camembert_unigram, "T5Tokenizer": built.build_t5_unigram,
+            "PegasusTokenizer": built.build_pegasus_unigram}[kind.cls]
+        return build(fam, CORPUS)
     if kind.cls == "WhisperTokenizer":  # a speech family's (generator/checkpoint/speech.py)
         from generator.checkpoint.speech import build_whisper_bpe
 

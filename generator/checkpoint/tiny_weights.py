@@ -151,16 +151,17 @@ def draw(seed: int, name: str, param: Any, owner: Any) -> np.ndarray:
 
 
 def fill(model: Any, seed: int) -> None:
-    """Overwrite every parameter of ``model`` with its portable draw (tied ones once), and the buffers
-    :data:`BUFFER_RULES` names."""
+    """Overwrite every parameter of ``model`` with its portable draw (tied ones once) but a frozen table the model
+    computes itself, and the buffers :data:`BUFFER_RULES` names."""
     import torch
 
     modules = dict(model.named_modules())
     with torch.no_grad():
         for name, param in model.named_parameters():
             owner = modules[name.rpartition(".")[0]]
-            if not param.requires_grad and any(re.search(pattern, name) for pattern in FIXED_PARAMETERS):
-                continue
+            if not param.requires_grad and (any(re.search(pattern, name) for pattern in FIXED_PARAMETERS)
+                                            or hasattr(owner, "create_weight")):
+                continue  # a fixed table the model computes (Whisper's, Marian's, Pegasus's sinusoid): kept as its init gives it
             param.copy_(torch.from_numpy(draw(seed, name, param, owner)))
         for name, buffer in model.named_buffers():
             rule = next((bounds for pattern, bounds in BUFFER_RULES.items() if re.search(pattern, name)), None)

@@ -241,6 +241,12 @@ TOKENIZER_KINDS = {
     # Whisper's byte-level BPE (generator/checkpoint/speech.py): <|endoftext|> is bos, eos, pad and unk
     "whisper": TokenizerKind("WhisperTokenizer", lambda: "", "", bos="<|endoftext|>", eos="<|endoftext|>", pad="<|endoftext|>",
                              padding_side="right", nfc=False),
+    # Pegasus's unigram (generator/checkpoint/encoder_tokenizers.py): A </s>, no BOS, <pad> 0 pads on the right
+    "pegasus": TokenizerKind("PegasusTokenizer", lambda: "", "", bos=None, eos="</s>", pad="<pad>",
+                             padding_side="right", nfc=False),
+    # Marian's ids and framing in a tokenizer.json (MarianTokenizer needs sentencepiece): A </s>, no BOS, <pad> last
+    "marian": TokenizerKind("PreTrainedTokenizerFast", lambda: "", "", bos=None, eos="</s>", pad="<pad>",
+                            padding_side="right", nfc=False),
 }
 
 

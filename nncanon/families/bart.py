@@ -29,19 +29,23 @@ import sys
 
 from transformers.models.bart import modeling_bart as hf
 
-from ..core.model import StandardModel
 from ..parts.attention.cross_attention import CrossAttention, DecoderSelfAttention, EncoderSelfAttention
 from ..parts.blocks.decoder import nothing_to_prepare, text_only
+
+# the stacks, block kinds, MLP width and the lens's step past the head: every BART-style family's alike
+from ..parts.encoders.seq2seq import STACKS as STACKS
 from ..parts.encoders.seq2seq import (
-    SEQ2SEQ_PATHS,
     DecoderBlock,
     DecoderStack,
     EncoderBlock,
     EncoderStack,
-    add_final_logits_bias,
+    required_paths_of,
     seq2seq_rename,
     seq2seq_root,
 )
+from ..parts.encoders.seq2seq import dim_sizes as dim_sizes
+from ..parts.encoders.seq2seq import layer_types as layer_types
+from ..parts.encoders.seq2seq import past_the_head as past_the_head
 
 FAMILY = "bart"
 MODEL_TYPES = ("bart",)
@@ -57,21 +61,5 @@ ENVOYS = {hf.BartEncoder: EncoderStack, hf.BartDecoder: DecoderStack, hf.BartEnc
 ROOT = seq2seq_root("BartStandardModel", sys.modules[__name__])
 
 build = text_only(hf.BartForConditionalGeneration)
-STACKS = ("encoder", "decoder")
-
-
-def layer_types(model: StandardModel) -> list[str]:
-    """The kind of every block, the encoder's then the decoder's (``STACKS``): BartConfig has no layer_types."""
-    config = model.text_config
-    return ["encoder_block"] * config.encoder_layers + ["decoder_block"] * config.decoder_layers
-
 prepare = nothing_to_prepare
-past_the_head = add_final_logits_bias  # the lens adds final_logits_bias, as the model does
-
-
-def dim_sizes(model: StandardModel) -> dict[str, int]:
-    return {"intermediate_size": model.text_config.encoder_ffn_dim}
-
-
-def required_paths(model: StandardModel) -> list[str]:
-    return list(SEQ2SEQ_PATHS)
+required_paths = required_paths_of()

@@ -168,5 +168,11 @@ CrossAttention = host("CrossAttention", Attention, values=[
 ], HOST="model.decoder.layers[i].cross_attn", KIND="cross-attention", RELATIONS=CROSS_RELATIONS,
    KV_INPUT="encoder_states")
 
-__all__ = ["EncoderSelfAttention", "DecoderSelfAttention", "CrossAttention", "ENCODER_SELF_RELATIONS",
-           "DECODER_SELF_RELATIONS", "CROSS_RELATIONS", "cross_relations", "unpadded", "SELF_PROJECTIONS"]
+
+
+#: a pre-norm encoder-decoder's cross-attention (mBART's, Pegasus's): the encoder's output is its final LayerNorm's
+PreNormCrossAttention = host("PreNormCrossAttention", CrossAttention, RELATIONS=cross_relations(final_norm=True))
+
+__all__ = ["EncoderSelfAttention", "DecoderSelfAttention", "CrossAttention", "PreNormCrossAttention",
+           "ENCODER_SELF_RELATIONS", "DECODER_SELF_RELATIONS", "CROSS_RELATIONS", "cross_relations", "unpadded",
+           "SELF_PROJECTIONS"]

@@ -36,6 +36,17 @@ def sinusoid(rows: Any, dim: int) -> Any:
     return torch.cat([table, torch.zeros(*table.shape[:-1], 1, dtype=table.dtype)], dim=-1) if dim % 2 else table
 
 
+def sinusoid_halves(rows: Any, dim: int) -> Any:
+    """tensor2tensor's fixed table as Marian and Pegasus lay it out, float64: row n is sin(n · f_i) on the first
+    ceil(dim/2) features and cos(n · f_i) on the rest, f_i = 10000^(−2i/dim) (XGLM's `sinusoid` divides by dim/2 − 1
+    instead)."""
+    import torch
+
+    freqs = torch.pow(10000.0, -2 * torch.arange((dim + 1) // 2, dtype=torch.float64) / dim)
+    angles = rows.double()[..., None] * freqs
+    return torch.cat([angles.sin(), angles[..., : dim // 2].cos()], dim=-1)
+
+
 def learned_positions(offset: int = 0, scaled: bool = False, sinusoidal: bool = False):
     """The root relation of a learned position table whose row for position p is ``p + offset``; ``scaled``: the token
     embedding's rows are multiplied by √hidden_size under the config's ``scale_embedding`` (BioGPT's, XGLM's);

@@ -23,6 +23,7 @@ optionally, ``decoder_input_ids``; without them BART's model shifts ``input_ids`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ from ...core.values import Value, never
 from ...core.views import READ_ONLY, derived
 from ..blocks.decoder import ROOT_RELATIONS
 from ..blocks.norms import formula, layer_norm
+from ..blocks.positions import sinusoid_halves
 from .embeddings import SHARED_ROWS, PositionRows, _right_padding
 from .post_norm import STREAM_RELATIONS
 
@@ -45,23 +47,36 @@ _NO_FINAL_NORM = never("the stack's blocks are post-norm: each ends in its own L
 # -- the stacks ------------------------------------------------------------------------------------------------
 
 
-def _embedding_relation(offset: int):
+def _scaled_rows(host: Any, ids: Any, scaled: bool) -> Any:
+    """The word embedding's rows of ``ids``: times sqrt(hidden_size) under ``scale_embedding`` when ``scaled`` (the
+    config's switch, stated), else times the module's own embed_scale (BART's 1)."""
+    module = host._module
+    if scaled:
+        config = module.config  # the stack's own: each stack is a PreTrainedModel
+        return module.embed_tokens.weight[ids] * (math.sqrt(config.d_model) if config.scale_embedding else 1.0)
+    return module.embed_tokens.weight[ids] * getattr(module.embed_tokens, "embed_scale", 1.0)
+
+
+_SCALED = "sqrt(hidden_size) (· 1 when scale_embedding is off)"
+
+
+def _embedding_relation(offset: int, scaled: bool = False):
     @relation(f"layers[0].layer_input == embedding_norm_output == layernorm(token_embeddings + position_embeddings), "
-              f"layernorm(x) = {_FORM}; token_embeddings == embed_tokens.weight[input_ids] · embed_scale; "
+              f"layernorm(x) = {_FORM}; token_embeddings == embed_tokens.weight[input_ids] · "
+              f"{_SCALED if scaled else 'embed_scale'}; "
               f"position_embeddings == embed_positions.weight[p + {offset}], p counted from 0 at the first column "
               "(the table starts 2 rows in)",
               proves="token_embeddings position_embeddings embedding_norm_output",
               reads="input_ids token_embeddings position_embeddings embedding_norm_output layers[0].layer_input")
     def check(host, r):
         ids, module = r["input_ids"], host._module
-        scale = getattr(module.embed_tokens, "embed_scale", 1.0)
         positions = r["position_embeddings"].expand(ids.shape[0], -1, -1)
         table = module.embed_positions.weight
         rows = torch.arange(ids.shape[1])[None].expand(ids.shape[0], -1) + offset
         summed = r["token_embeddings"] + positions
         return [(layer_norm(module.layernorm_embedding, summed), r["embedding_norm_output"]),
                 (r["embedding_norm_output"], r["layers[0].layer_input"]),
-                (module.embed_tokens.weight[ids] * scale, r["token_embeddings"]), (table[rows], positions)]
+                (_scaled_rows(host, ids, scaled), r["token_embeddings"]), (table[rows], positions)]
 
     return check
 
@@ -111,6 +126,46 @@ DecoderStack = host("DecoderStack", values=_stack_values(
     Value("position_embeddings", PositionRows, "The learned position embedding's output: row p + 2 at position p, one "
           "row per position added to every row of the batch", child("embed_positions"), view=SHARED_ROWS)),
     HOST="model.decoder", KIND="decoder stack", RELATIONS=_STACK_RELATIONS)
+
+
+@relation("layers[0].layer_input == token_embeddings · sqrt(hidden_size) (· 1 when scale_embedding is off) + "
+          "position_embeddings (no LayerNorm on the embeddings); token_embeddings == embed_tokens.weight[input_ids]",
+          proves="token_embeddings", reads="input_ids token_embeddings position_embeddings layers[0].layer_input")
+def _scaled_sum(host, r):
+    ids, module = r["input_ids"], host._module
+    config = module.config  # the stack's own: each stack is a PreTrainedModel
+    scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    return [(r["token_embeddings"] * scale + r["position_embeddings"], first(r["layers[0].layer_input"])),
+            (module.embed_tokens.weight[ids], r["token_embeddings"])]
+
+
+@relation("position_embeddings == embed_positions.weight[arange(input_ids.shape[1])] == sinusoid(p) (sin(p · "
+          "10000^(−2i/d)) on the first half of the features, cos on the rest: a fixed table): the rows follow from "
+          "the ids' length alone", proves="position_embeddings", reads="input_ids position_embeddings")
+def _sinusoid_positions(host, r):
+    rows = torch.arange(r["input_ids"].shape[1])
+    table = sinusoid_halves(rows, host._module.config.d_model)
+    return [(table, r["position_embeddings"]), (host._module.embed_positions.weight[rows], r["position_embeddings"])]
+
+
+_SINUSOID_VALUES = [
+    Value("token_embeddings", Residual, "The word embedding's output, before the stack scales it by embed_scale",
+          child("embed_tokens")),
+    # the module itself returns [seq, hidden_size] (it numbers the positions from the ids' shape alone)
+    Value("position_embeddings", PositionRows, "The fixed sinusoid table's rows (embed_positions): row p at position "
+          "p, one row per position added to every row of the batch", child("embed_positions")),
+    Value("embedding_norm_output", Residual, "The LayerNorm of the embeddings' sum", child("embed_tokens"),
+          conditions=(never("the stack has no LayerNorm on its embeddings: its first block reads their scaled sum"),)),
+]
+
+
+def sinusoid_stacks(name: str, tail: tuple, values: tuple = ()) -> tuple[type, type]:
+    """The encoder and decoder stacks of Marian's and Pegasus's layout: sinusoidal positions, the word embedding scaled
+    by the stack, no LayerNorm on the sum; ``tail`` the relations of what the stack returns, ``values`` its own."""
+    relations = (_scaled_sum, _sinusoid_positions, _STACK, *tail)
+    return (host(f"{name}EncoderStack", EncoderStack, values=[*_SINUSOID_VALUES, *values], RELATIONS=relations),
+            host(f"{name}DecoderStack", DecoderStack, values=[*_SINUSOID_VALUES, *values], RELATIONS=relations))
+
 
 # -- the blocks ------------------------------------------------------------------------------------------------
 
@@ -238,17 +293,45 @@ def _encoder_to_decoder(host, r):
     return [(r["encoder.stack_output"], states) for states in r["decoder.layers[*].cross_attn.encoder_states"]]
 
 
+def _shift_when_absent(module: Any, args: tuple, kwargs: dict) -> tuple:
+    ids = kwargs.get("input_ids", args[0] if args else None)
+    if ids is None or kwargs.get("decoder_input_ids") is not None or kwargs.get("decoder_inputs_embeds") is not None \
+            or kwargs.get("labels") is not None:
+        return args, kwargs
+    config = module.config
+    shifted = torch.full_like(ids, config.decoder_start_token_id)
+    shifted[:, 1:] = ids[:, :-1]
+    return args, {**kwargs, "decoder_input_ids": shifted.masked_fill(shifted == -100, config.pad_token_id)}
+
+
+def shift_input_ids(model: StandardModel) -> None:
+    """A family's ``prepare`` whose model (Pegasus's, Marian's) raises when called without decoder_input_ids: a hook
+    before its forward passes BART's shift of input_ids (behind decoder_start_token_id), so a trace takes what BART's
+    takes; decoder_input_ids passed are left as they are."""
+    model._module.register_forward_pre_hook(_shift_when_absent, with_kwargs=True)
+
+
 def add_final_logits_bias(model: Any, logits: Any) -> Any:
     """The lens's step past the head (a family's ``past_the_head``): the model adds final_logits_bias to lm_head's
     logits."""
     return logits + model._module.final_logits_bias
 
 
-@relation("unembed(decoder.stack_output) == logits: the lens (model.unembed) applies the tied head and "
-          "final_logits_bias (no final norm: the decoder's blocks are post-norm)", proves="",
-          reads="decoder.stack_output logits")
-def _lens(host, r):
-    return [(host.unembed(r["decoder.stack_output"]), r["logits"])]
+past_the_head = add_final_logits_bias  # a family's: the lens adds final_logits_bias, as the model does
+
+
+def lens_relation(why: str):
+    """The lens's root relation; ``why`` says why decoder.stack_output needs no norm before the head."""
+
+    @relation("unembed(decoder.stack_output) == logits: the lens (model.unembed) applies the tied head and "
+              f"final_logits_bias ({why})", proves="", reads="decoder.stack_output logits")
+    def check(host, r):
+        return [(host.unembed(r["decoder.stack_output"]), r["logits"])]
+
+    return check
+
+
+_lens = lens_relation("no final norm: the decoder's blocks are post-norm")
 
 
 SEQ2SEQ_ROOT_RELATIONS = (_ids, _right_padding, _shifted, _encoder_to_decoder, _tied_head, _logits_bias, _lens)
@@ -284,8 +367,40 @@ def seq2seq_rename() -> dict[str, str]:
             "encoder_attn": "cross_attn", "out_proj": "o_proj"}
 
 
+#: how every BART-style family lists its blocks: the encoder's stack, then the decoder's
+STACKS = ("encoder", "decoder")
+
+
+def seq2seq_layer_types(model: StandardModel) -> list[str]:
+    """The kind of every block, the encoder's then the decoder's (``STACKS``): a BART-style config has no
+    layer_types."""
+    config = model.text_config
+    return ["encoder_block"] * config.encoder_layers + ["decoder_block"] * config.decoder_layers
+
+
+def seq2seq_dim_sizes(model: StandardModel) -> dict[str, int]:
+    """The MLP's width: the encoder's (the tiny recipes and the published checkpoints give both stacks one)."""
+    return {"intermediate_size": model.text_config.encoder_ffn_dim}
+
+
+#: what a BART-style family module assigns alike (each re-exports them: ``from ... import layer_types as layer_types``)
+layer_types = seq2seq_layer_types
+dim_sizes = seq2seq_dim_sizes
+
+
 #: the modules every BART-style model has, each stack's first block inside
 SEQ2SEQ_PATHS = ("encoder", "decoder", "lm_head", "encoder.embed_tokens", "encoder.embed_positions",
                  "encoder.embed_layernorm", "encoder.layers", "encoder.layers.0.self_attn", "encoder.layers.0.fc1",
                  "decoder.embed_tokens", "decoder.embed_positions", "decoder.embed_layernorm", "decoder.layers",
                  "decoder.layers.0.self_attn", "decoder.layers.0.cross_attn", "decoder.layers.0.fc1")
+
+
+def required_paths_of(*extra: str, embedding_norm: bool = True):
+    """A family's ``required_paths``: BART's modules (less the embeddings' LayerNorm where the stacks have none, as
+    Marian's and Pegasus's) and ``extra`` (a pre-norm stack's final ``layer_norm``)."""
+    paths = [path for path in SEQ2SEQ_PATHS if embedding_norm or not path.endswith("embed_layernorm")] + list(extra)
+
+    def required_paths(model: StandardModel) -> list[str]:
+        return list(paths)
+
+    return required_paths

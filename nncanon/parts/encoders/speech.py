@@ -43,7 +43,6 @@ from ..attention.cross_attention import (
     ENCODER_SELF_RELATIONS,
     CrossAttention,
     DecoderSelfAttention,
-    _in_heads,
 )
 from ..attention.softmax import Attention
 from ..blocks.decoder import BLOCK_RELATIONS, ROOT_RELATIONS, Block
@@ -56,6 +55,10 @@ Features = layout("Features", "batch num_mel_bins frames")
 #: a convolution's output, channels first: over the frames (conv1) or the source positions (conv2)
 FrameChannels = layout("FrameChannels", "batch hidden_size frames")
 SourceChannels = layout("SourceChannels", "batch hidden_size seq")
+
+
+def _in_heads(module: Any, y: Any) -> Any:
+    return y.unflatten(-1, (-1, module.head_dim)).transpose(1, 2)
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> torch.Tensor:
