@@ -111,10 +111,10 @@ def build_tokenizer(fam: Family):
 
         return build_wordpiece(fam, CORPUS, int(config.get("max_position_embeddings", 512)))
     if kind.cls in ("RobertaTokenizer", "XLMRobertaTokenizer", "CamembertTokenizer", "T5Tokenizer", "PegasusTokenizer") \
-            or recipe["kind"] == "marian":  # RoBERTa's BPE, the unigrams (the encoders' and the encoder-decoders')
+            or recipe.get("kind") == "marian":  # RoBERTa's BPE, the unigrams (the encoders' and the encoder-decoders')
         from generator.checkpoint import encoder_tokenizers as built
 
-        build = built.build_marian_unigram if recipe["kind"] == "marian" else {
+        build = built.build_marian_unigram if recipe.get("kind") == "marian" else {
             "RobertaTokenizer": built.build_roberta_bpe, "XLMRobertaTokenizer": built.build_xlm_roberta_unigram,
             "CamembertTokenizer": built.build_camembert_unigram, "T5Tokenizer": built.build_t5_unigram,
             "PegasusTokenizer": built.build_pegasus_unigram}[kind.cls]
