@@ -39,7 +39,7 @@ def on_config(config):
 # so `layers[i].mlp.router_logits` finds it.
 
 _ROW = re.compile(r'<tr id="(v-[^"]+)" data-path="([^"]+)"[^>]*>(.*?)</tr>', re.S)
-_CELL = re.compile(r'<td class="nc-(layout|desc|read)">(.*?)</td>', re.S)
+_CELL = re.compile(r'<td class="nc-(layout|desc)">(.*?)</td>', re.S)
 _TAG = re.compile(r"<[^>]+>")
 _CODE_BLOCK = re.compile(r'(<div class="(?:language-[\w-]+ )?highlight")>')
 _CHECKPOINT = re.compile(r'<th scope="col" id="(config-[^"]+)" data-checkpoint="([^"]+)"')
@@ -61,10 +61,11 @@ def on_page_content(content, page, config, files):
         content = _CODE_BLOCK.sub(r"\1 data-search-exclude>", content)
         entries = []
         for anchor, path, cells in _ROW.findall(content):
-            # the layout, the description without its condition/meaning/edit notes, and where it is read
+            # the layout and the description without its condition/meaning/edit notes: where it is read (the module
+            # and argument, a third of the rows' bytes) is on the row a hit opens, and no search is after it
             parts = {kind: _text(cell.split('<span class="nc-', 1)[0] if kind == "desc" else cell.split("<br>", 1)[0])
                      for kind, cell in _CELL.findall(cells)}
-            text = f"{parts.get('layout', '')}. {parts.get('desc', '')} Read at {parts.get('read', '')}."
+            text = f"{parts.get('layout', '')}. {parts.get('desc', '')}"
             # a row is what a search for a value's path is after: ranked above prose that mentions its parts
             entries.append({"location": f"{page.url}#{anchor}", "title": html.unescape(path), "text": text,
                             "boost": 10})

@@ -200,8 +200,8 @@ def _missing(read) -> str:
 
 def test_another_familys_value_names_the_family_and_its_host(llama):
     assert _missing(lambda: llama.layers[0].self_attn.kv_latent) == (
-        "model.layers[0].self_attn has no kv_latent: kv_latent is a value of deepseek_v2 and deepseek_v3's "
-        "LatentAttention host; "
+        "model.layers[0].self_attn has no kv_latent: kv_latent is a value of deepseek_v2, deepseek_v3, glm4_moe_lite "
+        "and minicpm3's LatentAttention host; "
         "this llama model's attention (LlamaAttention) does not compute it (model.support() lists what it has)")
 
 

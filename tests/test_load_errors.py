@@ -76,8 +76,8 @@ def test_a_model_type_with_no_family(tmp_path):
     import nncanon
     from nncanon.families import UnknownFamily
 
-    write_config(tmp_path, json.dumps({"model_type": "t5"}))  # an encoder-decoder: no family serves it
-    error = raises_checkpoint_error(tmp_path, r"model_type 't5' has no nncanon family; nncanon serves .*llama")
+    write_config(tmp_path, json.dumps({"model_type": "xlnet"}))  # a permutation LM: no family serves it
+    error = raises_checkpoint_error(tmp_path, r"model_type 'xlnet' has no nncanon family; nncanon serves .*llama")
     assert isinstance(error, nncanon.UnsupportedModelType) and isinstance(error, UnknownFamily)
 
 

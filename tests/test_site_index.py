@@ -248,9 +248,10 @@ def test_the_cheat_sheet_names_every_value_with_its_full_size_dims_and_links_its
 
 
 #: the dimensions a shape cell names because their size is the prompt's or the image's, not the checkpoint's
-#: (Mllama's image_batch, image_tiles and vision_tokens count the images a prompt carries: nncanon/families/mllama.py)
+#: (Mllama's image_batch, image_tiles and vision_tokens count the images a prompt carries: nncanon/families/mllama.py;
+#: a speech encoder's frames and source positions count the audio a call carries: nncanon/parts/encoders/speech.py)
 PROMPT_DIMS = {"batch", "seq", "query", "key", "images", "patches", "features", "image_tokens", "image_batch",
-               "image_tiles", "vision_tokens"}
+               "image_tiles", "vision_tokens", "frames", "source"}
 
 
 def test_no_shape_cell_prints_a_config_fields_name(site, all_facts):

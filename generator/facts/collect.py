@@ -437,7 +437,7 @@ def cached_facts(family: Family, progress: Callable[[str], None] = print,
 
 #: the size dimensions a vision block's layouts share with the text's (their encoder's own sizes there)
 VISION_SIZE_DIMS = ("vision_hidden_size", "num_heads", "num_kv_heads", "head_dim", "qk_head_dim", "intermediate_size",
-                    "stacked_width")
+                    "stacked_width", "neck_channels")
 
 
 def vision_dims(model: Any, task: str) -> dict:

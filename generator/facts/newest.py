@@ -5,7 +5,7 @@ release (no number is kept in the Makefile: a release published since is verifie
 into that venv with its own dependencies (nncanon's other requirements as pyproject declares them, torch and nnsight
 at the locked releases of ``constraints.txt``; nncanon itself without its dependencies, since a release outside the
 declared range would contradict its own requirement), runs ``pip check``, verifies every family
-(``generator verify --keep-going --force`` into ``build/transformers-<release>``) and compares the release record its
+(``generator verify --keep-going --force --jobs N`` (a process per core, up to four) into ``build/transformers-<release>``) and compares the release record its
 facts make with the newest kept one (``releases/``), printing "nothing moved" or every value and relation that did.
 
 A failure (a family, ``pip check``, a record that no longer says what the facts say) fails the run when the release
@@ -101,7 +101,7 @@ class Verified:
 def verify_release(python: str, release: str, installer: Callable[[str, str], None] | None = None,
                    outcomes: Path | None = None, families: Sequence[str] = ()) -> Verified:
     """Install ``release`` into ``python``'s venv (``installer``, default :func:`install`), run ``pip check`` and
-    ``generator verify --keep-going --force`` into :func:`build_of` (``outcomes``: its table as JSON there too;
+    ``generator verify --keep-going --force --jobs N`` (a process per core, up to four) into :func:`build_of` (``outcomes``: its table as JSON there too;
     ``families``: only theirs). Raises :class:`NewestError` when the install fails."""
     (installer or install)(python, release)
     from packaging.specifiers import SpecifierSet  # installed by now: a fresh venv has none before
@@ -113,7 +113,9 @@ def verify_release(python: str, release: str, installer: Callable[[str, str], No
     # the tiny checkpoints are the same under every release (their pins say so): one cache for all
     env = {**os.environ, "NNCANON_BUILD": str(build),
            "NNCANON_CACHE": os.environ.get("NNCANON_CACHE") or str(BUILD / "checkpoints")}
-    command = [python, "-m", "generator", "verify", "--keep-going", "--force"]
+    # one process per core, up to four (each holds a tiny model and its loads; generator/facts/jobs.py)
+    jobs = str(max(1, min(4, os.cpu_count() or 1)))
+    command = [python, "-m", "generator", "verify", "--keep-going", "--force", "--jobs", jobs]
     command += ["--outcomes", str(outcomes)] if outcomes is not None else []
     done = subprocess.run([*command, *families], cwd=REPO, env=env)
     return Verified(release, spec, inside, build, problems, done.returncode == 0)

@@ -135,8 +135,11 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
                                            block._module if _own_mlp(block._module) else None,
                                            _child(block, "shared_experts"))
                                   for block in blocks))
+    # a block's first norm that is one (ModernBERT's first block has an identity where its attention's norm goes)
     block_norms = [norm for block in blocks
-                   if (norm := _child(block, "input_layernorm") or _child(block, "post_attention_layernorm")) is not None]
+                   if (norm := next((n for name in ("input_layernorm", "post_attention_layernorm")
+                                     if (n := _child(block, name)) is not None and type(n).__name__ != "Identity"),
+                                    None)) is not None]
     if not block_norms:  # norms at no standard name (BERT's, inside its attention and output modules): the block's own
         block_norms = [norm for layer in layers for norm in layer.modules() if _is_norm_module(norm)]
     norms = _in_order(_norm_name(norm) for norm in block_norms)

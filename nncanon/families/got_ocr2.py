@@ -69,7 +69,7 @@ class SamSizes(_TowerSizes):
         return self._vision_config.output_channels
 
     def dim_sizes(self, patches: int | None = None) -> dict[str, int]:
-        return {**super().dim_sizes(patches), "neck_channels": self.neck_channels}
+        return {**_TowerSizes.dim_sizes(self, patches), "neck_channels": self.neck_channels}
 
 
 _VALUES = [

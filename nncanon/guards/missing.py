@@ -157,7 +157,7 @@ def _scan() -> dict[str, list[tuple[str, str, str | None]]]:
             for scope in filter(None, scopes):
                 for inner in ast.walk(scope):
                     if _called(inner, "Value") and inner.args and isinstance(inner.args[0], ast.Constant):
-                        owner = " and ".join(users.get((stem, node.args[0].value), [])) or stem
+                        owner = _listed(users.get((stem, node.args[0].value), [])) or stem
                         entry = (owner, node.args[0].value, kind)
                         found.setdefault(inner.args[0].value, [])
                         if entry not in found[inner.args[0].value]:
@@ -196,3 +196,8 @@ def _unknown(envoy: Any, name: str) -> str:
     has = ", ".join(own[:12]) + (", ..." if len(own) > 12 else "")
     return (f"{path} ({type(envoy._module).__name__}) has no {name!r}: it is neither a standard value nor a child or "
             f"attribute of the module; it has {has or 'no standard names'} (print(model.support()) lists every value)")
+
+
+def _listed(names: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + (names[-1] if names else "")
