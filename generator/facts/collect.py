@@ -38,7 +38,7 @@ from generator.notes.notes_parse import parse_sources
 from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT
 
-__all__ = ["ClaimError", "collect", "cached_facts", "cache_key", "build_dir", "facts_dir", "parts", "PROMPTS",
+__all__ = ["ClaimError", "collect", "cached_facts", "is_current", "cache_key", "build_dir", "facts_dir", "parts", "PROMPTS",
            "KERNEL_FREE"]
 
 SCHEMA = 1
@@ -409,15 +409,30 @@ def facts_dir() -> Path:
     return build_dir() / "facts"
 
 
+def _cache_paths(family: Family, kernels_only: bool) -> tuple[Path, Path, Path]:
+    """The facts cache's directory, and the family's facts and key files in it."""
+    directory = build_dir() / KERNEL_FACTS if kernels_only else facts_dir()
+    return directory, directory / f"{family.family}.json", directory / f"{family.family}.key"
+
+
+def _holds(path: Path, key_path: Path, key: str) -> bool:
+    return path.exists() and key_path.exists() and key_path.read_text().strip() == key
+
+
+def is_current(family: Family, kernels_only: bool = False) -> bool:
+    """Whether the cache holds the family's facts under its current key (``cached_facts`` would collect nothing)."""
+    _, path, key_path = _cache_paths(family, kernels_only)
+    return _holds(path, key_path, cache_key(family))
+
+
 def cached_facts(family: Family, progress: Callable[[str], None] = print,
                  force: bool = False, kernels_only: bool = False) -> tuple[dict, bool]:
     """The family's facts, collected only when the cache key changed. Returns (facts, collected).
     ``kernels_only``: :func:`collect`'s, kept in ``<build>/facts-kernels``, where no site reads them."""
     name = family.family
     key = cache_key(family)
-    directory = build_dir() / KERNEL_FACTS if kernels_only else facts_dir()
-    path, key_path = directory / f"{name}.json", directory / f"{name}.key"
-    if not force and path.exists() and key_path.exists() and key_path.read_text().strip() == key:
+    directory, path, key_path = _cache_paths(family, kernels_only)
+    if not force and _holds(path, key_path, key):
         try:
             facts = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):  # cut short or damaged: the cache only saves time, so collect

@@ -18,16 +18,9 @@ from generator.recipe.family import Family
 
 def stale(families: list[Family], kernels_only: bool) -> list[Family]:
     """The families whose facts the cache does not hold under their current key."""
-    from generator.facts.collect import KERNEL_FACTS, build_dir, cache_key, facts_dir
+    from generator.facts.collect import is_current
 
-    directory = build_dir() / KERNEL_FACTS if kernels_only else facts_dir()
-    out = []
-    for family in families:
-        key_path = directory / f"{family.family}.key"
-        if not (directory / f"{family.family}.json").exists() or not key_path.exists() \
-                or key_path.read_text().strip() != cache_key(family):
-            out.append(family)
-    return out
+    return [family for family in families if not is_current(family, kernels_only)]
 
 
 def _collect_one(family: Family, force: bool, kernels_only: bool) -> tuple[str, float, str | None]:
