@@ -34,17 +34,22 @@ def _family_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
-    _family_argument(parser)
+    parser.add_argument("families", nargs="+", metavar="family",
+                        help="family name: the stem of a families/*.yaml file, e.g. qwen3_5_moe_text")
     parser.add_argument(
         "--rebuild", action="store_true", help="build again even if a cached build matches the pin"
     )
+    parser.add_argument("--variants", action="store_true", help="each family's variants' checkpoints too")
 
 
 def run_checkpoint(args: argparse.Namespace) -> int:
     from generator.checkpoint.checkpoints import checkpoint_dir
     from generator.recipe.family import get_family
 
-    print(checkpoint_dir(get_family(args.family), rebuild=args.rebuild))
+    for name in args.families:
+        family = get_family(name)
+        for each in [family, *(family.variant(spec["name"]) for spec in family.variants if args.variants)]:
+            print(checkpoint_dir(each, rebuild=args.rebuild))
     return 0
 
 
@@ -219,12 +224,14 @@ def _survey_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model_types", nargs="*", metavar="MODEL_TYPE",
                         help="only these model types (default: every causal-LM and image-text-to-text one)")
     parser.add_argument("--force", action="store_true", help="survey again even where the cache key matches")
+    parser.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                        help="survey the model types whose rows are not current in N processes at once (default 1)")
 
 
 def run_survey(args: argparse.Namespace) -> int:
     from generator.survey.run import survey_all
 
-    survey_all(args.model_types or None, progress=_progress, force=args.force)
+    survey_all(args.model_types or None, progress=_progress, force=args.force, jobs=args.jobs)
     return 0
 
 
@@ -313,7 +320,7 @@ COMMANDS: dict[str, Command] = {
         arguments=_serve_arguments,
     ),
     "checkpoint": Command(
-        help="build the family's tiny checkpoint if needed (checking its pin) and print its directory",
+        help="build each family's tiny checkpoint if needed (checking its pin) and print its directory",
         run=run_checkpoint,
         arguments=_checkpoint_arguments,
     ),

@@ -242,7 +242,7 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         from generator.survey.run import survey_all, survey_dir
 
-        survey_all(progress=progress)  # the Coverage page's rows; cached (also across build directories)
+        survey_all(progress=progress, jobs=jobs)  # the Coverage page's rows; cached (also across build directories)
         docs, staged = build_dir() / "docs", _beside(site, "new")
         from generator.facts.tl_names import annotations
 

@@ -114,19 +114,25 @@ def native_facts() -> Path:
 
 
 @pytest.fixture(scope="session")
-def kernel_facts(tmp_path_factory):
-    """``kernel_facts(shard)``: the facts-kernels directory of one shard's collection (its families' kernels-only
-    facts under the shard's capability, from tiny checkpoints built anew in the collection's own cache beside
-    it, ``<build>/checkpoints``, which ``checkpoint_dir`` checks against the pins). Collected on first use; the
-    scheduler keeps each shard's tests on one worker, so each is collected once per run."""
+def kernel_facts(tmp_path_factory, native_facts):
+    """``kernel_facts(shard)``: the facts-kernels directory of one shard's work under the shard's capability: every
+    family of the share's tiny checkpoint (and its variants') built anew in the shard's own cache,
+    ``<build>/checkpoints``, which ``checkpoint_dir`` checks against the pins; then the kernels-only facts of the
+    share's families in the kernel cover (``kernel_shards.compared``, from the kernels the native collection
+    recorded). Done on first use; the scheduler keeps each shard's tests on one worker, so each is done once."""
     import subprocess
     import sys
 
     from capabilities import environment
-    from kernel_shards import families_of
+    from kernel_shards import compared, families_of
 
     repo = Path(__file__).resolve().parent.parent
     done: dict[str, Path] = {}
+
+    def run(shard: str, env: dict, *args: str) -> None:
+        result = subprocess.run([sys.executable, "-m", "generator", *args], cwd=repo, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=HANG)
+        assert result.returncode == 0, f"shard {shard}: generator {args[0]}: {result.stderr[-3000:]}"
 
     def collect(shard: str) -> Path:
         if shard not in done:
@@ -135,10 +141,11 @@ def kernel_facts(tmp_path_factory):
             env = environment(capability, NNCANON_BUILD=str(build), NNCANON_CACHE=str(build / "checkpoints"),
                               OMP_NUM_THREADS="1")
             env.pop("NNCANON_FAMILIES", None)
-            run = subprocess.run([sys.executable, "-m", "generator", "verify", "--force", "--kernels-only",
-                                  *families_of(shard)], cwd=repo, env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True, timeout=HANG)
-            assert run.returncode == 0, f"collecting the kernels' facts of shard {shard}: {run.stderr[-3000:]}"
+            run(shard, env, "checkpoint", "--variants", *families_of(shard))
+            chosen = compared(shard, native_facts)
+            (build / "facts-kernels").mkdir()
+            if chosen:
+                run(shard, env, "verify", "--force", "--kernels-only", *chosen)
             done[shard] = build / "facts-kernels"
         return done[shard]
 

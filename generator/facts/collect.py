@@ -17,6 +17,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from generator.facts.dataflow import dataflow
 from generator.facts.hidden_states import hidden_states_map
 from generator.facts.host_dims import host_dims
 from generator.facts.identity import check_identity, check_markers, import_module
+from generator.facts.kernels import recording, write_kernels
 from generator.facts.loads import Models, resolve_loads
 from generator.facts.measure import full_size_notes, host_rows, run_inputs
 from generator.facts.tags import checkpoint_settings
@@ -247,6 +249,9 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
     source_lines.forget_compiled()
     progress(f"{family.family}: checkpoint")
     checkpoint = checkpoint_dir(family)
+    # what kernels the rest runs (not the checkpoint's build, once per machine): the capability comparison's choice
+    kernel_log = ExitStack()
+    ran = kernel_log.enter_context(recording()) if not kernels_only else set()
     models = resolve_loads(family, family_module, checkpoint)
     try:
         progress(f"{family.family}: values under {', '.join(models.loads)}")
@@ -313,8 +318,12 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             shared["variants"] = {**family_module.vision_variants(), **shared.get("variants", {})}
         if kernels_only:
             facts = {key: value for key, value in facts.items() if key not in KERNEL_FREE}
+        else:
+            kernel_log.close()
+            facts["kernels"] = sorted(ran)  # cached_facts keeps them apart from the page's facts
         return json.loads(json.dumps(facts, sort_keys=True, default=str))
     finally:
+        kernel_log.close()
         models.close()
         torch.set_num_threads(threads)
 
@@ -441,8 +450,11 @@ def cached_facts(family: Family, progress: Callable[[str], None] = print,
             progress(f"{name}: facts cached ({key})")
             return facts, False
     facts = collect(family, progress=progress, kernels_only=kernels_only)
+    ran = facts.pop("kernels", None)
     with room(directory, BUILD):
         directory.mkdir(parents=True, exist_ok=True)
+        if ran is not None:  # beside the facts, not in them: which family first runs a lazily built table is order's
+            write_kernels(directory, name, ran)
         tmp = path.with_name(f".{name}.json.{os.getpid()}.tmp")  # its own: another process may write the same facts
         tmp.write_text(json.dumps(facts, sort_keys=True, indent=1) + "\n")
         tmp.replace(path)

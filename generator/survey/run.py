@@ -148,9 +148,10 @@ def cached(model_type: str, key: str) -> dict | None:
 
 
 def survey_all(names: list[str] | None = None, progress: Callable[[str], None] = print,
-               force: bool = False) -> dict:
-    """Survey ``names`` (default: every model type), each only where its cache key changed; returns the
-    run's numbers (how many built, ran, wrapped; the mean values resolved; wall and CPU seconds)."""
+               force: bool = False, jobs: int = 1) -> dict:
+    """Survey ``names`` (default: every model type), each only where its cache key changed, in ``jobs``
+    processes; returns the run's numbers (how many built, ran, wrapped; the mean values resolved; wall and CPU
+    seconds, the caller's own)."""
     every = model_types()
     unknown = [name for name in names or [] if name not in every]
     if unknown:
@@ -167,10 +168,13 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
 
         with computing(shared_dir()):  # another process surveying the same rows: wait for it, then read them
             done = {} if force else {t: cached(t, keys[t]) for t in names}
-            for model_type in names:
+            todo = [model_type for model_type in names if done.get(model_type) is None]
+            if jobs > 1 and len(todo) > 1:
+                done.update(_survey_in_parallel(todo, keys, jobs, progress))
+            for model_type in todo:
                 if done.get(model_type) is None:
                     done[model_type] = _survey_one(model_type, keys[model_type], progress)
-                    surveyed += 1
+            surveyed = len(todo)
     rows = [done[model_type] for model_type in names]
     numbers = totals(rows)
     if names == every:  # the page lists the types of the last whole survey, not a stale file of an older release
@@ -181,6 +185,24 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
              f"{numbers['wraps']} wrap; {numbers['mean_values']} of {numbers['values_of']} values resolve on "
              f"average; {surveyed} surveyed now in {numbers['wall_s']} s ({numbers['cpu_s']} CPU-s)")
     return numbers
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def _survey_in_parallel(todo: list[str], keys: dict[str, str], jobs: int,
+                        progress: Callable[[str], None]) -> dict[str, dict]:
+    """Each type of ``todo`` surveyed by one of ``jobs`` fresh interpreters (spawn: torch is not fork-safe once
+    imported), the next type to the first one free; each writes its row as a sequential survey does."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    progress(f"survey: {len(todo)} model types in {min(jobs, len(todo))} processes")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
+        rows = pool.map(_survey_one, todo, [keys[t] for t in todo], [_print] * len(todo))
+        return dict(zip(todo, rows, strict=True))
 
 
 def _survey_one(model_type: str, key: str, progress: Callable[[str], None]) -> dict:
