@@ -324,7 +324,7 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "config": config_matrix(facts["configs"]),
         "vision_config": config_matrix(facts["vision_configs"]),
         "layouts": layouts(facts),
-        "diagram_json": diagram_data(facts, lookup, drawn, two and two["local"]),
+        "diagram_json": diagram_data(facts, lookup, drawn, two and two["data"]),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
         "weights": weights_section(facts),
         "saelens": index_rows([facts])[0],

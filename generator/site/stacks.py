@@ -271,5 +271,9 @@ def stacks_context(facts: dict, links: Links, hosts: list[dict]) -> dict | None:
         sizes = [f"{len(s['blocks'])} blocks", *(f"{label} {size:,}" for label, size in s["sizes"])] if s else []
         cheat.append({"title": (heading or {}).get("title", "the whole model · model"), "sizes": sizes,
                       "stack": s["path"] if s else "", "hosts": members})
-    return {"drawing": stacks_diagram(facts, stacks, links), "groups": groups, "cheat": cheat,
-            "local": local_index(facts["stack"].get("blocks") or [], stacks), "stacks": stacks}
+    drawing = stacks_diagram(facts, stacks, links)
+    data = {"local": local_index(facts["stack"].get("blocks") or [], stacks),
+            "stacks": [{"path": s["path"], "blocks": len(s["blocks"]), "kinds": s["kinds"]} for s in stacks],
+            "cross": [{"from": a.path, "from_value": a.value_row, "to": b.path, "to_value": b.value_row}
+                      for a, b in drawing["wide"]["pairs"]]}
+    return {"drawing": drawing, "groups": groups, "cheat": cheat, "data": data, "stacks": stacks}
