@@ -412,8 +412,9 @@ _SHARES = max(1, math.ceil(len(all_families()) / PAGES_PER_TEST))
 @pytest.mark.browser
 @pytest.mark.parametrize("share", range(_SHARES))
 def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_facts, share):
-    """Every block kind of every family: at 1280 px the wide drawing, on a phone (375 px) the narrow one, each whole
-    in its box (no sideways scroll) with its labels drawn at 12 px or more. One page load per family, resized
+    """Every block kind of every family (and an encoder-decoder's stacks): at 1280 px the wide drawing, on a phone
+    (375 px) the narrow one, each whole in its box (no sideways scroll) with its labels drawn at 12 px or more.
+    One page load per family, resized
     between the widths: the drawings are picked by CSS media queries, as a turned phone or a narrowed window picks
     them. Every family is in one share (every _SHARES-th by name)."""
     _, base = site
@@ -429,9 +430,9 @@ def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_fact
             page.set_viewport_size({"width": width, "height": 900})
             until(page, f"window.innerWidth === {width}")
             found = page.eval_on_selector_all(
-                ".nc-block-figure .nc-scroll", """els => els.filter(e => e.getClientRects().length).map(e => {
+                ".nc-block-figure .nc-scroll, .nc-stacks-figure .nc-scroll", """els => els.filter(e => e.getClientRects().length).map(e => {
                     const s = e.querySelector('svg'), t = s.querySelector('text');
-                    return [e.closest('.nc-block-figure').dataset.kind, e.className,
+                    return [(e.closest('.nc-block-figure') || {dataset: {kind: 'the stacks'}}).dataset.kind, e.className,
                             e.scrollWidth - e.clientWidth,
                             parseFloat(getComputedStyle(t).fontSize) * s.getBoundingClientRect().width / s.viewBox.baseVal.width];
                 })""")
