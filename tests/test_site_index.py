@@ -443,3 +443,33 @@ def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_fact
                     failures.append((family, width, kind, cls, overflow, round(size, 2)))
     context.close()
     assert not failures, failures
+
+
+@pytest.mark.browser
+def test_an_encoder_decoders_stacks_are_live_and_the_slider_indexes_each_stack(site, browser):
+    """issue 49 on whisper's page: hovering the decoder's cross-attention in the stacks' drawing lights its
+    encoder_states row and printout line; a click pins it; the slider's block 33 is the decoder's block 1 (paths read
+    decoder.layers[1]); the encoder's final norm lights its own row. Waits on the page's state only."""
+    _, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{base}/families/whisper/?block=33")
+    until(page, "window.__nncanonReady !== undefined")
+    until(page, "document.querySelector('.nc-pick-i').textContent === 'i = 1'")
+    assert page.eval_on_selector(".nc-block-figure.nc-current .nc-wide .nc-indexed", "t => t.textContent") \
+        == "decoder.layers[1].layer_input"
+    cross = page.locator(".nc-stacks-figure .nc-wide [data-path='decoder.layers[i].cross_attn']")
+    cross.hover()
+    until(page, "document.querySelector('tr.nc-lit-main') !== null")
+    rows = page.eval_on_selector_all("tr.nc-lit-main", "els => els.map(e => e.dataset.path)")
+    assert rows == ["model.decoder.layers[i].cross_attn.encoder_states"], rows
+    assert "model.decoder.layers[i].cross_attn" in page.eval_on_selector_all(
+        "pre.nc-printout .line.nc-lit", "els => els.map(e => e.dataset.path)")
+    page.locator(".nc-stacks-figure .nc-wide [data-path='encoder.norm']").hover()
+    until(page, "document.querySelector('tr.nc-lit-main[data-path=\"model.encoder.final_norm_output\"]') !== null")
+    cross.click()
+    until(page, "document.querySelector('.nc-stacks-figure .nc-part.nc-pinned') !== null")
+    until(page, "location.search.includes('part=decoder.layers')")
+    assert not errors, errors
+    page.close()
