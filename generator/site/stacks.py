@@ -13,7 +13,9 @@ Everything here is read from the facts:
   (the encoder's final norm, where a relation on the stack proves its output is the norm's; its blocks where the
   relation names the last block's output, as BART's, whose blocks are post-norm);
 - each stack's size: its blocks counted on the full-size checkpoint's list of block kinds, its layouts' sizes
-  (width, heads, head size, MLP width) the full-size checkpoint's (the cheat sheet's numbers).
+  (width, heads, head size, MLP width) the full-size checkpoint's (the cheat sheet's numbers: the layouts name one
+  size per dimension, so both stacks print the model's; tests/test_site_stacks.py holds each stack's against its
+  own config.json fields, encoder_attention_heads and decoder_attention_heads apart).
 
 :func:`stacks_diagram` draws the stacks twice, as `generator.site.block_diagram` draws a block: side by side for a
 wide page, one under the other for a phone, so no text is scaled under 12 px.
