@@ -35,7 +35,9 @@ def test_every_value_on_every_family_page_is_a_part_or_has_a_reason(native_facts
             for box in block["diagram"]["wide"]["boxes"] + block["interior"]["boxes"]:
                 drawn.setdefault(box.value_row, box.id)
         vision = [d.get("wide", d) for d in (context["vision"] or {}).values() if d]  # a block: its wide drawing
-        for box in context["chain"]["boxes"] + [b for d in vision for b in d["boxes"]]:
+        # an encoder-decoder's stacks are drawn in place of the one chain (generator/site/stacks.py): their wide drawing
+        stack = context["stacks"]["drawing"]["wide"] if context["stacks"] else context["chain"]
+        for box in stack["boxes"] + [b for d in vision for b in d["boxes"]]:
             drawn.setdefault(box.value_row, box.id)
         reasons = {u["row"]: u["why"] for u in context["undrawn"]}
         for row in _rows(facts):

@@ -88,6 +88,9 @@ def test_the_stack_chain_draws_only_what_the_root_serves(site, all_facts):
     out, _ = site
     for name, f in all_facts.items():
         page = (out / "families" / name / "index.html").read_text(encoding="utf-8")
+        if "nc-stack-chain" not in page:  # an encoder-decoder's two stacks: tests/test_site_stacks.py
+            assert 'id="nc-stacks"' in page, name
+            continue
         chain = page.split("nc-stack-chain", 1)[1].split("</svg>", 1)[0]
         served = {v["name"] for h in f["hosts"] if h["path"] == "model" for v in h["values"]
                   if any((v.get("availability") or {"any": True}).values())}
@@ -409,8 +412,9 @@ _SHARES = max(1, math.ceil(len(all_families()) / PAGES_PER_TEST))
 @pytest.mark.browser
 @pytest.mark.parametrize("share", range(_SHARES))
 def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_facts, share):
-    """Every block kind of every family: at 1280 px the wide drawing, on a phone (375 px) the narrow one, each whole
-    in its box (no sideways scroll) with its labels drawn at 12 px or more. One page load per family, resized
+    """Every block kind of every family (and an encoder-decoder's stacks): at 1280 px the wide drawing, on a phone
+    (375 px) the narrow one, each whole in its box (no sideways scroll) with its labels drawn at 12 px or more.
+    One page load per family, resized
     between the widths: the drawings are picked by CSS media queries, as a turned phone or a narrowed window picks
     them. Every family is in one share (every _SHARES-th by name)."""
     _, base = site
@@ -426,9 +430,9 @@ def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_fact
             page.set_viewport_size({"width": width, "height": 900})
             until(page, f"window.innerWidth === {width}")
             found = page.eval_on_selector_all(
-                ".nc-block-figure .nc-scroll", """els => els.filter(e => e.getClientRects().length).map(e => {
+                ".nc-block-figure .nc-scroll, .nc-stacks-figure .nc-scroll", """els => els.filter(e => e.getClientRects().length).map(e => {
                     const s = e.querySelector('svg'), t = s.querySelector('text');
-                    return [e.closest('.nc-block-figure').dataset.kind, e.className,
+                    return [(e.closest('.nc-block-figure') || {dataset: {kind: 'the stacks'}}).dataset.kind, e.className,
                             e.scrollWidth - e.clientWidth,
                             parseFloat(getComputedStyle(t).fontSize) * s.getBoundingClientRect().width / s.viewBox.baseVal.width];
                 })""")
@@ -439,3 +443,33 @@ def test_no_block_drawing_is_cut_or_shrunk_on_any_family(site, browser, all_fact
                     failures.append((family, width, kind, cls, overflow, round(size, 2)))
     context.close()
     assert not failures, failures
+
+
+@pytest.mark.browser
+def test_an_encoder_decoders_stacks_are_live_and_the_slider_indexes_each_stack(site, browser):
+    """issue 49 on whisper's page: hovering the decoder's cross-attention in the stacks' drawing lights its
+    encoder_states row and printout line; a click pins it; the slider's block 33 is the decoder's block 1 (paths read
+    decoder.layers[1]); the encoder's final norm lights its own row. Waits on the page's state only."""
+    _, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{base}/families/whisper/?block=33")
+    until(page, "window.__nncanonReady !== undefined")
+    until(page, "document.querySelector('.nc-pick-i').textContent === 'i = 1'")
+    assert page.eval_on_selector(".nc-block-figure.nc-current .nc-wide .nc-indexed", "t => t.textContent") \
+        == "decoder.layers[1].layer_input"
+    cross = page.locator(".nc-stacks-figure .nc-wide [data-path='decoder.layers[i].cross_attn']")
+    cross.hover()
+    until(page, "document.querySelector('tr.nc-lit-main') !== null")
+    rows = page.eval_on_selector_all("tr.nc-lit-main", "els => els.map(e => e.dataset.path)")
+    assert rows == ["model.decoder.layers[i].cross_attn.encoder_states"], rows
+    assert "model.decoder.layers[i].cross_attn" in page.eval_on_selector_all(
+        "pre.nc-printout .line.nc-lit", "els => els.map(e => e.dataset.path)")
+    page.locator(".nc-stacks-figure .nc-wide [data-path='encoder.norm']").hover()
+    until(page, "document.querySelector('tr.nc-lit-main[data-path=\"model.encoder.final_norm_output\"]') !== null")
+    cross.click()
+    until(page, "document.querySelector('.nc-stacks-figure .nc-part.nc-pinned') !== null")
+    until(page, "location.search.includes('part=decoder.layers')")
+    assert not errors, errors
+    page.close()

@@ -57,7 +57,7 @@ class _Drawing:
 
 def block_diagram(
     parts: list[dict], adds: list[list[str]], lookup: dict, prefix: str, links: Links | None = None,
-    root: str = "layers[i]",
+    root: str | None = None,
 ) -> dict:
     """The block's two drawings, ``{"wide": ..., "narrow": ..., "edges": ...}`` (see the module's docstring).
 
@@ -67,8 +67,11 @@ def block_diagram(
     form its branch, and a part whose path extends another's is drawn inside it (as a sibling
     drawn after it, so no focusable part holds another: ``boxes`` is flat, in drawing order).
     ``edges`` (every arrow between parts, as (path, value row) pairs, the same in both drawings) is what
-    `generator.site.interiors.check_order` checks against the measured order.
+    `generator.site.interiors.check_order` checks against the measured order. ``root``: the blocks' path, by default
+    the one the parts are under (an encoder-decoder's ``encoder.layers[i]``), else ``layers[i]``.
     """
+    root = root or next((p["id"].split("layers[i]", 1)[0] + "layers[i]" for p in parts if "layers[i]" in p["id"]),
+                        "layers[i]")
     wide = _layout(parts, adds, lookup, prefix, links or Links(), root, vertical=False, limit=WIDE)
     narrow = _layout(parts, adds, lookup, f"{prefix}-n", links or Links(), root, vertical=True, limit=NARROW)
     return {"wide": wide, "narrow": narrow, "edges": wide["edges"]}

@@ -194,12 +194,14 @@ def _measured_text(v: dict) -> str:
     return f"tiny: {m['value'] if m.get('value') is not None else m.get('dtype', '')}"
 
 
-def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dict]]) -> str:
+def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dict]], more: dict | None = None) -> str:
     """The facts the page's script needs, as compact JSON (put in an attribute, so autoescaped).
 
     ``diagrams`` is each drawn diagram with the block kind it draws (None for the chains and the
     vision block). Per part: its path, label, value row, rows and printout lines; per value row a
-    card's text (layout, dims, description, read-at, conditions, the tiny shape).
+    card's text (layout, dims, description, read-at, conditions, the tiny shape). ``more``: an encoder-decoder's
+    stacks, its cross-attention's arrows and its blocks' indices within their own stack, which the slider writes in
+    paths (`generator.site.stacks.stacks_context`).
     """
     parts, values = {}, {}
     for kind, d in diagrams:
@@ -246,5 +248,6 @@ def diagram_data(facts: dict, lookup: dict, diagrams: list[tuple[str | None, dic
         ],
         "parts": parts,
         "values": values,
+        **(more or {}),
     }
     return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -115,6 +115,9 @@ def undrawn(facts: dict, drawn: set[str]) -> list[dict]:
                        + (f" ({needs})" if needs else "") + ": its place in the order is not measured")
             elif host.get("section") == "vision":
                 why = "a value of the encoder outside its blocks: its chain draws only the image's path"
+            elif host["path"] != "model" and "[i]" not in host["path"]:  # an encoder-decoder's stack
+                why = (f"a value of {host['path']} outside its blocks: the stacks' drawing draws each stack's "
+                       "embeddings, blocks and final norm")
             elif "[i]" not in host["path"]:
                 why = "a value of the whole model: the stack's chain draws only its embeddings, norm and head"
             else:

@@ -47,6 +47,7 @@ from generator.site.properties import render_properties
 from generator.site.recurrent import mixers, summary
 from generator.site.releases_page import load_records, releases_page, verified_on
 from generator.site.sae_index import index_rows, render_sae_index
+from generator.site.stacks import stacks_context
 from generator.site.weights_section import host_sizes, weights_section
 
 #: what tests and callers import from here (some live in generator.site.escaping, .printout)
@@ -295,8 +296,9 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
     hosts = [h for h in facts["hosts"] if h.get("section", "text") != "vision"]
     vhosts = [h for h in facts["hosts"] if h.get("section", "text") == "vision"]
     chain = chain_diagram(served_chain(facts), "chain", links)
+    two = stacks_context(facts, links, hosts)  # an encoder-decoder's stacks are drawn in place of the one chain
     # a block is drawn twice (wide and narrow): both drawings' parts are on the page
-    drawn = [(None, chain)] + [(b["kind"]["kind"], d) for b in blocks
+    drawn = [(None, d) for d in ((two["drawing"]["wide"], two["drawing"]["narrow"]) if two else (chain,))] + [(b["kind"]["kind"], d) for b in blocks
                                for d in (b["diagram"]["wide"], b["diagram"]["narrow"], b["interior"])]
     if vision_ctx:
         block = vision_ctx["block"]
@@ -312,7 +314,9 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "undrawn": undrawn(facts, drawn_rows),
         "blocks": blocks,
         "vision": vision_ctx,
-        "host_groups": [g for g in (("text", None, hosts), ("vision", vision, vhosts)) if g[2]],
+        "host_groups": [g for g in (*(two["groups"] if two else [("text", None, hosts)]), ("vision", vision, vhosts))
+                        if g[2]],
+        "stacks": two,
         "relation_groups": by_host(facts["relations"]),
         # a page of one host has nothing to fold away
         "fold_open": len(facts["hosts"]) == 1,
@@ -320,7 +324,7 @@ def page_context(facts: dict, interiors: bool = True) -> dict:
         "config": config_matrix(facts["configs"]),
         "vision_config": config_matrix(facts["vision_configs"]),
         "layouts": layouts(facts),
-        "diagram_json": diagram_data(facts, lookup, drawn),
+        "diagram_json": diagram_data(facts, lookup, drawn, two and two["data"]),
         "docstring": [p.strip() for p in re.split(r"\n\s*\n", facts["docstring"].strip()) if p.strip()],
         "weights": weights_section(facts),
         "saelens": index_rows([facts])[0],

@@ -133,10 +133,16 @@
     return found;
   };
 
+  // The picked block's index in its own stack: an encoder-decoder's slider runs over both stacks (the data's
+  // "local" gives each block's index within its stack: the decoder's first block is decoder.layers[0]).
+  Page.prototype.local = function (i) {
+    return this.data.local ? this.data.local[i] : i;
+  };
+
   // A path as the picked block reads it: layers[i] -> layers[7] (text block parts only).
   Page.prototype.indexed = function (info, path) {
     if (!info || !info.kind || !this.hasSlider()) return path;
-    return path.replace("layers[i]", "layers[" + this.block + "]");
+    return path.replace("layers[i]", "layers[" + this.local(this.block) + "]");
   };
 
   // ---------------------------------------------------------------- the block slider
@@ -149,9 +155,10 @@
     var kind = this.kindOf(i);
     var k = this.kinds[kind] || { label: kind, n: 0 };
     if (String(this.slider.value) !== String(i)) this.slider.value = String(i);
-    this.slider.setAttribute("aria-valuetext", "layers[" + i + "], " + k.label + " (" + kind + ")");
+    var at = this.local(i);
+    this.slider.setAttribute("aria-valuetext", "layers[" + at + "], " + k.label + " (" + kind + ")");
     var out = document.querySelector(".nc-pick-i");
-    if (out) out.textContent = "i = " + i;
+    if (out) out.textContent = "i = " + at;
     var label = document.querySelector(".nc-pick-kind");
     if (label) {
       label.textContent = "";
@@ -170,7 +177,7 @@
       p.classList.toggle("nc-current", on);
       all(p, ".nc-indexed").forEach(function (t) {
         var tpl = t.getAttribute("data-path") || t.textContent;
-        t.textContent = on ? tpl.replace("layers[i]", "layers[" + i + "]") : tpl; // others print as layers[i]
+        t.textContent = on ? tpl.replace("layers[i]", "layers[" + at + "]") : tpl; // others print as layers[i]
       });
     });
     // a pinned block part follows to the new kind's diagram, or unpins if that kind has none
