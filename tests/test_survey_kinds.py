@@ -182,3 +182,19 @@ def test_the_page_counts_each_kind_and_its_family_pages():
             assert re.search(rf'<tr id="t-{t}" class="nc-row-family-page"', page)
     assert table["seq2seq"][:2] == ["2", "1"]  # t5 with its family page, m2m_100 surveyed
     assert "BERT&#39;s parts" in table["masked LM"][-1] and "Whisper&#39;s parts" in table["speech-to-text"][-1]
+
+
+def test_a_family_row_finds_the_shared_relations_on_either_stack():
+    """An encoder-decoder family's facts state the shared relations on model.encoder.layers[i], model.decoder ...
+    (BART's texts, as its build checks them): its row ticks them as a decoder family's on model.layers[i]; a
+    relation on another host (a cross-attention's) is not one of them."""
+    from generator.site.coverage import verified
+
+    relations = [{"host": "model.encoder.layers[i]", "text": "layer_input + self_attn.attention_output == layer_mid: "
+                  "the attention's add, before its norm"},
+                 {"host": "model.decoder", "text": "layers[i].layer_output == layers[i+1].layer_input, on every block"},
+                 {"host": "model", "text": "lm_head_output == decoder.stack_output @ embed_tokens.weightᵀ"}]
+    assert dict(verified({"relations": relations})["shared"]) == {
+        "residual decomposition": True, "stack": True, "final norm": False, "head": True}
+    crossed = [{"host": "model.decoder.layers[i].cross_attn", "text": relations[0]["text"]}]
+    assert dict(verified({"relations": crossed})["shared"])["residual decomposition"] is False

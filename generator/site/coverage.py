@@ -118,8 +118,15 @@ def verified(facts: dict) -> dict:
     build checked on every block, and which of the four shared ones they include."""
     relations = facts.get("relations") or []
     return {"served": sum(len(h["values"]) for h in facts.get("hosts") or []), "checked": len(relations),
-            "shared": [(label, any(r["host"] == host and pattern.match(r["text"]) for r in relations))
+            "shared": [(label, any(_on_a_stack(r["host"], host) and pattern.match(r["text"]) for r in relations))
                        for label, host, pattern in VERIFIED]}
+
+
+def _on_a_stack(host: str, wanted: str) -> bool:
+    """``host`` is ``wanted`` or its place on one of an encoder-decoder's stacks (model.encoder.layers[i] is a
+    model.layers[i], model.decoder a model, for the relations the shared four name)."""
+    return host == wanted or STACKED.match(host) is not None and host.replace(".encoder", "").replace(
+        ".decoder", "") == wanted
 
 
 def status(row: dict, page: str | None) -> str:

@@ -1,13 +1,14 @@
 """The survey's second vocabulary: a masked-LM, seq2seq, speech-to-text or CTC model type on the encoder parts.
 
-A model type on none of the decoder lists (``run.KINDS``) is built tiny as its kind's class, called with what
+A model type on none of the decoder lists (``kinds.KINDS``) is built tiny as its kind's class, called with what
 that kind takes, and mounted on the parts of the verified family the kind is built most like, as
 ``tree.discover`` mounts a causal LM on Llama's:
 
 - masked LM: BERT's (``nncanon/parts/encoders/post_norm.py``, ``bidirectional.py``, ``embeddings.py``): one
   bidirectional stack at ``layers``, ids with a right-padded mask, so padding is masked in both directions;
 - seq2seq: BART's (``seq2seq.py``, ``attention/cross_attention.py``): ``encoder`` and ``decoder`` stacks, the
-  decoder's second attention as ``cross_attn``; ids, a padded mask and ``decoder_input_ids``;
+  decoder's second attention as ``cross_attn``; ids and a padded mask, and ``decoder_input_ids`` where the model
+  does not make them itself (BART shifts the source ids; T5 needs them);
 - speech-to-text: Whisper's (``speech.py``): the same two stacks, the encoder over ``input_features`` from the
   type's own feature extractor, built here from its class's defaults (no download) on a fixed tone;
 - CTC: BART's encoder stack and its blocks, over ``input_values`` from the feature extractor.
@@ -26,7 +27,15 @@ import types
 import warnings
 from typing import Any
 
-from generator.survey.measure import OUTSIDE_THE_KEY, OverBudget, budget, build, one_line, quiet_transformers
+from generator.survey.measure import (
+    BUDGET_S,
+    OUTSIDE_THE_KEY,
+    OverBudget,
+    budget,
+    build,
+    one_line,
+    quiet_transformers,
+)
 from generator.survey.shrink import SEQ, VOCAB, tiny_config
 
 #: the rows of an encoder call: the second right-padded by PADDED tokens, so a relation sees a padded key on both
@@ -46,6 +55,10 @@ NOT_STACKS = ("feature_extractor", "conv", "pos_conv", "adapter", "quantizer")
 
 class NotAStack(ValueError):
     """The built model has no list of blocks the encoder parts could mount."""
+
+
+class NoFrontEnd(ValueError):
+    """No feature extractor of the type's own gives what its forward takes."""
 
 
 def _parts(kind: str) -> tuple[dict[str, type], dict[str, str], Any]:
@@ -258,7 +271,7 @@ def feature_extractor(model_type: str, model: Any) -> Any:
     name = FEATURE_EXTRACTOR_MAPPING_NAMES.get(model_type)
     cls = feature_extractor_class_from_name(name) if name else None
     if cls is None:
-        raise NotAStack(f"transformers names no feature extractor for {model_type}")
+        raise NoFrontEnd(f"transformers names no feature extractor for {model_type}")
     config = model.config
     size = getattr(config, "input_feat_per_channel", None) or getattr(config, "num_mel_bins", None)
     taken = inspect.signature(cls.__init__).parameters
@@ -296,7 +309,7 @@ def inputs(model_type: str, kind: str, model: Any) -> tuple[tuple, dict]:
         return (), {"input_features": features["input_features"], **decoder}
     if "input_values" in taken and "input_values" in features:
         return (features["input_values"],), decoder
-    raise NotAStack(f"{type(extractor).__name__} gives {', '.join(features)}, which {type(model).__name__}.forward "
+    raise NoFrontEnd(f"{type(extractor).__name__} gives {', '.join(features)}, which {type(model).__name__}.forward "
                     "does not take")
 
 
@@ -327,7 +340,7 @@ def survey(model_type: str, kind: str, cls: type) -> dict:
                              "forwards": False, "wraps": False, "failure": None, "values": {}, "relations": {},
                              "chain": None, "shape": [], "tasks": kinds_of(model_type)}
     parts = hosts(kind)
-    with warnings.catch_warnings(), budget(60):
+    with warnings.catch_warnings(), budget(BUDGET_S):
         warnings.simplefilter("ignore")
         try:
             model = build(model_type, cls, config(model_type, kind))
