@@ -199,6 +199,8 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
         e["linked"] = e["page"] in rendered
     facets = facet_terms(entries, FACETS)
     wrapped = [e for e in entries if e["wraps"]]
+    # the mean is over one vocabulary: the decoder parts' values (each encoder kind's line has its own parts)
+    decoders = [e for e in wrapped if e["parts"] == PARTS[None]]
     return {
         "entries": entries, "facets": facets, "index": index,
         "totals": {"types": len(entries), "pages": sum(e["kind"] == "family page" for e in entries),
@@ -206,8 +208,9 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
                    "builds": sum(r["builds"] or bool(e["page"]) for r, e in zip(rows, entries)),
                    "forwards": sum(r["forwards"] or bool(e["page"]) for r, e in zip(rows, entries)),
                    "wraps": len(wrapped),
-                   "values_of": max((e["values_of"] for e in wrapped), default=0),
-                   "mean_values": f"{sum(e['resolved'] for e in wrapped) / len(wrapped):.1f}" if wrapped else "0"},
+                   "values_of": max((e["values_of"] for e in decoders), default=0),
+                   "mean_values": f"{sum(e['resolved'] for e in decoders) / len(decoders):.1f}" if decoders else "0",
+                   "decoders": len(decoders)},
         "nnterp": index.get("nnterp", {}), "kinds": per_kind(entries, rows),
     }
 

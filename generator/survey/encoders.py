@@ -33,6 +33,7 @@ from generator.survey.measure import (
     OverBudget,
     budget,
     build,
+    chain,
     one_line,
     quiet_transformers,
 )
@@ -331,10 +332,9 @@ def survey(model_type: str, kind: str, cls: type) -> dict:
     """The facts of one model type of ``kind`` on its parts: the row ``measure.survey`` writes for a decoder."""
     import torch
 
-    from generator.facts.chain import survey_gap
     from generator.survey.kinds import kinds_of
     from generator.survey.measure import check_relations, missing_ops_unavailable, read_values
-    from nncanon.core.model import FamilyMismatch, wrap
+    from nncanon.core.model import wrap
 
     facts: dict[str, Any] = {"model_type": model_type, "class": cls.__name__, "kind": kind, "builds": False,
                              "forwards": False, "wraps": False, "failure": None, "values": {}, "relations": {},
@@ -357,11 +357,7 @@ def survey(model_type: str, kind: str, cls: type) -> dict:
             weights: dict[str, str | None] = {}
             facts["relations"] = check_relations(standard, args, kwargs, facts["values"], weights, parts)
             held = {key for key, why in {**facts["relations"], **weights}.items() if why is None}
-            unserved(standard, facts["values"])
-            try:
-                facts["chain"] = survey_gap(standard, args, kwargs, held.__contains__)
-            except FamilyMismatch as error:  # a value the tree has no module for: no order, so no chain, to measure
-                facts["chain"] = f"the forward order cannot be measured: {one_line(error)}"
+            facts["chain"] = chain(standard, args, kwargs, held, facts["values"])
         except (Exception, OverBudget) as error:  # any failure is the answer for this model type, in one line
             facts["failure"] = one_line(error)
             if isinstance(error, OUTSIDE_THE_KEY):
@@ -369,15 +365,3 @@ def survey(model_type: str, kind: str, cls: type) -> dict:
     return facts
 
 
-
-def unserved(model: Any, values: dict[str, str | None]) -> None:
-    """Every value that did not resolve, recorded as one the tree does not serve (``StandardModel.missing_op``): the
-    forward order the chain is measured on (nncanon.guards.order) then leaves it out, as a release's moved op."""
-    from generator.facts.proof import envoys, pattern
-
-    kinds = {pattern(envoy._std_path): type(envoy) for envoy in envoys(model)}
-    missing = model.__dict__.setdefault("_missing_ops", {})
-    for key, why in values.items():
-        host, _, name = key.rpartition(".")
-        if why is not None and host in kinds:
-            missing.setdefault((kinds[host], name), why)

@@ -179,7 +179,6 @@ def survey(model_type: str) -> dict:
     """The facts of one model type: how far it got, and what holds on it."""
     import torch
 
-    from generator.facts.chain import survey_gap
     from generator.survey.tree import NoTree, discover, family_module
     from nncanon.core.model import wrap
 
@@ -208,7 +207,7 @@ def survey(model_type: str) -> dict:
             # the relations that held must join into one chain, as a family page's must (generator/facts/chain.py):
             # a mixer the generic parts do not describe breaks it even where each relation holds
             held = {key for key, why in {**facts["relations"], **weights}.items() if why is None}
-            facts["chain"] = survey_gap(standard, args, kwargs, held.__contains__)
+            facts["chain"] = chain(standard, args, kwargs, held, facts["values"])
         except (Exception, NoTree, OverBudget) as error:  # any failure is the answer for this model type, in one line
             facts["failure"] = one_line(error)
             if isinstance(error, OUTSIDE_THE_KEY):
@@ -372,3 +371,30 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
     for key in weight_keys:  # the weights' relations apart: the page counts the generic hosts' own
         weights[key] = results.pop(key, "not checked")
     return dict(sorted(results.items()))
+
+
+def chain(model: Any, args: tuple, kwargs: dict, held: set[str], values: dict[str, str | None]) -> str | None:
+    """Where the chain of the relations that ``held`` breaks (None: it is whole), on the forward order measured
+    without the values that did not resolve; a value of a block the reads did not reach (a later block kind's) that
+    the tree has no module for leaves no order to measure, and the row says so in its place."""
+    from generator.facts.chain import survey_gap
+    from nncanon.core.model import FamilyMismatch
+
+    unserved(model, values)
+    try:
+        return survey_gap(model, args, kwargs, held.__contains__)
+    except FamilyMismatch as error:
+        return f"the forward order cannot be measured: {one_line(error)}"
+
+
+def unserved(model: Any, values: dict[str, str | None]) -> None:
+    """Every value that did not resolve, recorded as one the tree does not serve (``StandardModel.missing_op``): the
+    forward order the chain is measured on (nncanon.guards.order) then leaves it out, as a release's moved op."""
+    from generator.facts.proof import envoys, pattern
+
+    kinds = {pattern(envoy._std_path): type(envoy) for envoy in envoys(model)}
+    missing = model.__dict__.setdefault("_missing_ops", {})
+    for key, why in values.items():
+        host, _, name = key.rpartition(".")
+        if why is not None and host in kinds:
+            missing.setdefault((kinds[host], name), why)
