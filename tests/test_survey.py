@@ -198,7 +198,7 @@ def _cli(*args: str, env: dict | None = None, base: dict | None = None) -> subpr
 def test_an_unknown_model_type_is_one_line(tmp_path):
     done = _cli("no_such_model", env={"NNCANON_BUILD": str(tmp_path / "build")})
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.startswith("error: 'no_such_model' is not a causal-LM or image-text-to-text model type")
+    assert done.stderr.startswith("error: 'no_such_model' is on none of transformers")
     assert len(done.stderr.strip().splitlines()) == 1
 
 

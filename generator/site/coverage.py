@@ -46,6 +46,23 @@ def _holds(row: dict, starts: tuple[str, ...]) -> bool | None:
     return None if len(found) < len(starts) else all(why is None for why in found)
 
 
+#: the shared four on an encoder row (generator/survey/encoders.py): each stack's host and the relation, by VERIFIED's
+#: patterns over "host: relation" (BERT's one stack at model.layers[i], an encoder-decoder's two at model.encoder and
+#: model.decoder); a post-norm stack has no final norm, so that one is not checked there
+STACKED = re.compile(r"^model(\.(encoder|decoder))?(\.layers\[i\])?$")
+
+
+def _stacks_hold(row: dict) -> list[tuple[str, bool | None]]:
+    """Each of the shared four on an encoder row: every relation of the kind on every stack holds (None: none
+    checked)."""
+    shared = []
+    for label, _, regex in VERIFIED:
+        found = [why for key, why in row["relations"].items() if ": " in key
+                 and STACKED.match(key.split(": ", 1)[0]) and regex.search(key.split(": ", 1)[1])]
+        shared.append((label, all(why is None for why in found) if found else None))
+    return shared
+
+
 def _kind(item: str) -> str:
     """A shape word without the model's class name: "norm: LlamaRMSNorm" -> "norm: RMSNorm"."""
     if item.startswith("norm: "):
@@ -101,8 +118,15 @@ def verified(facts: dict) -> dict:
     build checked on every block, and which of the four shared ones they include."""
     relations = facts.get("relations") or []
     return {"served": sum(len(h["values"]) for h in facts.get("hosts") or []), "checked": len(relations),
-            "shared": [(label, any(r["host"] == host and pattern.match(r["text"]) for r in relations))
+            "shared": [(label, any(_on_a_stack(r["host"], host) and pattern.match(r["text"]) for r in relations))
                        for label, host, pattern in VERIFIED]}
+
+
+def _on_a_stack(host: str, wanted: str) -> bool:
+    """``host`` is ``wanted`` or its place on one of an encoder-decoder's stacks (model.encoder.layers[i] is a
+    model.layers[i], model.decoder a model, for the relations the shared four name)."""
+    return host == wanted or STACKED.match(host) is not None and host.replace(".encoder", "").replace(
+        ".decoder", "") == wanted
 
 
 def status(row: dict, page: str | None) -> str:
@@ -115,12 +139,14 @@ def status(row: dict, page: str | None) -> str:
 
 
 def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compared: dict,
-          facts: dict | None = None) -> dict:
+          facts: dict | None = None, tasks: list[str] | None = None) -> dict:
     """One table row's data and facet terms; ``compared``: its TransformerLens and nnterp columns; ``facts``: the
-    family's, for a family row (its numbers are the page's, never the survey's guess)."""
+    family's, for a family row (its numbers are the page's, never the survey's guess); ``tasks``: the lists the
+    model type is on (the index's, else the row's)."""
     kind = status(row, page)
+    tasks = row.get("tasks", []) if tasks is None else tasks
     values, relations = row["values"], row["relations"]
-    shared = [(label, _holds(row, starts)) for _, label, starts in SHARED]
+    shared = [(label, _holds(row, starts)) for _, label, starts in SHARED] if "kind" not in row else _stacks_hold(row)
     own = verified(facts) if page and facts else None
     if own:
         shared = own["shared"]
@@ -136,6 +162,7 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compar
     holds = [label for label, ok in shared if ok]
     return {
         "model_type": row["model_type"], "class": row["class"], "kind": kind, "page": page, "verified": own,
+        "tasks": tasks, "parts": PARTS.get(row.get("kind"), PARTS[None]),
         "failure": row["failure"], "wraps": row["wraps"],
         "resolved": sum(v is None for v in values.values()), "values_of": len(values),
         "held": sum(r is None for r in relations.values()), "relations_of": len(relations),
@@ -147,7 +174,7 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compar
             "mixer": mixers(row["shape"]) if row["wraps"] else [],
             "mlp": [shape["mlp"]] if row["wraps"] and "mlp" in shape else [],
             "holds": holds,
-            "task": row.get("tasks", []),
+            "task": tasks,
             "tl": ["bridged" if compared.get("transformer_lens") else "not bridged"],
             "nnterp": [compared["nnterp"]] if compared.get("nnterp") else ["not listed"],
         },
@@ -165,12 +192,15 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
     paged = [(pages[r["model_type"]], features(r)) for r in rows
              if r["model_type"] in pages and r["wraps"] and pages[r["model_type"]] in rendered]
     compared = index.get("comparison", {})
+    tasks = index.get("tasks", {})
     entries = [entry(row, pages.get(row["model_type"]), paged, compared.get(row["model_type"], {}),
-                     facts.get(pages.get(row["model_type"], ""))) for row in rows]
+                     facts.get(pages.get(row["model_type"], "")), tasks.get(row["model_type"])) for row in rows]
     for e in entries:
         e["linked"] = e["page"] in rendered
     facets = facet_terms(entries, FACETS)
     wrapped = [e for e in entries if e["wraps"]]
+    # the mean is over one vocabulary: the decoder parts' values (each encoder kind's line has its own parts)
+    decoders = [e for e in wrapped if e["parts"] == PARTS[None]]
     return {
         "entries": entries, "facets": facets, "index": index,
         "totals": {"types": len(entries), "pages": sum(e["kind"] == "family page" for e in entries),
@@ -178,10 +208,36 @@ def coverage_context(index: dict, rows: list[dict], families: set[str] | None = 
                    "builds": sum(r["builds"] or bool(e["page"]) for r, e in zip(rows, entries)),
                    "forwards": sum(r["forwards"] or bool(e["page"]) for r, e in zip(rows, entries)),
                    "wraps": len(wrapped),
-                   "values_of": max((e["values_of"] for e in wrapped), default=0),
-                   "mean_values": f"{sum(e['resolved'] for e in wrapped) / len(wrapped):.1f}" if wrapped else "0"},
-        "nnterp": index.get("nnterp", {}),
+                   "values_of": max((e["values_of"] for e in decoders), default=0),
+                   "mean_values": f"{sum(e['resolved'] for e in decoders) / len(decoders):.1f}" if decoders else "0",
+                   "decoders": len(decoders)},
+        "nnterp": index.get("nnterp", {}), "kinds": per_kind(entries, rows),
     }
+
+
+#: the parts a row's survey mounted, by the kind it was surveyed as (None: a decoder's, generator/survey/tree.py)
+PARTS = {None: "the Llama tree's", "masked LM": "BERT's", "seq2seq": "BART's", "speech-to-text": "Whisper's",
+         "CTC": "BART's encoder's"}
+
+
+def per_kind(entries: list[dict], rows: list[dict]) -> list[dict]:
+    """One line per kind: its model types (a type on two lists counts in both), how many have a family page, how
+    many build, run, take the parts and have every relation that held join into one chain."""
+    from generator.survey.kinds import KINDS
+
+    out = []
+    for kind, _ in KINDS:
+        mine = [(e, r) for e, r in zip(entries, rows) if kind in e["tasks"]]
+        if not mine:
+            continue
+        out.append({"kind": kind, "types": len(mine), "pages": sum(bool(e["page"]) for e, _ in mine),
+                    "builds": sum(r["builds"] or bool(e["page"]) for e, r in mine),
+                    "forwards": sum(r["forwards"] or bool(e["page"]) for e, r in mine),
+                    "wraps": sum(e["wraps"] and not e["page"] for e, _ in mine),
+                    "whole": sum(e["wraps"] and not e["page"] and e["chain"] is None and not e["failure"]
+                                 for e, _ in mine),
+                    "parts": sorted({e["parts"] for e, _ in mine if not e["page"]})})
+    return out
 
 
 def render_coverage(env, survey: Path | None, families: set[str] | None = None,

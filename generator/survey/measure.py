@@ -77,15 +77,10 @@ def one_line(error: BaseException) -> str:
 
 
 def tasks(model_type: str) -> list[str]:
-    """Which of transformers' two lists the model type is on."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
-    )
+    """Which of transformers' lists (kinds.KINDS) the model type is on."""
+    from generator.survey.kinds import kinds_of
 
-    return [task for task, names in (("causal LM", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
-                                     ("image-text-to-text", MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
-            if model_type in names]
+    return kinds_of(model_type)
 
 
 def model_class(model_type: str) -> type:
@@ -99,22 +94,24 @@ def model_class(model_type: str) -> type:
     return getattr(transformers, name)
 
 
-def build(model_type: str) -> Any:
-    """The tiny model, float32, every parameter drawn from SHAKE-256 as the family recipes' are."""
+def build(model_type: str, cls: type | None = None, config: Any = None) -> Any:
+    """The tiny model, float32, every parameter drawn from SHAKE-256 as the family recipes' are; ``cls`` and
+    ``config``: another task's class and a config shrunk further (the encoder survey's, generator/survey/encoders.py)."""
     import torch
 
     from generator.checkpoint import tiny_weights
 
     torch.manual_seed(SEED)  # decides only which vectors the init leaves constant
-    config = tiny_config(model_type)
+    config = tiny_config(model_type) if config is None else config
+    cls = model_class(model_type) if cls is None else cls
     with torch.device("meta"):  # sized first, for nothing
-        sizes = {name: p.numel() for name, p in model_class(model_type)(config).named_parameters()}
+        sizes = {name: p.numel() for name, p in cls(config).named_parameters()}
     if sum(sizes.values()) > MAX_PARAMETERS:
         largest = max(sizes, key=sizes.get)
         raise TooLarge(f"the shrunk config still has {sum(sizes.values()):,} parameters ({largest}: "
                        f"{sizes[largest]:,}); a size field the survey's shrink table does not know")
     with torch.device("cpu"):
-        model = model_class(model_type)(config).to(torch.float32).eval()
+        model = cls(config).to(torch.float32).eval()
     modules = dict(model.named_modules())
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -182,7 +179,6 @@ def survey(model_type: str) -> dict:
     """The facts of one model type: how far it got, and what holds on it."""
     import torch
 
-    from generator.facts.chain import survey_gap
     from generator.survey.tree import NoTree, discover, family_module
     from nncanon.core.model import wrap
 
@@ -211,7 +207,7 @@ def survey(model_type: str) -> dict:
             # the relations that held must join into one chain, as a family page's must (generator/facts/chain.py):
             # a mixer the generic parts do not describe breaks it even where each relation holds
             held = {key for key, why in {**facts["relations"], **weights}.items() if why is None}
-            facts["chain"] = survey_gap(standard, args, kwargs, held.__contains__)
+            facts["chain"] = chain(standard, args, kwargs, held, facts["values"])
         except (Exception, NoTree, OverBudget) as error:  # any failure is the answer for this model type, in one line
             facts["failure"] = one_line(error)
             if isinstance(error, OUTSIDE_THE_KEY):
@@ -219,12 +215,13 @@ def survey(model_type: str) -> dict:
     return facts
 
 
-def _kinds(model: Any) -> list[tuple[str, Any]]:
-    """(host path pattern, first envoy) of every host kind, the root first."""
+def _kinds(model: Any, hosts: list | None = None) -> list[tuple[str, Any]]:
+    """(host path pattern, first envoy) of every host kind, the root first (``hosts``: the parts surveyed, default
+    the decoder's, tree.generic_hosts)."""
     from generator.facts.proof import envoys, pattern
     from generator.survey.tree import generic_hosts
 
-    generic = {path for path, _ in generic_hosts()}
+    generic = {path for path, _ in hosts or generic_hosts()}
     seen: dict[str, Any] = {}
     for envoy in envoys(model):
         if pattern(envoy._std_path) not in generic:
@@ -272,7 +269,7 @@ def not_served(model: Any, envoy: Any, attr: str) -> str | None:
     return None
 
 
-def read_values(model: Any, args: tuple, kwargs: dict) -> dict[str, str | None]:
+def read_values(model: Any, args: tuple, kwargs: dict, hosts: list | None = None) -> dict[str, str | None]:
     """``"host.value" -> None`` (it resolves: the read gives a tensor) or why not, for every value of the
     generic hosts (a host the tree has no module for: all of its values say so)."""
     import torch
@@ -280,9 +277,9 @@ def read_values(model: Any, args: tuple, kwargs: dict) -> dict[str, str | None]:
     from generator.facts.proof import path_of
     from generator.survey.tree import generic_values
 
-    results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_values()}
+    results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_values(hosts)}
     wanted = {}
-    for host, envoy in _kinds(model):
+    for host, envoy in _kinds(model, hosts):
         for value in type(envoy).values():
             key = f"{host}.{value.name}"
             why = not_served(model, envoy, value.name)
@@ -290,9 +287,9 @@ def read_values(model: Any, args: tuple, kwargs: dict) -> dict[str, str | None]:
                 results[key] = why
             else:
                 wanted[(path_of(envoy), value.name)] = envoy
-    hosts = {path_of(envoy): host for host, envoy in _kinds(model)}
+    at = {path_of(envoy): host for host, envoy in _kinds(model, hosts)}
     for (path, name), read in _read(model, wanted, args, kwargs).items():
-        key = f"{hosts[path]}.{name}"
+        key = f"{at[path]}.{name}"
         if isinstance(read, BaseException):
             results[key] = one_line(read)
         elif isinstance(read, torch.Tensor) or (isinstance(read, list) and name == "input_size"):
@@ -303,7 +300,7 @@ def read_values(model: Any, args: tuple, kwargs: dict) -> dict[str, str | None]:
 
 
 def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str | None],
-                    weights: dict[str, str | None] | None = None) -> dict[str, str | None]:
+                    weights: dict[str, str | None] | None = None, hosts: list | None = None) -> dict[str, str | None]:
     """``"host: relation" -> None`` (it holds on every envoy of the host) or why not, for every relation of
     the generic hosts the tree mounts. Computed by the relation's own code on the values read; a term that is
     a value which did not resolve (``values``, from `read_values`) is not read again. ``weights``: the relations
@@ -314,11 +311,12 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
     from nncanon.core.relations import error as relative_error
     from nncanon.parts.weights import relations as weight_relations
 
-    results: dict[str, str | None] = {key: "no module mounted for this host" for key in generic_relations(SKIPPED)}
+    results: dict[str, str | None] = {key: "no module mounted for this host"
+                                      for key in generic_relations(SKIPPED, hosts)}
     failed: dict[str, str] = {}  # a relation holds only where it holds on every envoy: its first failure stays
     plan = []
     weight_keys: set[str] = set()
-    generic = {path for path, _ in generic_hosts()}
+    generic = {path for path, _ in hosts or generic_hosts()}
     for envoy in envoys(model):
         host = pattern(envoy._std_path)
         if host not in generic:
@@ -373,3 +371,30 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
     for key in weight_keys:  # the weights' relations apart: the page counts the generic hosts' own
         weights[key] = results.pop(key, "not checked")
     return dict(sorted(results.items()))
+
+
+def chain(model: Any, args: tuple, kwargs: dict, held: set[str], values: dict[str, str | None]) -> str | None:
+    """Where the chain of the relations that ``held`` breaks (None: it is whole), on the forward order measured
+    without the values that did not resolve; a value of a block the reads did not reach (a later block kind's) that
+    the tree has no module for leaves no order to measure, and the row says so in its place."""
+    from generator.facts.chain import survey_gap
+    from nncanon.core.model import FamilyMismatch
+
+    unserved(model, values)
+    try:
+        return survey_gap(model, args, kwargs, held.__contains__)
+    except FamilyMismatch as error:
+        return f"the forward order cannot be measured: {one_line(error)}"
+
+
+def unserved(model: Any, values: dict[str, str | None]) -> None:
+    """Every value that did not resolve, recorded as one the tree does not serve (``StandardModel.missing_op``): the
+    forward order the chain is measured on (nncanon.guards.order) then leaves it out, as a release's moved op."""
+    from generator.facts.proof import envoys, pattern
+
+    kinds = {pattern(envoy._std_path): type(envoy) for envoy in envoys(model)}
+    missing = model.__dict__.setdefault("_missing_ops", {})
+    for key, why in values.items():
+        host, _, name = key.rpartition(".")
+        if why is not None and host in kinds:
+            missing.setdefault((kinds[host], name), why)

@@ -1,7 +1,9 @@
-"""``python -m generator survey``: every causal-LM and image-text-to-text model type, surveyed and cached.
+"""``python -m generator survey``: every causal-LM, image-text-to-text, masked-LM, seq2seq, speech-to-text and CTC
+model type, surveyed and cached.
 
-The model types are transformers' own lists (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` and
-``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``), so a release that adds one adds a row. Each type's facts
+The model types are transformers' own lists (``KINDS``: ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` ...
+``MODEL_FOR_CTC_MAPPING_NAMES``), so a release that adds one adds a row. A type on a decoder list is surveyed on the
+decoder parts (``measure``), one on the encoder lists alone on its kind's encoder parts (``encoders``). Each type's facts
 are cached as ``<build>/survey/<model_type>.json`` under a key of the transformers, torch and nnsight
 releases, the survey code's hash and the model type, and shared with every build directory on the machine
 (``$NNCANON_CACHE/survey``, beside the tiny checkpoints): a rerun with nothing changed reads them back and
@@ -24,6 +26,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from generator.disk import SHARED, room
+from generator.survey.kinds import KINDS, kinds_of, mapping, surveyed_as
 
 SCHEMA = 2  # 2: a row says where the chain of relations breaks ("chain")
 HERE = Path(__file__).resolve().parent
@@ -33,8 +36,7 @@ INDEX = "index.json"
 
 
 class UnknownModelType(ValueError):
-    """A model type the survey was asked for that transformers does not ship as a causal LM or an
-    image-text-to-text model."""
+    """A model type the survey was asked for that transformers does not ship on one of ``KINDS``' lists."""
 
 
 def survey_dir() -> Path:
@@ -52,13 +54,8 @@ def shared_dir() -> Path:
 
 
 def model_types() -> list[str]:
-    """Every causal-LM and image-text-to-text model type of the installed transformers, sorted."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
-    )
-
-    return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
+    """Every model type on one of ``KINDS``' lists in the installed transformers, sorted."""
+    return sorted(set().union(*(mapping(kind) for kind, _ in KINDS)))
 
 
 def _release(package: str) -> str:
@@ -78,15 +75,23 @@ def code_hash() -> str:
     import generator.facts.proof
     import nncanon.core.relations
     import nncanon.guards.order
+    import nncanon.parts.attention.cross_attention
     import nncanon.parts.attention.softmax
     import nncanon.parts.blocks.decoder
     import nncanon.parts.blocks.mlp
+    import nncanon.parts.encoders.bidirectional
+    import nncanon.parts.encoders.embeddings
+    import nncanon.parts.encoders.post_norm
+    import nncanon.parts.encoders.seq2seq
+    import nncanon.parts.encoders.speech
     import nncanon.parts.weights
 
     files = sorted(HERE.glob("*.py")) + [Path(m.__file__) for m in (
         generator.facts.proof, generator.checkpoint.tiny_weights, nncanon.parts.blocks.decoder, nncanon.parts.attention.softmax,
         nncanon.parts.blocks.mlp, nncanon.core.relations, generator.facts.chain, generator.facts.dataflow,
-        nncanon.guards.order, nncanon.parts.weights, generator.facts.norm_placement)]
+        nncanon.guards.order, nncanon.parts.weights, generator.facts.norm_placement,
+        nncanon.parts.attention.cross_attention, nncanon.parts.encoders.bidirectional, nncanon.parts.encoders.embeddings,
+        nncanon.parts.encoders.post_norm, nncanon.parts.encoders.seq2seq, nncanon.parts.encoders.speech)]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -155,8 +160,9 @@ def survey_all(names: list[str] | None = None, progress: Callable[[str], None] =
     every = model_types()
     unknown = [name for name in names or [] if name not in every]
     if unknown:
-        raise UnknownModelType(f"{unknown[0]!r} is not a causal-LM or image-text-to-text model type of transformers "
-                               f"{_release('transformers')}; {len(every)} are, e.g. {', '.join(every[:3])}")
+        raise UnknownModelType(f"{unknown[0]!r} is on none of transformers {_release('transformers')}'s lists of "
+                               f"{', '.join(kind for kind, _ in KINDS)} model types; {len(every)} are, e.g. "
+                               f"{', '.join(every[:3])}")
     names = names or every
     start, cpu = time.perf_counter(), time.process_time()
     code = code_hash()
@@ -206,10 +212,12 @@ def _survey_in_parallel(todo: list[str], keys: dict[str, str], jobs: int,
 
 
 def _survey_one(model_type: str, key: str, progress: Callable[[str], None]) -> dict:
-    from generator.survey.measure import survey
+    from generator.survey import encoders, measure
 
     began = time.perf_counter()
-    facts = survey(model_type)
+    kind = surveyed_as(model_type)
+    facts = measure.survey(model_type) if kind == "decoder" else \
+        encoders.survey(model_type, kind, getattr(__import__("transformers"), mapping(kind)[model_type]))
     # a failure the key cannot see (measure.OUTSIDE_THE_KEY) is the page's row for now, never a cache hit
     retry = {"retry": True} if facts.pop("retry", False) else {}
     for directory in (survey_dir(), shared_dir()):
@@ -221,17 +229,13 @@ def _survey_one(model_type: str, key: str, progress: Callable[[str], None]) -> d
 def write_index(names: list[str]) -> dict:
     """``index.json``: the model types of a whole survey, the ones with a family page, and the comparison
     columns of each (TransformerLens, nnterp), with the nnterp file's source."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
-    )
-
     nnterp = json.loads(NNTERP.read_text(encoding="utf-8"))
     bridged = transformer_lens_bridged()
-    classes = {**MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, **MODEL_FOR_CAUSAL_LM_MAPPING_NAMES}
+    classes = {name: cls for kind, _ in reversed(KINDS) for name, cls in mapping(kind).items()}
     index = {"schema": SCHEMA, "transformers": _release("transformers"),
              "transformer_lens": _release("transformer-lens"), "model_types": names, "pages": pages(),
              "comparison": {name: comparison(classes.get(name), *bridged, nnterp) for name in names},
+             "tasks": {name: kinds_of(name) for name in names},
              "nnterp": {k: v for k, v in nnterp.items() if k != "classes"}}
     _write(survey_dir() / INDEX, index)
     return index

@@ -228,12 +228,12 @@ def generic_hosts() -> list[tuple[str, type]]:
     return [("model", root), (Block.HOST, Block), (Attention.HOST, Attention), (MLP.HOST, MLP)]
 
 
-def generic_values() -> list[str]:
-    """Every ``"host.value"`` the generic parts declare: the survey's M."""
-    return [f"{path}.{value.name}" for path, cls in generic_hosts() for value in cls.values()]
+def generic_values(hosts: list | None = None) -> list[str]:
+    """Every ``"host.value"`` the generic parts (or ``hosts``) declare: the survey's M."""
+    return [f"{path}.{value.name}" for path, cls in hosts or generic_hosts() for value in cls.values()]
 
 
-def generic_relations(skipped: tuple[str, ...]) -> list[str]:
-    """Every ``"host: relation"`` the generic parts state (but ``skipped``): the survey's L."""
-    return [f"{path}: {relation.text}" for path, cls in generic_hosts()
+def generic_relations(skipped: tuple[str, ...], hosts: list | None = None) -> list[str]:
+    """Every ``"host: relation"`` the generic parts (or ``hosts``) state (but ``skipped``): the survey's L."""
+    return [f"{path}: {relation.text}" for path, cls in hosts or generic_hosts()
             for relation in getattr(cls, "RELATIONS", ()) if not relation.text.startswith(skipped)]

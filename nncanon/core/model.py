@@ -240,8 +240,14 @@ class StandardModel(Host, TransformersModel):
                     try:
                         target = envoy if module is None else envoy.get(module)
                     except AttributeError:
-                        raise FamilyMismatch(f"{where} reads inside the child module {module}, which "
-                                             f"{type(envoy._module).__name__} does not have") from None
+                        if releases.verified():
+                            raise FamilyMismatch(f"{where} reads inside the child module {module}, which "
+                                                 f"{type(envoy._module).__name__} does not have") from None
+                        # outside the verified releases (and on the survey's guessed trees) that value alone is
+                        # unavailable, as a moved op's is below
+                        self._missing_ops[(type(envoy), value.name)] = (
+                            f"{type(envoy._module).__name__} has no module {module} where nncanon reads it")
+                        continue
                     key = (type(envoy), type(envoy._module), type(target._module), value.name)
                     if key in checked:
                         target.source  # noqa: B018  (installs it)

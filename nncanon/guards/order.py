@@ -85,7 +85,9 @@ def _measure(model: Any, args: tuple = (PROMPT,), kwargs: dict | None = None) ->
         for path in paths:
             relative = "" if path == "model" else path[len("model."):].replace("[", ".").replace("]", "")
             for value in kind.cls.values():
-                if all(condition.holds(model) for condition in value.conditions):
+                # a value the release (or the survey's guessed tree) does not serve is not in the forward to order
+                if all(condition.holds(model) for condition in value.conditions) and \
+                        not model.missing_op(kind.cls, value.name):
                     targets.append(((kind.host, kind.cls.__name__), relative, value.name, index(path)))
     produced = _record(model, targets, args, kwargs or {})
     key = _load_key(model)
