@@ -21,7 +21,7 @@ from ..guards import releases
 from ..research.weights import ROOT as ROOT_WEIGHTS
 from .building import ImplementationError
 from .hosts import Host, HostKind, Stack, index, pattern, span
-from .inputs import cached_mask_left_to_the_model
+from .inputs import batch_features, cached_mask_left_to_the_model, feature_rows, settings_beside_text
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
@@ -186,8 +186,17 @@ class StandardModel(Host, TransformersModel):
             return run_on_server(self, super(StandardModel, self).interleave, fn, *args, **kwargs)
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
-    def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helper is a module global, shipped
-        args, kwargs = cached_mask_left_to_the_model(invokes, *super(StandardModel, self)._batch(invokes, fn))
+    def _batch_size(self, *inputs: Any, **kwargs: Any) -> int:
+        rows = feature_rows(self, inputs, kwargs)  # nnsight counts input_features= as one row, whatever its batch
+        return super(StandardModel, self)._batch_size(*inputs, **kwargs) if rows is None else rows
+
+    def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helpers are module globals, shipped
+        if getattr(fn, "__name__", None) == "pipe":
+            return super(StandardModel, self)._batch(invokes, fn)
+        call = batch_features(self, invokes)  # a speech model's invokes: nnsight batches no features
+        if call is None:  # a prompt's keywords beside it: kept, where the feature-extraction pipeline drops them
+            call = super(StandardModel, self)._batch(settings_beside_text(self, invokes), fn)
+        args, kwargs = cached_mask_left_to_the_model(invokes, *call)
         # an encoder-decoder whose forward needs decoder ids (T5's): the family's default for a call without them;
         # generate starts the decoder itself (decoder_start_token_id)
         decoder_inputs = getattr(self.family_module, "decoder_inputs", None)
