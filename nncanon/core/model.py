@@ -191,11 +191,10 @@ class StandardModel(Host, TransformersModel):
         return super(StandardModel, self)._batch_size(*inputs, **kwargs) if rows is None else rows
 
     def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helpers are module globals, shipped
-        if getattr(fn, "__name__", None) == "pipe":
-            return super(StandardModel, self)._batch(invokes, fn)
-        call = batch_features(self, invokes)  # a speech model's invokes: nnsight batches no features
+        piped = getattr(fn, "__name__", None) == "pipe"  # the pipeline's own call: its preprocessing is the point
+        call = None if piped else batch_features(self, invokes)  # a speech model's invokes: nnsight batches no features
         if call is None:  # a prompt's keywords beside it: kept, where the feature-extraction pipeline drops them
-            call = super(StandardModel, self)._batch(settings_beside_text(self, invokes), fn)
+            call = super(StandardModel, self)._batch(invokes if piped else settings_beside_text(self, invokes), fn)
         args, kwargs = cached_mask_left_to_the_model(invokes, *call)
         # an encoder-decoder whose forward needs decoder ids (T5's): the family's default for a call without them;
         # generate starts the decoder itself (decoder_start_token_id)
