@@ -178,3 +178,7 @@ def test_whisper_invokes_that_do_not_batch_are_one_line_errors(whisper):
                 pass
             with tracer.invoke(ids):
                 pass
+    with pytest.raises(InputError, match="no decoder_input_ids; pass the transcript so far") as refused:
+        with whisper.trace(features):
+            pass
+    assert "\n" not in str(refused.value)

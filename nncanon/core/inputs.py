@@ -237,3 +237,15 @@ def batch_features(model: Any, invokes: list) -> tuple | None:
         forward.update({key: value for key, value in call.items() if key not in processing.ROW_FIELDS and key != name})
     text = processing.collate(model, items) if items[0] else {}
     return (), {name: torch.cat([call[name] for call in calls]), **text, **forward}
+
+
+def check_decoder_inputs(model: Any, kwargs: Mapping) -> None:
+    """A speech encoder-decoder's forward needs the transcript so far: refused in one line when a call has none (given
+    neither, transformers' Whisper says "You cannot specify both decoder_input_ids and decoder_inputs_embeds")."""
+    name = feature_input(model)
+    if name is None or not getattr(model._module.config, "is_encoder_decoder", False) or any(
+            kwargs.get(key) is not None for key in ("decoder_input_ids", "decoder_inputs_embeds", "labels")):
+        return
+    start = getattr(model._module.config, "decoder_start_token_id", None)
+    raise InputError(f"trace({name}=...): no decoder_input_ids; pass the transcript so far as decoder_input_ids (from "
+                     f"decoder_start_token_id {start}), or call model.generate, which starts the decoder itself")

@@ -21,7 +21,13 @@ from ..guards import releases
 from ..research.weights import ROOT as ROOT_WEIGHTS
 from .building import ImplementationError
 from .hosts import Host, HostKind, Stack, index, pattern, span
-from .inputs import batch_features, cached_mask_left_to_the_model, feature_rows, settings_beside_text
+from .inputs import (
+    batch_features,
+    cached_mask_left_to_the_model,
+    check_decoder_inputs,
+    feature_rows,
+    settings_beside_text,
+)
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
@@ -199,9 +205,12 @@ class StandardModel(Host, TransformersModel):
         # an encoder-decoder whose forward needs decoder ids (T5's): the family's default for a call without them;
         # generate starts the decoder itself (decoder_start_token_id)
         decoder_inputs = getattr(self.family_module, "decoder_inputs", None)
-        if decoder_inputs is None or "generate" in getattr(fn, "__name__", ""):
+        if piped or "generate" in getattr(fn, "__name__", ""):
             return args, kwargs
-        return decoder_inputs(self, args, kwargs)
+        if decoder_inputs is not None:
+            args, kwargs = decoder_inputs(self, args, kwargs)
+        check_decoder_inputs(self, kwargs)
+        return args, kwargs
 
     @contextlib.contextmanager
     def _native_tree(self):
