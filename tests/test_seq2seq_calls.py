@@ -128,7 +128,7 @@ def _roundings(config, seq: int) -> int:
 
 
 def test_whisper_two_audio_invokes_each_get_their_own_rows(whisper):
-    """Each invoke reads its own rows, equal to a plain forward on its input alone; an edit in one leaves the other's."""
+    """Each invoke reads its own rows, equal to a plain forward on its input alone; one's edit leaves the other's."""
     from nncanon.parts.encoders.speech import speech_inputs
 
     _, call = speech_inputs(whisper)

@@ -166,7 +166,7 @@ def settings_beside_text(model: Any, invokes: list) -> list:
             continue
         preprocess, _, _ = model.pipeline._sanitize_parameters(**{k: v for k, v in kwargs.items() if k in own})
         rows = [model.pipeline.preprocess(prompt, **preprocess) for prompt in prompts]
-        encoding = {key: [row[key] for row in rows] for key, value in rows[0].items() if isinstance(value, torch.Tensor)}
+        encoding = {key: [row[key] for row in rows] for key in rows[0] if isinstance(rows[0][key], torch.Tensor)}
         kept.append(((encoding, *inputs[1:]), rest))
     return kept
 

@@ -19,15 +19,9 @@ from nnsight.modeling.transformers import TransformersModel
 
 from ..guards import releases
 from ..research.weights import ROOT as ROOT_WEIGHTS
+from . import inputs as given
 from .building import ImplementationError
 from .hosts import Host, HostKind, Stack, index, pattern, span
-from .inputs import (
-    batch_features,
-    cached_mask_left_to_the_model,
-    check_decoder_inputs,
-    feature_rows,
-    settings_beside_text,
-)
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
@@ -193,15 +187,17 @@ class StandardModel(Host, TransformersModel):
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
     def _batch_size(self, *inputs: Any, **kwargs: Any) -> int:
-        rows = feature_rows(self, inputs, kwargs)  # nnsight counts input_features= as one row, whatever its batch
+        rows = given.feature_rows(self, inputs, kwargs)  # nnsight counts input_features= as one row, any batch
         return super(StandardModel, self)._batch_size(*inputs, **kwargs) if rows is None else rows
 
     def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helpers are module globals, shipped
         piped = getattr(fn, "__name__", None) == "pipe"  # the pipeline's own call: its preprocessing is the point
-        call = None if piped else batch_features(self, invokes)  # a speech model's invokes: nnsight batches no features
-        if call is None:  # a prompt's keywords beside it: kept, where the feature-extraction pipeline drops them
-            call = super(StandardModel, self)._batch(invokes if piped else settings_beside_text(self, invokes), fn)
-        args, kwargs = cached_mask_left_to_the_model(invokes, *call)
+        # a speech model's invokes (nnsight batches no features); a prompt's keywords (feature-extraction drops them)
+        call = None if piped else given.batch_features(self, invokes)
+        if call is None:
+            kept = invokes if piped else given.settings_beside_text(self, invokes)
+            call = super(StandardModel, self)._batch(kept, fn)
+        args, kwargs = given.cached_mask_left_to_the_model(invokes, *call)
         # an encoder-decoder whose forward needs decoder ids (T5's): the family's default for a call without them;
         # generate starts the decoder itself (decoder_start_token_id)
         decoder_inputs = getattr(self.family_module, "decoder_inputs", None)
@@ -209,7 +205,7 @@ class StandardModel(Host, TransformersModel):
             return args, kwargs
         if decoder_inputs is not None:
             args, kwargs = decoder_inputs(self, args, kwargs)
-        check_decoder_inputs(self, kwargs)
+        given.check_decoder_inputs(self, kwargs)
         return args, kwargs
 
     @contextlib.contextmanager

@@ -259,7 +259,8 @@ def _scaled_self_projections(host, r):
 
 @relation("attention_queries == q_proj(input) · head_dim^-0.5 in heads (from the decoder's stream; Whisper scales the "
           "queries, once: the scores take no factor of their own); attention_keys, attention_values == "
-          "k_proj(encoder_states), v_proj(encoder_states) in heads (from the encoder's normed output)", proves="attention_queries attention_keys attention_values",
+          "k_proj(encoder_states), v_proj(encoder_states) in heads (from the encoder's normed output)",
+          proves="attention_queries attention_keys attention_values",
           reads="input encoder_states attention_queries attention_keys attention_values")
 def _scaled_cross_projections(host, r):
     module, x, states = host._module, first(r["input"]), r["encoder_states"]
