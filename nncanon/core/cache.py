@@ -148,8 +148,6 @@ def _in_forward_order(model: Any, entries: list[Entry]) -> list[Entry]:
 
 def run(model: Any, names: list[str] | str, inputs: tuple, kwargs: dict, blocks: Any = None) -> Cache:
     """One forward on ``inputs`` reading ``names``: plain hooks for boundary values, a trace only for the rest."""
-    from nnsight.modeling import processing
-
     entries = resolve(model, names, blocks)
     found: dict[str, Any] = {}
     handles = [_hook(entry, found) for entry in entries if entry.hooked]
@@ -161,10 +159,7 @@ def run(model: Any, names: list[str] | str, inputs: tuple, kwargs: dict, blocks:
                     for entry in traced:
                         found[entry.key] = _copy(getattr(entry.host, entry.value.name)).save()
             else:
-                args, forward = processing.batch_forward(model, [(inputs, kwargs)])
-                decoder_inputs = getattr(model.family_module, "decoder_inputs", None)  # as StandardModel._batch
-                if decoder_inputs is not None:
-                    args, forward = decoder_inputs(model, args, forward)
+                args, forward = model._batch([(inputs, kwargs)], model._call)  # what a trace would call
                 model._module(*args, **forward)
     finally:
         for handle in handles:

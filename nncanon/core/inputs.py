@@ -8,10 +8,12 @@ of 0 elements; and a value read outside a trace as nnsight's ``model.output``. E
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import torch
+from nnsight.modeling import processing
 
 _ACCEPTS = ("a prompt (str), a list of prompts, token ids (a list of ints, a list of such lists, or an integer "
             "tensor [batch, seq]) or the tokenizer's output")
@@ -80,6 +82,8 @@ def _as_ids(value: list) -> torch.Tensor | None:
 
 def check_input(model: Any, value: Any, where: str = "trace(input)") -> None:
     """Raise :class:`InputError` if ``value`` (one positional input of a trace or invoke) cannot run."""
+    if feature_input(model) is not None and isinstance(value, torch.Tensor) and value.is_floating_point():
+        return  # a speech model's features: the model judges their shape
     if isinstance(value, str):
         if _positions(model) is not None and getattr(model, "tokenizer", None) is not None:
             _check_length(model, len(model.tokenizer(value)["input_ids"]), where)
@@ -134,3 +138,114 @@ def cached_mask_left_to_the_model(invokes: list, args: tuple, kwargs: dict) -> t
                 "attention_mask" in given or "attention_mask" in data):
             kwargs = {k: v for k, v in kwargs.items() if k != "attention_mask"}
     return args, kwargs
+
+
+# -- what a feature-extraction pipeline would drop, and inputs that are features ---------------------------------
+
+
+def settings_beside_text(model: Any, invokes: list) -> list:
+    """The invokes with a text prompt tokenized when keywords ride beside it, so none is dropped.
+
+    A model loaded under the feature-extraction pipeline (an encoder, an encoder-decoder: ``TEXT_TASK``) has nnsight
+    split a prompt's keywords with that pipeline's ``_sanitize_parameters``, which keeps its tokenizer's
+    (``truncation``, ``tokenize_kwargs``) and drops every other: ``generate("...", max_new_tokens=4)`` generated
+    to the checkpoint's max_length, and ``trace("...", decoder_input_ids=ids)`` decoded the shifted prompt. Such a
+    prompt is tokenized here by the pipeline's own preprocess, one row per prompt, and handed on as an encoding
+    beside its keywords, which nnsight batches row by row (``decoder_input_ids``) or passes to the call (settings)."""
+    if model.task != "feature-extraction" or model.pipeline is None:
+        return invokes
+    own = set(inspect.signature(model.pipeline._sanitize_parameters).parameters) - {"kwargs"}
+    kept = []
+    for inputs, kwargs in invokes:
+        data = inputs[0] if inputs else None
+        prompts = [data] if isinstance(data, str) else data if isinstance(data, list) and data and all(
+            isinstance(prompt, str) for prompt in data) else None
+        rest = {key: value for key, value in kwargs.items() if key not in own}
+        if prompts is None or not rest:
+            kept.append((inputs, kwargs))
+            continue
+        preprocess, _, _ = model.pipeline._sanitize_parameters(**{k: v for k, v in kwargs.items() if k in own})
+        rows = [model.pipeline.preprocess(prompt, **preprocess) for prompt in prompts]
+        encoding = {key: [row[key] for row in rows] for key in rows[0] if isinstance(rows[0][key], torch.Tensor)}
+        kept.append(((encoding, *inputs[1:]), rest))
+    return kept
+
+
+#: the inputs a speech model reads instead of token ids: log-mel features (Whisper) or the waveform (wav2vec2)
+FEATURE_INPUTS = ("input_features", "input_values")
+
+
+def feature_input(model: Any) -> str | None:
+    """The model's input when it reads features (its ``main_input_name``), else None."""
+    name = getattr(getattr(model, "_module", None), "main_input_name", None)
+    return name if name in FEATURE_INPUTS else None
+
+
+def as_features(model: Any, inputs: tuple, kwargs: Mapping) -> dict | None:
+    """One invoke written in features as the model's keywords, else None: a float tensor (the features, positional
+    as a prompt is), the feature extractor's output, or ``input_features=`` itself."""
+    name, data = feature_input(model), inputs[0] if inputs else None
+    if name is None:
+        return None
+    if isinstance(data, torch.Tensor) and data.is_floating_point():
+        return {name: data, **kwargs}
+    if isinstance(data, Mapping) and data.get(name) is not None:
+        return {**data, **kwargs}
+    if data is None and kwargs.get(name) is not None:
+        return dict(kwargs)
+    return None
+
+
+def feature_rows(model: Any, inputs: tuple, kwargs: Mapping) -> int | None:
+    """How many rows an invoke written in features gives the batch (its features' first dimension), else None."""
+    call = as_features(model, inputs, kwargs)
+    return None if call is None else int(call[feature_input(model)].shape[0])
+
+
+def batch_features(model: Any, invokes: list) -> tuple | None:
+    """The call of a trace whose invokes are written in features, each invoke's rows after the last's; None when
+    they are not features. Features are stacked as they are (the extractor pads every clip to one window); the
+    invokes' per-row text fields (``decoder_input_ids``) are split into rows and padded as nnsight pads a text batch
+    (a target on the right); any other keyword is the call's."""
+    calls = [as_features(model, inputs, kwargs) for inputs, kwargs in invokes]
+    if all(call is None for call in calls):
+        return None
+    name = feature_input(model)
+    if any(call is None for call in calls):
+        raise InputError(f"invoke {calls.index(None)}: not features, beside an invoke of {name}; pass {name} (the "
+                         "feature extractor's output or its tensor) in every invoke of the trace")
+    if len(calls) == 1:
+        return (), calls[0]
+    shapes = [tuple(call[name].shape[1:]) for call in calls]
+    if len(set(shapes)) > 1:
+        raise InputError(f"invokes' {name} of shapes {', '.join(map(str, shapes))} per row: run every clip through "
+                         "model.feature_extractor, which pads each to one window")
+    items, forward = [], {}
+    for n, call in enumerate(calls):
+        count = call[name].shape[0]
+        per_row = [{} for _ in range(count)]
+        for key, value in call.items():
+            if key not in processing.ROW_FIELDS or value is None:
+                continue
+            rows, _ = processing.split(key, value, True)
+            if len(rows) != count:
+                raise InputError(f"invoke {n}: {key} has {len(rows)} rows beside {count} rows of {name}; pass one "
+                                 "per row")
+            for item, row in zip(per_row, rows):
+                item[key] = row
+        items += per_row
+        forward.update({key: value for key, value in call.items() if key not in processing.ROW_FIELDS and key != name})
+    text = processing.collate(model, items) if items[0] else {}
+    return (), {name: torch.cat([call[name] for call in calls]), **text, **forward}
+
+
+def check_decoder_inputs(model: Any, kwargs: Mapping) -> None:
+    """A speech encoder-decoder's forward needs the transcript so far: refused in one line when a call has none (given
+    neither, transformers' Whisper says "You cannot specify both decoder_input_ids and decoder_inputs_embeds")."""
+    name = feature_input(model)
+    if name is None or not getattr(model._module.config, "is_encoder_decoder", False) or any(
+            kwargs.get(key) is not None for key in ("decoder_input_ids", "decoder_inputs_embeds", "labels")):
+        return
+    start = getattr(model._module.config, "decoder_start_token_id", None)
+    raise InputError(f"trace({name}=...): no decoder_input_ids; pass the transcript so far as decoder_input_ids (from "
+                     f"decoder_start_token_id {start}), or call model.generate, which starts the decoder itself")

@@ -19,9 +19,9 @@ from nnsight.modeling.transformers import TransformersModel
 
 from ..guards import releases
 from ..research.weights import ROOT as ROOT_WEIGHTS
+from . import inputs as given
 from .building import ImplementationError
 from .hosts import Host, HostKind, Stack, index, pattern, span
-from .inputs import cached_mask_left_to_the_model
 from .locators import FamilyMismatch, MissingOp, check_ops
 from .remote import run_on_server, ship_by_value
 from .values import NotOnHost, Unavailable
@@ -186,14 +186,27 @@ class StandardModel(Host, TransformersModel):
             return run_on_server(self, super(StandardModel, self).interleave, fn, *args, **kwargs)
         return super(StandardModel, self).interleave(fn, *args, **kwargs)
 
-    def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helper is a module global, shipped
-        args, kwargs = cached_mask_left_to_the_model(invokes, *super(StandardModel, self)._batch(invokes, fn))
+    def _batch_size(self, *inputs: Any, **kwargs: Any) -> int:
+        rows = given.feature_rows(self, inputs, kwargs)  # nnsight counts input_features= as one row, any batch
+        return super(StandardModel, self)._batch_size(*inputs, **kwargs) if rows is None else rows
+
+    def _batch(self, invokes: list, fn: Any) -> tuple:  # runs on NDIF too: its helpers are module globals, shipped
+        piped = getattr(fn, "__name__", None) == "pipe"  # the pipeline's own call: its preprocessing is the point
+        # a speech model's invokes (nnsight batches no features); a prompt's keywords (feature-extraction drops them)
+        call = None if piped else given.batch_features(self, invokes)
+        if call is None:
+            kept = invokes if piped else given.settings_beside_text(self, invokes)
+            call = super(StandardModel, self)._batch(kept, fn)
+        args, kwargs = given.cached_mask_left_to_the_model(invokes, *call)
         # an encoder-decoder whose forward needs decoder ids (T5's): the family's default for a call without them;
         # generate starts the decoder itself (decoder_start_token_id)
         decoder_inputs = getattr(self.family_module, "decoder_inputs", None)
-        if decoder_inputs is None or "generate" in getattr(fn, "__name__", ""):
+        if piped or "generate" in getattr(fn, "__name__", ""):
             return args, kwargs
-        return decoder_inputs(self, args, kwargs)
+        if decoder_inputs is not None:
+            args, kwargs = decoder_inputs(self, args, kwargs)
+        given.check_decoder_inputs(self, kwargs)
+        return args, kwargs
 
     @contextlib.contextmanager
     def _native_tree(self):

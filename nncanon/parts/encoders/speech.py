@@ -240,29 +240,47 @@ def _unpadded_source(shared: Relation) -> Relation:
                     tuple(reads), compute, shared.tolerance, shared.adds, shared.exact)
 
 
-@relation("attention_queries == q_proj(input) · scaling in heads (the queries scaled before the call, whose scaling "
-          "is 1); attention_keys, attention_values == k_proj(input), v_proj(input) in heads", proves="",
+def _once(module: Any) -> tuple:
+    """The queries' factor is head_dim^-0.5, as the text says (the scores relations recompute with none: the host's
+    SCALING is 1)."""
+    return torch.tensor(module.scaling), torch.tensor(module.head_dim ** -0.5)
+
+
+@relation("attention_queries == q_proj(input) · head_dim^-0.5 in heads (Whisper scales the queries, once: the scores "
+          "take no factor of their own); attention_keys, attention_values == k_proj(input), v_proj(input) in heads",
+          proves="",
           reads="input attention_queries attention_keys attention_values")
 def _scaled_self_projections(host, r):
     module, x = host._module, first(r["input"])
-    return [(_in_heads(module, module.q_proj(x) * module.scaling), r["attention_queries"]),
+    return [_once(module), (_in_heads(module, module.q_proj(x) * module.scaling), r["attention_queries"]),
             (_in_heads(module, module.k_proj(x)), r["attention_keys"]),
             (_in_heads(module, module.v_proj(x)), r["attention_values"])]
 
 
-@relation("attention_queries == q_proj(input) · scaling in heads (from the decoder's stream, scaled before the call, "
-          "whose scaling is 1); attention_keys, attention_values == k_proj(encoder_states), v_proj(encoder_states) in "
-          "heads (from the encoder's normed output)", proves="attention_queries attention_keys attention_values",
+@relation("attention_queries == q_proj(input) · head_dim^-0.5 in heads (from the decoder's stream; Whisper scales the "
+          "queries, once: the scores take no factor of their own); attention_keys, attention_values == "
+          "k_proj(encoder_states), v_proj(encoder_states) in heads (from the encoder's normed output)",
+          proves="attention_queries attention_keys attention_values",
           reads="input encoder_states attention_queries attention_keys attention_values")
 def _scaled_cross_projections(host, r):
     module, x, states = host._module, first(r["input"]), r["encoder_states"]
-    return [(_in_heads(module, module.q_proj(x) * module.scaling), r["attention_queries"]),
+    return [_once(module), (_in_heads(module, module.q_proj(x) * module.scaling), r["attention_queries"]),
             (_in_heads(module, module.k_proj(states)), r["attention_keys"]),
             (_in_heads(module, module.v_proj(states)), r["attention_values"])]
 
 
+def _unfactored(shared: Relation) -> Relation:
+    """``shared`` stated as Whisper computes it: its scores ``attention_queries · attention_keysᵀ`` with no factor,
+    the queries' head_dim^-0.5 applied once, in the projection (the attention call's scaling is 1, `_QUERY_SCALED`)."""
+    if "attention_keysᵀ · scaling" not in shared.text:
+        return shared
+    text = shared.text.replace("attention_keysᵀ · scaling", "attention_keysᵀ") + \
+        "; the scores take no factor: the queries already carry head_dim^-0.5"
+    return dataclasses.replace(shared, text=text)
+
+
 def _scaled(relations: tuple, unscaled: Relation, scaled: Relation) -> tuple:
-    return tuple(scaled if rel is unscaled else _unpadded_source(rel) for rel in relations)
+    return tuple(scaled if rel is unscaled else _unfactored(_unpadded_source(rel)) for rel in relations)
 
 
 #: Whisper's attentions scale the queries, not the scores: the attention call's scaling is 1
