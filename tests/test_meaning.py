@@ -552,3 +552,71 @@ def test_a_read_point_that_does_not_resolve_is_one_claim_line(monkeypatch):
         measure.host_rows(None, get_family("llama"), None, [])
     assert str(caught.value).startswith(f"llama: claim values: {said}; point the family module's RENAME, ENVOYS")
     assert "\n" not in str(caught.value)
+
+
+def _renamed(module, names: dict[str, str]) -> None:
+    """``module``'s children renamed (``names``: old -> new) as another modeling file would name them: the forward
+    still reaches each by its old attribute (a property of a subclass), but no module is called by it any more."""
+    cls = type(module)
+    for old, new in names.items():
+        module._modules[new] = module._modules.pop(old)
+    module.__class__ = type(f"Renamed{cls.__name__}", (cls,),
+                            {old: property(lambda self, new=new: self._modules[new]) for old, new in names.items()})
+
+
+def _measured(model):
+    """Norm placement, each MLP's kind and each block norm's form, measured on one forward of ``model``."""
+    import torch
+
+    from generator.facts.mlp_measure import dense_kind
+    from generator.facts.norm_placement import block_placement, norm_form, norms_of, placements_seen, record
+
+    layers = model.model.layers
+    spec = [(b, getattr(b, "self_attn", None) or getattr(b, "conv", None), b.feed_forward if hasattr(
+        b, "feed_forward") else b.mlp) for b in layers]
+    with torch.no_grad():
+        seen = record(spec, lambda: model(input_ids=torch.arange(6)[None]))
+    return (block_placement(placements_seen(spec, seen)), [dense_kind(mlp, set(), seen) for _, _, mlp in spec],
+            sorted({norm_form(n, seen[id(n)][0]) for b in layers for n in norms_of(b, seen)}),
+            sorted({n for b in layers for n, m in b.named_modules() if m in norms_of(b, seen)}))
+
+
+@pytest.mark.parametrize("model_type, mlp, names, extra", [
+    ("llama", ("gate_proj", "up_proj", "down_proj"), {"input_layernorm": "ln_a", "post_attention_layernorm": "ln_b"},
+     {}),
+    ("lfm2", ("w1", "w3", "w2"), {"operator_norm": "ln_a", "ffn_norm": "ln_b"},  # read as plain by its names
+     {"block_auto_adjust_ff_dim": False, "layer_types": ["conv", "full_attention"]}),
+])
+def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, mlp, names, extra):
+    """issue 48: what the families index and the tags say of a block (where its norms sit, what its MLP computes,
+    which norm it is) is measured on the forward, not read off module names: LFM2's w1 / w3 / w2 read as a plain MLP.
+    Each is checked against the module's own math first, then the block's modules are renamed and the measurement
+    is the same."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(model_type, vocab_size=64, pad_token_id=0, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  **extra)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    for p in model.parameters():  # off their init (norm gains at one, biases at zero): every module does something
+        p.data += 0.1 * torch.randn_like(p)
+    block = model.model.layers[0]
+    ffn = block.feed_forward if hasattr(block, "feed_forward") else block.mlp
+    gate, up, down = (getattr(ffn, name) for name in mlp)
+    x = torch.randn(3, 32)
+    with torch.no_grad():  # the MLP's own math: a SiLU gate times an up projection, then down
+        assert torch.allclose(ffn(x), down(F.silu(gate(x)) * up(x)), atol=1e-6)
+    before = _measured(model)
+    assert before[:3] == ("pre-norm", ["gated", "gated"], ["RMSNorm"]), before
+    for layer in model.model.layers:
+        _renamed(layer.feed_forward if hasattr(layer, "feed_forward") else layer.mlp,
+                 dict(zip(mlp, ("a", "b", "c"))))
+        _renamed(layer, names)
+        for new in names.values():  # and the norm's class renamed: no "Norm" left in its name
+            norm = layer._modules[new]
+            norm.__class__ = type("Scaler", (type(norm),), {})
+    after = _measured(model)
+    assert after[:3] == before[:3] and set(names.values()) <= set(after[3]), after  # the renamed norms found
