@@ -620,3 +620,52 @@ def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, ml
             norm.__class__ = type("Scaler", (type(norm),), {})
     after = _measured(model)
     assert after[:3] == before[:3] and set(names.values()) <= set(after[3]), after  # the renamed norms found
+
+
+#: (a claim in several wordings, the family it holds on, the family it does not): each wording is accepted on the
+#: first and refused on the second, whatever words it uses (issue 48: only one stem of each word was read)
+PARAPHRASES = [
+    (["Its logits are softcapped.", "Its logits are soft-capped.", "The scores are capped with a tanh.",
+      "A tanh cap bounds the logits.", "Neither blocks nor logits lack a softcap."], "gemma2", "llama"),
+    (["Nothing is softcapped.", "No soft cap anywhere.", "Its logits are not capped by a tanh."], "llama", "gemma2"),
+    (["The head is tied to the embedding.", "It shares its embedding matrix with the output head.",
+      "Weight tying joins the embedding and the head.", "The embedding ties to the head."], "gemma", "gptj"),
+    (["An untied head.", "A separate output head.", "The head is not tied to the embedding."], "gptj", "gemma"),
+    (["Sliding-window attention.", "Windowed attention.", "Local attention in every block.",
+      "Each query attends only to the last 4096 keys."], "mistral", "llama"),
+    (["No sliding window.", "Attention without a sliding window."], "llama", "mistral"),
+    (["The rotary embedding on a quarter of each head.", "The rotary on 25% of each head.",
+      "Queries are rotated on the first quarter of each head.", "A partial rotary."], "gpt_neox", "llama"),
+    (["The rotary embedding on every dimension.", "A full rotary.", "The rotary on all of the head dimensions."],
+     "llama", "gpt_neox"),
+    (["RMSNorm before each sublayer.", "Each sublayer's input is RMS-normed.", "A root-mean-square norm.",
+      "RMS norms in place of LayerNorms."], "llama", "gpt_neox"),
+    (["LayerNorm before each sublayer.", "Layer normalization before each sublayer.", "A layer-norm.",
+      "LayerNorms instead of RMSNorms."], "gpt_neox", "llama"),
+    (["A gated MLP.", "A gated linear unit.", "The MLP is a GLU.", "A gated feed-forward."], "llama", "gpt_neox"),
+    (["A non-gated MLP.", "An MLP with no gate.", "An MLP that is not gated.", "A plain MLP, not a gated MLP."],
+     "gpt_neox", "llama"),
+]
+
+
+@pytest.fixture(scope="module")
+def facts_of():
+    """pseudo_facts per family, measured once."""
+    cache = {}
+    return lambda name: cache.setdefault(name, pseudo_facts(name))
+
+
+@pytest.mark.parametrize("wordings, holds_on, fails_on", PARAPHRASES,
+                         ids=[f"{w[0][:24]}-{a}-{b}" for w, a, b in PARAPHRASES])
+def test_a_checkable_claim_is_checked_by_meaning_in_both_directions(tmp_path, facts_of, wordings, holds_on, fails_on):
+    """issue 48: a claim about a checkable property (softcap, tied head, window, rotary fraction, norm kind, MLP kind)
+    is refused when false whatever its wording, and each wording is accepted where it is true."""
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.traits import check_tags
+
+    for tagline in wordings:
+        family, facts = facts_of(holds_on)
+        check_tags(with_yaml(family, tmp_path, tags=[], tagline=tagline), facts)
+        family, facts = facts_of(fails_on)
+        with pytest.raises(ClaimError, match="tagline phrase .*: says "):
+            check_tags(with_yaml(family, tmp_path, tags=[], tagline=tagline), facts)
