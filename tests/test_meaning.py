@@ -420,23 +420,27 @@ def test_a_write_that_does_not_land_fails_naming_it(llama, monkeypatch):
         prove_edits(family, models, module, PROMPTS)
 
 
-def test_a_second_family_claiming_a_model_type_is_refused_naming_both_files():
-    """issue 48: a copy of a family under another name, serving the same model type, verified green and then
-    took over every checkpoint of it in `nncanon.load` (the registry picks one module per model type)."""
+@pytest.mark.parametrize("name, copy_name", [("llama", "llama_copy"), ("seed_oss", "seed2")])
+def test_a_second_family_claiming_a_model_type_is_refused_naming_both_files(name, copy_name):
+    """issue 48: a copy of a family under another name (seed2, serving seed_oss), verified green and then took over
+    every checkpoint of the model type in `nncanon.load` (the registry picks one module per model type)."""
+    import importlib
     import types
 
-    import nncanon.families.llama as llama
     from generator.facts.claim_error import ClaimError
     from generator.facts.identity import check_identity
     from generator.recipe.family import get_family
 
-    copy = types.ModuleType("nncanon.families.llama_copy")
-    copy.__dict__.update({k: v for k, v in vars(llama).items() if not k.startswith("__")})
-    copy.__file__ = str(Path(llama.__file__).with_name("llama_copy.py"))
-    with pytest.raises(ClaimError, match=r"MODEL_TYPES claims 'llama', which nncanon/families/llama\.py serves "
-                                         r"already \(nncanon/families/llama_copy\.py\); a model type has one family"):
-        check_identity(get_family("llama"), copy)
-    check_identity(get_family("llama"), llama)  # its own module is the one owner
+    original = importlib.import_module(f"nncanon.families.{name}")
+    copy = types.ModuleType(f"nncanon.families.{copy_name}")
+    copy.__dict__.update({k: v for k, v in vars(original).items() if not k.startswith("__")})
+    copy.__file__ = str(Path(original.__file__).with_name(f"{copy_name}.py"))
+    with pytest.raises(ClaimError, match=rf"MODEL_TYPES claims '{name}', which nncanon/families/{name}\.py serves "
+                                         rf"already \(nncanon/families/{copy_name}\.py\); a model type has one family"
+                       ) as caught:
+        check_identity(get_family(name), copy)
+    assert "\n" not in str(caught.value)
+    check_identity(get_family(name), original)  # its own module is the one owner
 
 
 @pytest.mark.parametrize("model_type, placement", [
@@ -568,28 +572,32 @@ def _measured(model):
     """Norm placement, each MLP's kind and each block norm's form, measured on one forward of ``model``."""
     import torch
 
+    from generator.facts import norm_placement as measure
     from generator.facts.mlp_measure import dense_kind
-    from generator.facts.norm_placement import block_placement, norm_form, norms_of, placements_seen, record
 
     layers = model.model.layers
     spec = [(b, getattr(b, "self_attn", None) or getattr(b, "conv", None), b.feed_forward if hasattr(
         b, "feed_forward") else b.mlp) for b in layers]
     with torch.no_grad():
-        seen = record(spec, lambda: model(input_ids=torch.arange(6)[None]))
-    return (block_placement(placements_seen(spec, seen)), [dense_kind(mlp, set(), seen) for _, _, mlp in spec],
-            sorted({norm_form(n, seen[id(n)][0]) for b in layers for n in norms_of(b, seen)}),
-            sorted({n for b in layers for n, m in b.named_modules() if m in norms_of(b, seen)}))
+        seen = measure.record(spec, lambda: model(input_ids=torch.arange(6)[None]))
+    c = model.config
+    widths = {c.head_dim, c.head_dim * c.num_attention_heads, c.head_dim * c.num_key_value_heads}
+    return (measure.block_placement(measure.placements_seen(spec, seen)),
+            [dense_kind(mlp, set(), seen) for _, _, mlp in spec],
+            sorted({measure.norm_form(n, seen[id(n)][0]) for b in layers for n in measure.norms_of(b, seen)}),
+            any(measure.has_qk_norms(b.self_attn, seen, widths) for b in layers if hasattr(b, "self_attn")),
+            sorted({n for b in layers for n, m in b.named_modules() if m in measure.norms_of(b, seen)}))
 
 
-@pytest.mark.parametrize("model_type, mlp, names, extra", [
+@pytest.mark.parametrize("model_type, mlp, names, extra, qk", [
     ("llama", ("gate_proj", "up_proj", "down_proj"), {"input_layernorm": "ln_a", "post_attention_layernorm": "ln_b"},
-     {}),
+     {}, False),
     ("lfm2", ("w1", "w3", "w2"), {"operator_norm": "ln_a", "ffn_norm": "ln_b"},  # read as plain by its names
-     {"block_auto_adjust_ff_dim": False, "layer_types": ["conv", "full_attention"]}),
+     {"block_auto_adjust_ff_dim": False, "layer_types": ["conv", "full_attention"]}, True),
 ])
-def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, mlp, names, extra):
+def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, mlp, names, extra, qk):
     """issue 48: what the families index and the tags say of a block (where its norms sit, what its MLP computes,
-    which norm it is) is measured on the forward, not read off module names: LFM2's w1 / w3 / w2 read as a plain MLP.
+    which norm it is, q/k norms) is measured on the forward, not read off module names: LFM2's w1 / w3 / w2 read as a plain MLP.
     Each is checked against the module's own math first, then the block's modules are renamed and the measurement
     is the same."""
     import torch
@@ -610,8 +618,10 @@ def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, ml
     with torch.no_grad():  # the MLP's own math: a SiLU gate times an up projection, then down
         assert torch.allclose(ffn(x), down(F.silu(gate(x)) * up(x)), atol=1e-6)
     before = _measured(model)
-    assert before[:3] == ("pre-norm", ["gated", "gated"], ["RMSNorm"]), before
+    assert before[:4] == ("pre-norm", ["gated", "gated"], ["RMSNorm"], qk), before
     for layer in model.model.layers:
+        if qk and hasattr(layer, "self_attn"):  # LFM2's q_layernorm / k_layernorm, named as no other family's
+            _renamed(layer.self_attn, {"q_layernorm": "qa", "k_layernorm": "ka"})
         _renamed(layer.feed_forward if hasattr(layer, "feed_forward") else layer.mlp,
                  dict(zip(mlp, ("a", "b", "c"))))
         _renamed(layer, names)
@@ -619,7 +629,7 @@ def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, ml
             norm = layer._modules[new]
             norm.__class__ = type("Scaler", (type(norm),), {})
     after = _measured(model)
-    assert after[:3] == before[:3] and set(names.values()) <= set(after[3]), after  # the renamed norms found
+    assert after[:4] == before[:4] and set(names.values()) <= set(after[4]), after  # the renamed norms found
 
 
 #: (a claim in several wordings, the family it holds on, the family it does not): each wording is accepted on the

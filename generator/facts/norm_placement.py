@@ -187,3 +187,20 @@ def norm_form(module: Any, x: Any) -> str:
     # a centred norm recomputes the same mean-free input up to rounding of the shifted values (shift × 2^-23 per
     # feature, divided by a standard deviation of the input's order); an RMS norm moves by order one
     return "LayerNorm" if torch.allclose(low, high, rtol=0, atol=1e-3 * scale) else "RMSNorm"
+
+
+def has_qk_norms(attention: Any, seen: dict[int, list], widths: set[int]) -> bool:
+    """A norm inside ``attention`` over a head's width or all heads' (``widths``) whose output goes on into the scores:
+    no module of the attention reads it (BitNet's attn_sub_norm feeds o_proj) and it is not what the attention returns
+    (BERT's output LayerNorm, over the stream). Measured whatever the norm is called: q_norm, q_layernorm,
+    query_layernorm, before or after the rotary."""
+    inside = [m for m in attention.modules() if m is not attention and id(m) in seen and seen[id(m)][0] is not None]
+    returned = seen.get(id(attention), [None, None])[1]
+
+    def read(norm: Any) -> bool:
+        y = seen[id(norm)][1]
+        return any(m is not norm and x.numel() == y.numel() and _same(x.reshape(-1), y.reshape(-1)) for m in inside
+                   for x in [seen[id(m)][0]])
+
+    return any(seen[id(n)][0].shape[-1] in widths and not _same(seen[id(n)][1], returned) and not read(n)
+               for n in norms_of(attention, seen))

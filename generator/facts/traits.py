@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from generator.facts.mlp_measure import mlp_kind as measured_mlp
-from generator.facts.norm_placement import norm_form, norms_of
+from generator.facts.norm_placement import has_qk_norms, norm_form, norms_of
 from generator.recipe.family import Family
 
 
@@ -142,8 +142,11 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     placement = norm_placement(spec, seen)
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
-    # StableLM's per head q_layernorm, Hunyuan's query_layernorm
-    if any(hasattr(attn, name) for attn in attentions for name in ("q_norm", "q_layernorm", "query_layernorm")):
+    # q/k norms measured (norm_placement.has_qk_norms): StableLM's per head q_layernorm, Hunyuan's query_layernorm,
+    # OLMo 2's across every head; a latent's norm (DeepSeek's kv_a_layernorm) is over the latent's own width, which
+    # the tiny recipes size apart from every head width
+    widths = {tiny.head_dim * n for n in (1, tiny.num_heads, getattr(tiny, "num_kv_heads", None) or 1)}
+    if any(has_qk_norms(attn, seen, widths) for attn in attentions):
         quirks.append("q/k norms")
     # a latent attention (DeepSeek's) may have no q_proj at all: q_a_proj/q_b_proj in its place
     if any(getattr(attn, "q_proj", None) is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim
