@@ -48,7 +48,8 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     found = []
     if getattr(config, "attn_logit_softcapping", None):
         found.append("softcapped scores")
-    if getattr(config, "final_logit_softcapping", None):
+    # RecurrentGemma's config calls it logits_soft_cap (its root relation proves logits == cap · tanh(head / cap))
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logits_soft_cap", None):
         found.append("final logit softcap")
     from nncanon.parts.blocks.parallel import parallel_sum
 
