@@ -420,23 +420,27 @@ def test_a_write_that_does_not_land_fails_naming_it(llama, monkeypatch):
         prove_edits(family, models, module, PROMPTS)
 
 
-def test_a_second_family_claiming_a_model_type_is_refused_naming_both_files():
-    """issue 48: a copy of a family under another name, serving the same model type, verified green and then
-    took over every checkpoint of it in `nncanon.load` (the registry picks one module per model type)."""
+@pytest.mark.parametrize("name, copy_name", [("llama", "llama_copy"), ("seed_oss", "seed2")])
+def test_a_second_family_claiming_a_model_type_is_refused_naming_both_files(name, copy_name):
+    """issue 48: a copy of a family under another name (seed2, serving seed_oss), verified green and then took over
+    every checkpoint of the model type in `nncanon.load` (the registry picks one module per model type)."""
+    import importlib
     import types
 
-    import nncanon.families.llama as llama
     from generator.facts.claim_error import ClaimError
     from generator.facts.identity import check_identity
     from generator.recipe.family import get_family
 
-    copy = types.ModuleType("nncanon.families.llama_copy")
-    copy.__dict__.update({k: v for k, v in vars(llama).items() if not k.startswith("__")})
-    copy.__file__ = str(Path(llama.__file__).with_name("llama_copy.py"))
-    with pytest.raises(ClaimError, match=r"MODEL_TYPES claims 'llama', which nncanon/families/llama\.py serves "
-                                         r"already \(nncanon/families/llama_copy\.py\); a model type has one family"):
-        check_identity(get_family("llama"), copy)
-    check_identity(get_family("llama"), llama)  # its own module is the one owner
+    original = importlib.import_module(f"nncanon.families.{name}")
+    copy = types.ModuleType(f"nncanon.families.{copy_name}")
+    copy.__dict__.update({k: v for k, v in vars(original).items() if not k.startswith("__")})
+    copy.__file__ = str(Path(original.__file__).with_name(f"{copy_name}.py"))
+    with pytest.raises(ClaimError, match=rf"MODEL_TYPES claims '{name}', which nncanon/families/{name}\.py serves "
+                                         rf"already \(nncanon/families/{copy_name}\.py\); a model type has one family"
+                       ) as caught:
+        check_identity(get_family(name), copy)
+    assert "\n" not in str(caught.value)
+    check_identity(get_family(name), original)  # its own module is the one owner
 
 
 @pytest.mark.parametrize("model_type, placement", [
@@ -552,3 +556,126 @@ def test_a_read_point_that_does_not_resolve_is_one_claim_line(monkeypatch):
         measure.host_rows(None, get_family("llama"), None, [])
     assert str(caught.value).startswith(f"llama: claim values: {said}; point the family module's RENAME, ENVOYS")
     assert "\n" not in str(caught.value)
+
+
+def _renamed(module, names: dict[str, str]) -> None:
+    """``module``'s children renamed (``names``: old -> new) as another modeling file would name them: the forward
+    still reaches each by its old attribute (a property of a subclass), but no module is called by it any more."""
+    cls = type(module)
+    for old, new in names.items():
+        module._modules[new] = module._modules.pop(old)
+    module.__class__ = type(f"Renamed{cls.__name__}", (cls,),
+                            {old: property(lambda self, new=new: self._modules[new]) for old, new in names.items()})
+
+
+def _measured(model):
+    """Norm placement, each MLP's kind and each block norm's form, measured on one forward of ``model``."""
+    import torch
+
+    from generator.facts import norm_placement as measure
+    from generator.facts.mlp_measure import dense_kind
+
+    layers = model.model.layers
+    spec = [(b, getattr(b, "self_attn", None) or getattr(b, "conv", None), b.feed_forward if hasattr(
+        b, "feed_forward") else b.mlp) for b in layers]
+    with torch.no_grad():
+        seen = measure.record(spec, lambda: model(input_ids=torch.arange(6)[None]))
+    c = model.config
+    widths = {c.head_dim, c.head_dim * c.num_attention_heads, c.head_dim * c.num_key_value_heads}
+    return (measure.block_placement(measure.placements_seen(spec, seen)),
+            [dense_kind(mlp, set(), seen) for _, _, mlp in spec],
+            sorted({measure.norm_form(n, seen[id(n)][0]) for b in layers for n in measure.norms_of(b, seen)}),
+            any(measure.has_qk_norms(b.self_attn, seen, widths) for b in layers if hasattr(b, "self_attn")),
+            sorted({n for b in layers for n, m in b.named_modules() if m in measure.norms_of(b, seen)}))
+
+
+@pytest.mark.parametrize("model_type, mlp, names, extra, qk", [
+    ("llama", ("gate_proj", "up_proj", "down_proj"), {"input_layernorm": "ln_a", "post_attention_layernorm": "ln_b"},
+     {}, False),
+    ("lfm2", ("w1", "w3", "w2"), {"operator_norm": "ln_a", "ffn_norm": "ln_b"},  # read as plain by its names
+     {"block_auto_adjust_ff_dim": False, "layer_types": ["conv", "full_attention"]}, True),
+])
+def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, mlp, names, extra, qk):
+    """issue 48: what the families index and the tags say of a block (where its norms sit, what its MLP computes,
+    which norm it is, q/k norms) is measured on the forward, not read off module names: LFM2's w1 / w3 / w2 read as a plain MLP.
+    Each is checked against the module's own math first, then the block's modules are renamed and the measurement
+    is the same."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(model_type, vocab_size=64, pad_token_id=0, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  **extra)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    for p in model.parameters():  # off their init (norm gains at one, biases at zero): every module does something
+        p.data += 0.1 * torch.randn_like(p)
+    block = model.model.layers[0]
+    ffn = block.feed_forward if hasattr(block, "feed_forward") else block.mlp
+    gate, up, down = (getattr(ffn, name) for name in mlp)
+    x = torch.randn(3, 32)
+    with torch.no_grad():  # the MLP's own math: a SiLU gate times an up projection, then down
+        assert torch.allclose(ffn(x), down(F.silu(gate(x)) * up(x)), atol=1e-6)
+    before = _measured(model)
+    assert before[:4] == ("pre-norm", ["gated", "gated"], ["RMSNorm"], qk), before
+    for layer in model.model.layers:
+        if qk and hasattr(layer, "self_attn"):  # LFM2's q_layernorm / k_layernorm, named as no other family's
+            _renamed(layer.self_attn, {"q_layernorm": "qa", "k_layernorm": "ka"})
+        _renamed(layer.feed_forward if hasattr(layer, "feed_forward") else layer.mlp,
+                 dict(zip(mlp, ("a", "b", "c"))))
+        _renamed(layer, names)
+        for new in names.values():  # and the norm's class renamed: no "Norm" left in its name
+            norm = layer._modules[new]
+            norm.__class__ = type("Scaler", (type(norm),), {})
+    after = _measured(model)
+    assert after[:4] == before[:4] and set(names.values()) <= set(after[4]), after  # the renamed norms found
+
+
+#: (a claim in several wordings, the family it holds on, the family it does not): each wording is accepted on the
+#: first and refused on the second, whatever words it uses (issue 48: only one stem of each word was read)
+PARAPHRASES = [
+    (["Its logits are softcapped.", "Its logits are soft-capped.", "The scores are capped with a tanh.",
+      "A tanh cap bounds the logits.", "Neither blocks nor logits lack a softcap."], "gemma2", "llama"),
+    (["Nothing is softcapped.", "No soft cap anywhere.", "Its logits are not capped by a tanh."], "llama", "gemma2"),
+    (["The head is tied to the embedding.", "It shares its embedding matrix with the output head.",
+      "Weight tying joins the embedding and the head.", "The embedding ties to the head."], "gemma", "gptj"),
+    (["An untied head.", "A separate output head.", "The head is not tied to the embedding."], "gptj", "gemma"),
+    (["Sliding-window attention.", "Windowed attention.", "Local attention in every block.",
+      "Each query attends only to the last 4096 keys."], "mistral", "llama"),
+    (["No sliding window.", "Attention without a sliding window."], "llama", "mistral"),
+    (["The rotary embedding on a quarter of each head.", "The rotary on 25% of each head.",
+      "Queries are rotated on the first quarter of each head.", "A partial rotary."], "gpt_neox", "llama"),
+    (["The rotary embedding on every dimension.", "A full rotary.", "The rotary on all of the head dimensions."],
+     "llama", "gpt_neox"),
+    (["RMSNorm before each sublayer.", "Each sublayer's input is RMS-normed.", "A root-mean-square norm.",
+      "RMS norms in place of LayerNorms."], "llama", "gpt_neox"),
+    (["LayerNorm before each sublayer.", "Layer normalization before each sublayer.", "A layer-norm.",
+      "LayerNorms instead of RMSNorms."], "gpt_neox", "llama"),
+    (["A gated MLP.", "A gated linear unit.", "The MLP is a GLU.", "A gated feed-forward."], "llama", "gpt_neox"),
+    (["A non-gated MLP.", "An MLP with no gate.", "An MLP that is not gated.", "A plain MLP, not a gated MLP."],
+     "gpt_neox", "llama"),
+]
+
+
+@pytest.fixture(scope="module")
+def facts_of():
+    """pseudo_facts per family, measured once."""
+    cache = {}
+    return lambda name: cache.setdefault(name, pseudo_facts(name))
+
+
+@pytest.mark.parametrize("wordings, holds_on, fails_on", PARAPHRASES,
+                         ids=[f"{w[0][:24]}-{a}-{b}" for w, a, b in PARAPHRASES])
+def test_a_checkable_claim_is_checked_by_meaning_in_both_directions(tmp_path, facts_of, wordings, holds_on, fails_on):
+    """issue 48: a claim about a checkable property (softcap, tied head, window, rotary fraction, norm kind, MLP kind)
+    is refused when false whatever its wording, and each wording is accepted where it is true."""
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.traits import check_tags
+
+    for tagline in wordings:
+        family, facts = facts_of(holds_on)
+        check_tags(with_yaml(family, tmp_path, tags=[], tagline=tagline), facts)
+        family, facts = facts_of(fails_on)
+        with pytest.raises(ClaimError, match="tagline phrase .*: says "):
+            check_tags(with_yaml(family, tmp_path, tags=[], tagline=tagline), facts)

@@ -59,6 +59,12 @@ def placements(blocks: list[tuple[Any, Any, Any]], run: Any) -> list[set[str]]:
     ``blocks``: (block, mixer, mlp) native modules per block (mixer or mlp None where the block has none); ``run``
     runs the model's forward once. A candidate is any module of a block outside its mixer and MLP; for "after-add",
     any module of the block (BERT's last norm sits in its output sublayer)."""
+    return placements_seen(blocks, record(blocks, run))
+
+
+def record(blocks: list[tuple[Any, Any, Any]], run: Any) -> dict[int, list]:
+    """The input and output of the first call of every module of the blocks in one forward (``run``), by id, in the
+    order the calls finished (generator/facts/mlp_measure.py reads the MLPs' from the same forward)."""
     seen: dict[int, list] = {}
 
     def keep(key: int):
@@ -67,10 +73,6 @@ def placements(blocks: list[tuple[Any, Any, Any]], run: Any) -> list[set[str]]:
                 seen[key] = [_first_tensor(args, kwargs), _out(output)]
         return hook
 
-    candidates = []
-    for block, mixer, mlp in blocks:
-        inside = {id(m) for sub in (mixer, mlp) if sub is not None for m in sub.modules()}
-        candidates.append([m for m in block.modules() if m is not block and id(m) not in inside])
     modules = {id(m): m for block, _, _ in blocks for m in block.modules()}
     hooks = [m.register_forward_hook(keep(key), with_kwargs=True) for key, m in modules.items()]
     try:
@@ -78,6 +80,15 @@ def placements(blocks: list[tuple[Any, Any, Any]], run: Any) -> list[set[str]]:
     finally:
         for hook in hooks:
             hook.remove()
+    return seen
+
+
+def placements_seen(blocks: list[tuple[Any, Any, Any]], seen: dict[int, list]) -> list[set[str]]:
+    """:func:`placements` over a forward already recorded (:func:`record`)."""
+    candidates = []
+    for block, mixer, mlp in blocks:
+        inside = {id(m) for sub in (mixer, mlp) if sub is not None for m in sub.modules()}
+        candidates.append([m for m in block.modules() if m is not block and id(m) not in inside])
     found = [_found(seen, mixer, mlp, own) for (_, mixer, mlp), own in zip(blocks, candidates)]
     for (block, _, mlp), where, own in zip(blocks, found, candidates):
         if _after_add(seen, block):
@@ -155,3 +166,41 @@ def block_placement(found: list[set[str]]) -> str | None:
     if any("after-add" in f for f in found) and not any(f & {"pre-mixer", "pre-mlp"} for f in found):
         return "norm after each add"
     return "pre-norm" if any(found) else None
+
+
+def norms_of(module: Any, seen: dict[int, list]) -> list:
+    """The norms among ``module``'s leaf modules that ran in the recorded forward: measured (:func:`_is_norm`), not
+    picked by their class's name."""
+    return [m for m in module.modules() if next(m.children(), None) is None and id(m) in seen
+            and seen[id(m)][0] is not None and _is_norm(m, seen[id(m)][0])]
+
+
+def norm_form(module: Any, x: Any) -> str:
+    """"LayerNorm" where the norm centres its input (its output does not move when a constant is added to every
+    feature), else "RMSNorm" (it divides by the root mean square alone: Llama's, T5's "LayerNorm", Llama 4's L2Norm)."""
+    import torch
+
+    with torch.no_grad():
+        shift = 3 * float(x.abs().max()) + 1.0
+        low, high = _out(module(x)), _out(module(x + shift))
+    scale = max(float(low.abs().max()), 1e-30)
+    # a centred norm recomputes the same mean-free input up to rounding of the shifted values (shift × 2^-23 per
+    # feature, divided by a standard deviation of the input's order); an RMS norm moves by order one
+    return "LayerNorm" if torch.allclose(low, high, rtol=0, atol=1e-3 * scale) else "RMSNorm"
+
+
+def has_qk_norms(attention: Any, seen: dict[int, list], widths: set[int]) -> bool:
+    """A norm inside ``attention`` over a head's width or all heads' (``widths``) whose output goes on into the scores:
+    no module of the attention reads it (BitNet's attn_sub_norm feeds o_proj) and it is not what the attention returns
+    (BERT's output LayerNorm, over the stream). Measured whatever the norm is called: q_norm, q_layernorm,
+    query_layernorm, before or after the rotary."""
+    inside = [m for m in attention.modules() if m is not attention and id(m) in seen and seen[id(m)][0] is not None]
+    returned = seen.get(id(attention), [None, None])[1]
+
+    def read(norm: Any) -> bool:
+        y = seen[id(norm)][1]
+        return any(m is not norm and x.numel() == y.numel() and _same(x.reshape(-1), y.reshape(-1)) for m in inside
+                   for x in [seen[id(m)][0]])
+
+    return any(seen[id(n)][0].shape[-1] in widths and not _same(seen[id(n)][1], returned) and not read(n)
+               for n in norms_of(attention, seen))

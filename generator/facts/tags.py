@@ -6,11 +6,10 @@ hold for the page to say it. A tag outside the vocabulary is refused, listing it
 check is a word nothing proves. A parenthesised qualifier (``Tied embeddings (3.2)``) says the
 property holds on some of the family's checkpoints, not all.
 
-The tagline is scanned for phrases that name a checkable property (:data:`PHRASES`: RMSNorm,
-LayerNorm, SwiGLU, GeGLU, GELU, renormalised, softcap, tied, sliding window, grouped-query, ...); a
-phrase the facts contradict fails the build naming the phrase and what was measured. The notes'
-prose is held to the routing phrases (renormalised or not), the one claim the issue that added this
-found written against a page's own relation; notes state other properties as checked expressions
+The tagline is scanned for phrases that name a checkable property, by meaning in every wording
+(generator/facts/prose_phrases.py); a phrase the facts contradict fails the build naming the phrase and
+what was measured. The notes' prose is held to the routing phrases (renormalised or not) and to the
+numbers it says of a named checkpoint; notes state other properties as checked expressions
 (``{{ True == text("...").norm_topk_prob }}``, docs_src/contributing.md).
 """
 
@@ -23,6 +22,7 @@ from typing import Any
 
 from generator.facts.claim_error import ClaimError
 from generator.facts.prose_numbers import check_numbers
+from generator.facts.prose_phrases import PHRASES, ROUTING_PHRASES, _gelu, check_phrases
 from generator.recipe.family import Family
 
 #: the full-size config settings a tag may be checked against, per checkpoint (text config, defaults filled)
@@ -120,10 +120,6 @@ class Evidence:
         """Every kind of norm measured in the blocks (q/k norms and a mixer's gated norm too) and the vision's."""
         t = self.traits
         return " / ".join(filter(None, (t.get("norm"), t.get("norm_kinds"), t.get("vision_norm"))))
-
-
-def _gelu(e: Evidence) -> bool:
-    return any(a.startswith("gelu") for a in e.activations)
 
 
 def _ratio(e: Evidence, q: bool, sliding: int, full: int) -> bool:
@@ -339,66 +335,6 @@ def variant_evidence(facts: dict) -> list[Evidence]:
 
 def _shown(traits: dict) -> dict:
     return {k: v for k, v in traits.items() if k != "checkpoints"}
-
-
-# -- phrases of the tagline and the notes ---------------------------------------------------------------
-
-# a negation up to two words before, in the same clause
-_NEGATION = re.compile(r"\b(no|not|nothing|without|never|none|neither|nor)\b([^\w,.;:()]+\w+){0,2}[^\w,.;:()]*$", re.I)
-
-
-@dataclass(frozen=True)
-class Phrase:
-    pattern: str
-    says: str  #: what the phrase claims, for the error
-    holds: Callable[[Evidence], Any]
-    negatable: bool = False  #: "not renormalised", "nothing is softcapped": a negation before it claims the opposite
-
-
-PHRASES = (
-    Phrase(r"\bRMSNorm\b", "an RMSNorm", lambda e: "RMSNorm" in e.norms()),
-    Phrase(r"\bLayerNorm\b", "a LayerNorm", lambda e: "LayerNorm" in e.norms()),
-    Phrase(r"\bSwiGLU\b", "a gated MLP with silu", lambda e: "clamped_swiglu" in e.relations or (
-        re.search("gated|mixture", e.traits["mlp"]) and "silu" in e.activations) or (
-        e.facts.get("vision") is not None and "act_fn(gate_proj" in e.relations)),
-    Phrase(r"\bGeGLU\b", "a gated MLP with a GELU", lambda e: "gated" in e.traits["mlp"] and _gelu(e)),
-    Phrase(r"\bGELU\b", "a GELU", lambda e: _gelu(e)),
-    Phrase(r"\bsoftcap", "a softcap", lambda e: {"softcapped scores", "final logit softcap"} & set(e.traits["block"]),
-           negatable=True),
-    Phrase(r"\bti(?:e|es|ed)\b", "tied embeddings", lambda e: e.on(True, lambda c: c["tie_word_embeddings"]),
-           negatable=True),
-    Phrase(r"\bsliding[- ](?:attention )?window", "a sliding window", lambda e: e.on(True, e.windowed), negatable=True),
-    Phrase(r"\bgrouped-query\b", "fewer kv heads than heads", lambda e: "grouped-query" in e.traits["attention"]),
-    Phrase(r"\bsandwich", "sandwich norms", lambda e: "sandwich norms" in e.traits["block"]),
-    Phrase(r"\bmixture\b", "a mixture MLP", lambda e: "mixture" in e.traits["mlp"], negatable=True),
-    Phrase(r"\bshared expert\b", "a shared expert", lambda e: "shared expert" in e.traits["mlp"], negatable=True),
-    Phrase(r"rotary embedding on every dimension", "a full rotary", lambda e: not any(
-        x.startswith("partial rotary") for x in e.traits["attention"])),
-)
-ROUTING_PHRASES = (
-    # by meaning, not one stem (issue 48): "renormalised", "re-normalized", "normalized to sum to one", "rescaled so
-    # they sum to 1" all claim the chosen weights are renormalised
-    Phrase(r"\bre-?normali[sz]|\b(?:normali[sz]|rescal)\w*(?:\s+\w+){0,4}?\s+sums?\s+to\s+(?:one|1)\b",
-           "top-k weights renormalised", lambda e: e.renormalised() is not False, negatable=True),
-)
-
-
-def check_phrases(family: str, field: str, text: str, evidence: Evidence, phrases: tuple[Phrase, ...]) -> None:
-    """Each phrase of ``text`` that names a checkable property holds (or, negated, does not)."""
-    for phrase in phrases:
-        for found in re.finditer(phrase.pattern, text, re.I):
-            if phrase in ROUTING_PHRASES and evidence.renormalised() is None:
-                continue  # no routing relation on this family: nothing to hold the word to
-            negated = phrase.negatable and _NEGATION.search(text[max(0, found.start() - 40):found.start()])
-            holds = bool(phrase.holds(evidence))
-            if holds == bool(negated):
-                start = max(0, found.start() - 30)
-                quote = text[start:found.end() + 20].strip()
-                claim = f"no {phrase.says}" if negated else phrase.says
-                word = found[0] + re.match(r"\w*", text[found.end():])[0]  # the whole word: "renormalized"
-                raise ClaimError(family, f"{field} phrase {word!r}", f"says {claim} (…{quote}…), which the "
-                                                                         f"measured traits {_shown(evidence.traits)} "
-                                                                         "and relations contradict")
 
 
 def notes_prose(family: Family) -> list[tuple[str, str]]:

@@ -4,22 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from generator.facts.mlp_measure import mlp_kind as measured_mlp
+from generator.facts.norm_placement import has_qk_norms, norm_form, norms_of
 from generator.recipe.family import Family
-
-
-def mlp_kind(module: Any, beside: Any = None) -> str:
-    """``beside``: the block's own shared_experts, a sibling of the mixture (granitemoehybrid's shared_mlp); a
-    mixture's own shared expert goes by its native name (Hunyuan's is shared_mlp)."""
-    if module is None:
-        return "none"  # a block with no MLP (Mamba-2's)
-    if hasattr(module, "experts"):
-        shared = beside is not None or any(hasattr(module, name) for name in ("shared_expert", "shared_experts", "shared_mlp"))
-        return "mixture + shared expert" if shared else "mixture"
-    # ModernBERT's Wi: both halves of a GLU from one projection, twice as wide as what Wo reads
-    glu = hasattr(module, "Wi") and hasattr(module, "Wo") and module.Wi.out_features == 2 * module.Wo.in_features
-    # T5 v1.1's and mT5's gate is wi_0 (mounted as gate_proj: the traits read the native module)
-    gated = any(hasattr(module, name) for name in ("gate_proj", "gate_up_proj", "wi_0"))
-    return "gated" if gated or glu else "plain"
 
 
 def norm_gain(norm: Any) -> str:
@@ -61,7 +48,8 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     found = []
     if getattr(config, "attn_logit_softcapping", None):
         found.append("softcapped scores")
-    if getattr(config, "final_logit_softcapping", None):
+    # RecurrentGemma's config calls it logits_soft_cap (its root relation proves logits == cap · tanh(head / cap))
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logits_soft_cap", None):
         found.append("final logit softcap")
     from nncanon.parts.blocks.parallel import parallel_sum
 
@@ -89,12 +77,13 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     return found
 
 
-def norm_placement(tiny: Any, family_module: Any = None) -> str | None:
-    """"sandwich norms", "post-norm", "pre-norm" or None (no norm next to a sublayer), from where each block's norms
-    take their input and give their output in one forward of the tiny checkpoint (generator/facts/norm_placement.py)."""
+def forward(tiny: Any, family_module: Any = None) -> tuple[list, dict]:
+    """Each block's (block, mixer, MLP) native modules and what every module of the blocks read and gave in one
+    forward of the tiny checkpoint (generator/facts/norm_placement.py's record): where the norms sit and what the MLPs
+    compute are measured on it."""
     import torch
 
-    from generator.facts.norm_placement import block_placement, placements
+    from generator.facts.norm_placement import record
     from generator.facts.proof import mixer_of
 
     blocks = tiny.all_blocks()
@@ -109,7 +98,15 @@ def norm_placement(tiny: Any, family_module: Any = None) -> str | None:
     if decoder_inputs is not None:
         call = decoder_inputs(tiny, (), call)[1]
     with torch.no_grad():
-        return block_placement(placements(spec, lambda: tiny._module(**call)))
+        return spec, record(spec, lambda: tiny._module(**call))
+
+
+def norm_placement(spec: list, seen: dict) -> str | None:
+    """"sandwich norms", "post-norm", "pre-norm" or None (no norm next to a sublayer), from where each block's norms
+    take their input and give their output in the recorded forward (:func:`forward`)."""
+    from generator.facts.norm_placement import block_placement, placements_seen
+
+    return block_placement(placements_seen(spec, seen))
 
 
 def heads_of(config: Any) -> int | None:
@@ -129,27 +126,28 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     # the blocks and their parts by their standard names, whatever a family calls them natively
     blocks = tiny.all_blocks()
     layers = [block._module for block in blocks]
-    # a block whose MLP has no module of its own (OPT's fc1 / fc2, BERT's intermediate / output on the layer) is a
-    # plain MLP all the same
-    mlp = " then ".join(_in_order(mlp_kind(_child(block, "mlp") if _child(block, "mlp") is not None else
-                                           block._module if _own_mlp(block._module) else None,
-                                           _child(block, "shared_experts"))
-                                  for block in blocks))
+    spec, seen = forward(tiny, family_module)
+    # measured on the forward (generator/facts/mlp_measure.py), whatever the MLP's modules are called
+    kinds = [measured_mlp(block, [mixer, _child(block, "cross_attn")], native, seen, _child(block, "shared_experts"))
+             for block, (_, mixer, native) in zip(blocks, spec)]
+    mlp = " then ".join(_in_order(kind for kind in kinds if kind is not None))
     # a block's first norm that is one (ModernBERT's first block has an identity where its attention's norm goes)
     block_norms = [norm for block in blocks
                    if (norm := next((n for name in ("input_layernorm", "post_attention_layernorm")
                                      if (n := _child(block, name)) is not None and type(n).__name__ != "Identity"),
                                     None)) is not None]
     if not block_norms:  # norms at no standard name (BERT's, inside its attention and output modules): the block's own
-        block_norms = [norm for layer in layers for norm in layer.modules() if _is_norm_module(norm)]
-    norms = _in_order(_norm_name(norm) for norm in block_norms)
+        block_norms = [norm for layer in layers for norm in norms_of(layer, seen)]
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
-    placement = norm_placement(tiny, family_module)
+    placement = norm_placement(spec, seen)
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
-    # StableLM's per head q_layernorm, Hunyuan's query_layernorm
-    if any(hasattr(attn, name) for attn in attentions for name in ("q_norm", "q_layernorm", "query_layernorm")):
+    # q/k norms measured (norm_placement.has_qk_norms): StableLM's per head q_layernorm, Hunyuan's query_layernorm,
+    # OLMo 2's across every head; a latent's norm (DeepSeek's kv_a_layernorm) is over the latent's own width, which
+    # the tiny recipes size apart from every head width
+    widths = {tiny.head_dim * n for n in (1, tiny.num_heads, getattr(tiny, "num_kv_heads", None) or 1)}
+    if any(has_qk_norms(attn, seen, widths) for attn in attentions):
         quirks.append("q/k norms")
     # a latent attention (DeepSeek's) may have no q_proj at all: q_a_proj/q_b_proj in its place
     if any(getattr(attn, "q_proj", None) is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim
@@ -174,7 +172,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
         quirks.append("grouped-query")
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         quirks.append("sliding window")
-    kind = " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n for n in norms))
+    # centred or not, measured on what each norm read in the forward (generator/facts/norm_placement.py)
+    kind = " / ".join(_in_order(norm_form(n, seen[id(n)][0]) for n in block_norms if seen.get(id(n), [None])[0] is not None))
     routers = [getattr(module, name) for block in blocks if (module := _child(block, "mlp")) is not None
                for name in ("gate", "router") if hasattr(module, name)]
     projections = [getattr(attn, name) for attn in attentions
@@ -183,7 +182,8 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     projections += [attn.self.query for attn in attentions if hasattr(getattr(attn, "self", None), "query")]
     fused = ("qkv_proj", "query_key_value", "c_attn", "Wqkv", "gate_up_proj")
     mlps = [module for block in blocks if (module := _child(block, "mlp")) is not None]
-    return {"mlp": mlp, "norm": kind, "norm_kinds": " / ".join(_in_order(norm_kinds(layer) for layer in layers)),
+    return {"mlp": mlp, "norm": kind, "norm_kinds": " / ".join(_in_order(norm_form(n, seen[id(n)][0]) for layer in layers
+                                                                      for n in norms_of(layer, seen))),
             "fused": sorted({name for module in (*attentions, *mlps) for name in fused if hasattr(module, name)}),
             # the biases a tag may name, and whether the tiny router renormalises (what its relation checks)
             "attention_bias": any(getattr(p, "bias", None) is not None for p in projections),
@@ -193,11 +193,6 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
             "norm_gain": gain, "attention": quirks, "norm_placement": placement,
             "block": block_mechanics(tiny, layers, attentions, config, placement),
             "block_kinds": sorted(set(family_module.layer_types(full)))}
-
-
-def _own_mlp(layer: Any) -> bool:
-    """The block holds its MLP's parts itself: OPT's fc1 and fc2, BERT's intermediate and output."""
-    return hasattr(layer, "fc1") or hasattr(layer, "intermediate")
 
 
 def _norm_name(module: Any) -> str:
