@@ -33,8 +33,7 @@ The rule:
 
 A gap is one line naming the two values not joined: the last value the input reaches before the gap and the first
 value past it that reaches the output (both in the block where it first occurs), as the contributor must state
-the relation that computes one from the other. The families that had a gap when this check came are listed with it
-(``KNOWN_GAPS``): a ratchet, each entry a relation still to state. The survey (``generator/survey``) draws the same
+the relation that computes one from the other. It has no exceptions. The survey (``generator/survey``) draws the same
 graph over the relations that held on a surveyed model type, so its row says which link broke.
 """
 
@@ -134,6 +133,18 @@ def _module_io(envoy: Any, locator: Any) -> str | None:
     return None if base is None else f"{_path(base)}.{locator.io}"  # None: a module this layout lacks
 
 
+def _serves(envoy: Any, value: Any) -> bool:
+    """Whether this load serves the value on this host: its conditions hold and the host has it on this block (the
+    host's own check: DeepStack's output exists on the first blocks only)."""
+    from nncanon.core.values import Unavailable
+
+    try:
+        envoy._require(value)
+    except Unavailable:
+        return False
+    return True
+
+
 def _on_chain(value: Any) -> bool:
     """Whether the forward uses the value in this call (else it only has to be tied to the chain): this call's
     outputs depend on it (not derived for the reader, not only handed on to the next call), it is not a state handed
@@ -178,7 +189,7 @@ def graph(model: Any, held: Callable[[str], bool] | None = None, fallback: Calla
         block = index(path) if path != "model" else None
         stage = _in_stack(stacks, path, block)
         for value in type(envoy).values():
-            if unavailable(model, envoy, value.name) is not None:
+            if not _serves(envoy, value):
                 continue
             row = f"{path}.{value.name}"
             g.values[row] = _on_chain(value)
@@ -305,34 +316,6 @@ def gap(g: Graph) -> tuple[str, str] | None:
     return next((r for r in reversed(here[:at[row]]) if r in chain), "the inputs"), row
 
 
-#: The gaps the families had when the chain check came (issue 47), each the pair the check names: a ratchet, not a
-#: pass. Such a family is not refused for exactly this gap under any load; any other gap (a new one, or one behind
-#: it once it is closed) is refused, and a family not listed here has none. Each entry is a relation still to
-#: state: close it and delete the entry.
-KNOWN_GAPS: dict[str, set[tuple[str, str]]] = {
-    'lfm2': {
-        ('model.layers[i].conv.conv_states',
-         'model.layers[i].conv.attention_output'),
-    },
-    'lfm2_moe': {
-        ('model.layers[i].conv.conv_states',
-         'model.layers[i].conv.attention_output'),
-    },
-    'mllama': {
-        ('model.token_embeddings',
-         'the logits'),
-    },
-    'qwen3_vl': {
-        ('model.layers[1].deepstack_output',
-         'model.layers[2].deepstack_output'),
-    },
-    'qwen3_vl_moe': {
-        ('model.layers[1].deepstack_output',
-         'model.layers[2].deepstack_output'),
-    },
-}
-
-
 def names(found: tuple[str, str]) -> tuple[str, str]:
     """A gap's two values by their standard names, or by their blocks where those are one name."""
     a, b = (pattern(row) for row in found)
@@ -356,9 +339,9 @@ def survey_gap(model: Any, args: tuple, kwargs: dict, held: Callable[[str], bool
 
 
 def check_chain(family: Any, model: Any, label: str, fallback: Callable | None = None) -> None:
-    """Refuse, in one line, a load whose values do not lie on one chain of relations (but a gap KNOWN_GAPS lists)."""
+    """Refuse, in one line, a load whose values do not lie on one chain of relations."""
     found = gap(graph(model, fallback=fallback))
-    if found is None or names(found) in KNOWN_GAPS.get(family.family, ()):
+    if found is None:
         return
     raise RelationError(family.family, "proof chain", f"{joined(found)} (under {label}): state the relation that "
                                                        f"computes one from the other")

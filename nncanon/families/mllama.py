@@ -45,7 +45,13 @@ from ..core.values import Value
 from ..parts.attention.softmax import Attention
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, TEXT_PATHS, Block
 from ..parts.blocks.mlp import MLP
-from ..parts.vision.cross_attention import cross_attention_host, gated_block, runs
+from ..parts.vision.cross_attention import (
+    RUNNING_STACK,
+    RunningStack,
+    cross_attention_host,
+    gated_block,
+    runs,
+)
 from ..parts.vision.vision_line import MASK, AtRoot, image_token_mask_value
 from ..parts.vision.vision_towers import TowerAttention, TowerBlock, TowerMLP, _TowerSizes
 
@@ -309,7 +315,10 @@ CrossMLP = _with_images("CrossMLP", MLP, HOST="model.layers[i].mlp")
 ENVOYS = {hf.MllamaSelfAttentionDecoderLayer: Block, hf.MllamaTextSelfAttention: Attention,
           hf.MllamaCrossAttentionDecoderLayer: CrossBlock, hf.MllamaTextCrossAttention: CrossAttention,
           hf.MllamaVisionModel: MllamaVision}
-ROOT = host("MllamaStandardModel", StandardModel, values=ROOT_VALUES, RELATIONS=ROOT_RELATIONS,
+# the decoder's stack relation reads every block, so a text prompt (which skips the cross-attention blocks) skips it
+# too; the stack over the blocks the call runs joins the self-attention blocks there
+ROOT = host("MllamaStandardModel", RunningStack, StandardModel, values=ROOT_VALUES,
+            RELATIONS=(*ROOT_RELATIONS, RUNNING_STACK),
             family_module=sys.modules[__name__])
 
 

@@ -103,7 +103,9 @@ def conv_states_value(channels: str, note=None) -> Value:
                  "conv_kernel positions up to and including that token; conv_states[:, -1] is conv_state_output; "
                  "read-only", Tap(io="output", element=None, name=CONV_STATES,
                                   described="the causal convolution's windows, every token's stacked"),
-                 view=READ_ONLY, note=note)
+                 view=READ_ONLY, note=note,
+                 no_grad="a stack of every token's window made for the reader; the forward convolves conv_input "
+                         "(read it for the gradient)")
 
 
 def _windows(window: torch.Tensor, before: int, seq: int, kernel: int) -> torch.Tensor:

@@ -21,7 +21,10 @@ Written once here, by the standard names, for every model that cross-attends:
   mlp.mlp_output``.
 
 A family names its gates (`gated_block`: the parameter names on its block) and the condition under which the
-blocks run (`runs`: a call with no states skips them, so no value of theirs exists).
+blocks run (`runs`: a call with no states skips them, so no value of theirs exists). Its root takes `RunningStack`
+and `RUNNING_STACK` beside the decoder's stack relation (which reads every block, so a call with no states skips it):
+the stream passes from each block the call runs to the next one it runs, so on a call with no states the block
+before a cross-attention block feeds the block after it.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ from ...core.hosts import host
 from ...core.layouts import HeadOutputs, Queries, Residual, layout
 from ...core.locators import call, child, op, own
 from ...core.precision import SUBBLOCK
-from ...core.relations import relation
-from ...core.values import Condition, Value, View
+from ...core.relations import first, relation
+from ...core.values import Condition, Unavailable, Value, View
 from ...core.views import READ_ONLY, heads
 from ..attention.softmax import (
     ATTENTION_CALL,
@@ -237,5 +240,39 @@ def gated_block(name: str, condition: Condition, attn_gate: str, mlp_gate: str, 
                 RELATIONS=(gated_attention, gated_mlp, *BLOCK_RELATIONS[2:], row_mask, *extra))
 
 
+# -- the stack ---------------------------------------------------------------------------------------------------
+
+
+def _runs(block: Any) -> bool:
+    """Whether this load runs ``block``: it serves the block's input (a cross-attention block's values carry the
+    condition its blocks run under, `runs`)."""
+    value = next(v for v in type(block).values() if v.name == "layer_input")
+    try:
+        block._require(value)
+    except Unavailable:
+        return False
+    return True
+
+
+class RunningStack:
+    """A root whose text stack skips its cross-attention blocks on a call with no states to attend to."""
+
+    @property
+    def running_layers(self) -> list[Any]:
+        """The blocks this call runs, in order: every block with states, the others alone without."""
+        return [block for block in self.layers if _runs(block)]
+
+
+@relation("layers[i].layer_output == layers[i+1].layer_input, on every block the call runs (a call with no states "
+          "skips the cross-attention blocks: the block before one feeds the block after it)",
+          proves="running_layers[*].layer_input", reads="running_layers[*].layer_output running_layers[*].layer_input")
+def _running_stack(host, r):
+    outs, ins = r["running_layers[*].layer_output"], r["running_layers[*].layer_input"]
+    return [(first(out), entering) for out, entering in zip(outs[:-1], ins[1:])]
+
+
+#: the stack relation of a root over cross-attention blocks (`RunningStack`), beside the decoder's
+RUNNING_STACK = _running_stack
+
 __all__ = ["CrossKeys", "CrossValues", "CrossPattern", "CrossStates", "CrossMask", "TextRowMask", "runs",
-           "cross_pattern", "cross_attention_host", "gated_block"]
+           "cross_pattern", "cross_attention_host", "gated_block", "RunningStack", "RUNNING_STACK"]
