@@ -34,6 +34,7 @@ from pathlib import Path
 
 from generator.facts.collect import build_dir, cached_facts, facts_dir
 from generator.notes.docs_run import run_pages
+from generator.notes.recipe_runs import cached_run
 from generator.ownership import NotOurDirectory, check_build_dir, check_leftover, check_site_dir, claim_site
 from generator.recipe.family import Family, all_families, families_dir, get_family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError
@@ -197,6 +198,20 @@ def _collect_pooled(families: list, jobs: int, progress: Callable[[str], None], 
     return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going)
 
 
+def run_recipes(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
+                force: bool = False) -> None:
+    """The Recipes page on every family (generator/notes/recipe_runs.py), kept beside the facts under each
+    family's facts key: a rerun with nothing changed runs nothing."""
+    from generator.facts.collect import cache_key
+
+    for family in [get_family(n) if isinstance(n, str) else n for n in names] if names else all_families():
+        cached_run(family, recipe_runs_dir(), cache_key(family), progress, force)
+
+
+def recipe_runs_dir() -> Path:
+    return build_dir() / "docs_run" / "recipes"
+
+
 def collect_all(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
                 force: bool = False, kernels_only: bool = False, jobs: int = 1) -> list[str]:
     """Facts for each family (collected only where their cache key changed); returns the names collected. The
@@ -210,7 +225,10 @@ def verify(progress: Callable[[str], None] = print, force: bool = False, timeout
     """Collect (checking every claim) without rendering, holding the build lock: every family, or ``names``."""
     with build_lock(progress, timeout):
         _clean_facts()
-        return collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs)
+        collected = collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs)
+        if not kernels_only:
+            run_recipes(names or None, progress=progress, force=force)  # the Recipes page on every family
+        return collected
 
 
 def verify_each(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
@@ -240,6 +258,7 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         names = [family.family for family in families]
         collected = collect_all(families, progress=progress, force=force, jobs=jobs)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
+        run_recipes(families, progress=progress, force=force)  # and the Recipes page on every family
         from generator.survey.run import survey_all, survey_dir
 
         survey_all(progress=progress, jobs=jobs)  # the Coverage page's rows; cached (also across build directories)

@@ -1,5 +1,6 @@
 """The hand-written pages' code runs: every ```python block of each page the build runs
-(generator/docs_run.PAGES: the home page, getting started, the recipes), in order, on the tiny
+(generator/docs_run.PAGES: the home page, getting started; the Recipes page runs on every family, read by
+tests/test_recipe_runs.py), in order, on the tiny
 checkpoints standing in for the paths the pages name; a failing block fails with one line naming the
 page, the block and its line; and every ```python block of the pages that set up their own environment
 (Large models: a hub cache in HF_HOME), in order, in a fresh process."""

@@ -38,7 +38,7 @@ from generator.recipe.fields import REPO_ROOT
 
 DOCS_SRC = REPO_ROOT / "docs_src"
 #: the hand-written pages whose python blocks run at build: the one list to add a page to
-PAGES = ("index.md", "getting-started.md", "recipes.md")
+PAGES = ("index.md", "getting-started.md")  # the Recipes page runs on every family (recipe_runs.py)
 DEFAULT_FAMILY = "qwen3_5_moe_text"
 
 _BLOCK = re.compile(r"^```python( display)?[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
@@ -109,26 +109,40 @@ def run_page(page: str | Path, text: str | None = None) -> None:
     routes = dict(kernels._routes)
     try:
         with time_limit(seconds, f"{shown}"):
-            for statement in ast.parse(source).body:
-                code = compile(ast.Module([statement], []), filename, "exec", dont_inherit=True)
-                try:
-                    exec(code, namespace)
-                except _FalseLine as failed:
-                    text = originals.get(failed.line, lines[failed.line - 1]).strip()
-                    value = failed.value if isinstance(failed.value, str) else f"is {_short(failed.value)}"
-                    raise fail(failed.line, f"a '# True' line does not hold: {text}: the expression {value}") from None
-                except AssertionError as error:
-                    line = _error_line(error, filename) or statement.lineno
-                    raise fail(line, f"an assert fails: {lines[line - 1].strip()}: {_describe(error)}") from None
-                except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the code is the page's
-                    line = _error_line(error, filename) or statement.lineno
-                    raise fail(line, f"the code raises {_describe(error)}") from None
+            run_statements(source, filename, lines, originals, namespace, fail)
     except NoteTimeout:
         raise fail(None, f"the page's code runs over its time limit of {seconds:g} s; make it faster, or raise "
                          f"the limit with {TIMEOUT_ENV}=<seconds>") from None
     finally:
         kernels._routes.clear()
         kernels._routes.update(routes)
+
+
+def run_statements(source: str, filename: str, lines: list[str], originals: dict[int, str], namespace: dict,
+                   fail: Callable[[int | None, str], Exception],
+                   refusal: Callable[[BaseException], str | None] = lambda error: None) -> str | None:
+    """Run ``source`` (instrumented) statement by statement in ``namespace``: a claim that does not hold raises
+    ``fail(line, message)``, and so does any error ``refusal`` does not name; returns the first it names."""
+    for statement in ast.parse(source).body:
+        code = compile(ast.Module([statement], []), filename, "exec", dont_inherit=True)
+        try:
+            exec(code, namespace)
+        except _FalseLine as failed:
+            text = originals.get(failed.line, lines[failed.line - 1]).strip()
+            value = failed.value if isinstance(failed.value, str) else f"is {_short(failed.value)}"
+            raise fail(failed.line, f"a '# True' line does not hold: {text}: the expression {value}") from None
+        except AssertionError as error:
+            line = _error_line(error, filename) or statement.lineno
+            raise fail(line, f"an assert fails: {lines[line - 1].strip()}: {_describe(error)}") from None
+        except NoteTimeout:
+            raise
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the code is the page's
+            reason = refusal(error)
+            if reason is None:
+                line = _error_line(error, filename) or statement.lineno
+                raise fail(line, f"the code raises {_describe(error)}") from None
+            return reason
+    return None
 
 
 def page_key(page: str) -> str:

@@ -44,6 +44,7 @@ from generator.site.mechanics import mechanics_table
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
 from generator.site.printout import printout_lines
 from generator.site.properties import render_properties
+from generator.site.recipes_page import write_recipes
 from generator.site.recurrent import mixers, summary
 from generator.site.releases_page import load_records, releases_page, verified_on
 from generator.site.sae_index import index_rows, render_sae_index
@@ -440,7 +441,7 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     staged.chmod(0o755)
     try:
         with room(out_dir.parent, BUILD):
-            _write_tree(loaded, staged, interiors, survey)
+            _write_tree(loaded, staged, interiors, survey, facts_dir.parent / "docs_run" / "recipes")
             declared = {f["family"]: f["releases"] for f in loaded if f.get("releases")}
             (staged / "releases.md").write_text(releases_page(records, declared), encoding="utf-8")
     except BaseException:
@@ -449,7 +450,8 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     replace_dir(staged, out_dir)
 
 
-def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, survey: Path | None = None) -> None:
+def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, survey: Path | None = None,
+                recipe_runs: Path | None = None) -> None:
     (out_dir / MARKER).write_text("made by generator/site/render.py; replaced on every render\n")
     for src in sorted(DOCS_SRC.rglob("*")):
         if src.is_file():
@@ -462,6 +464,7 @@ def _write_tree(families: list[dict], out_dir: Path, interiors: bool = True, sur
             dst = out_dir / "assets" / src.relative_to(assets)
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(src.read_bytes())
+    write_recipes(out_dir / "recipes.md", [f["family"] for f in families], recipe_runs)  # each recipe's families
     (out_dir / "families").mkdir()
     (out_dir / "facts").mkdir()
     entries = [index_entry(f, block_kind_summary(f)) for f in families]

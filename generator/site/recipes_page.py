@@ -1,0 +1,55 @@
+"""The Recipes page: docs_src/recipes.md with, under each recipe, the families it ran on at build and, for each
+family it cannot serve, nncanon's reason in one line (generator/notes/recipe_runs.py's results, read, not run)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from generator.site.escaping import escape_markdown_inline
+
+_SECTION = re.compile(r"^## (.+)$", re.M)
+
+
+def reason_line(reason: str) -> str:
+    """A refusal's first clause: what the family lacks or why, without the listing that follows it."""
+    short = reason.split("; ")[0].split(" (print(model.support())")[0]
+    return short if len(short) <= 200 else short[:197].rstrip() + "..."
+
+
+def served_lines(title: str, runs: dict[str, dict]) -> list[str]:
+    """The lines under one recipe: where it ran, and each family it cannot serve with its reason."""
+    served = sorted(family for family, run in runs.items() if title in run["served"])
+    refused = sorted((family, run["refused"][title]) for family, run in runs.items() if title in run["refused"])
+    lines = [f"**Ran on {len(served)} of {len(runs)} families at build**"
+             + (f": {', '.join(f'[{f}](families/{f}.md)' for f in served)}." if served else ".")]
+    if refused:
+        lines += ["", f"It cannot serve {len(refused)}, each in nncanon's words:", ""]
+        lines += [f"- `{family}`: {escape_markdown_inline(reason_line(reason))}" for family, reason in refused]
+    return lines
+
+
+def recipes_page(text: str, runs: dict[str, dict]) -> str:
+    """``text`` (the page's source) with each recipe's families placed at the end of its section."""
+    if not runs:
+        return text
+    starts = [(m.start(), m.group(1).strip()) for m in _SECTION.finditer(text)]
+    pieces, previous = [], 0
+    for index, (_, title) in enumerate(starts):
+        end = starts[index + 1][0] if index + 1 < len(starts) else len(text)
+        pieces.append(text[previous:end].rstrip("\n"))
+        pieces.append("\n\n" + "\n".join(served_lines(title, runs)) + "\n\n")
+        previous = end
+    pieces.append(text[previous:])
+    return "".join(pieces).rstrip("\n") + "\n"
+
+
+def write_recipes(path: Path, families: list[str], directory: Path | None) -> None:
+    """The page at ``path`` (copied there from docs_src) with the runs kept in ``directory`` of ``families``."""
+    runs = {}
+    for name in families:
+        run = directory / f"{name}.json" if directory is not None else None
+        if run is not None and run.exists():
+            runs[name] = json.loads(run.read_text(encoding="utf-8"))
+    path.write_text(recipes_page(path.read_text(encoding="utf-8"), runs), encoding="utf-8")

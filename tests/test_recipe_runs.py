@@ -1,0 +1,92 @@
+"""The Recipes page on every family (generator/notes/recipe_runs.py), read from what ``generator verify`` kept
+beside the facts, not run again here: every recipe either served a family (its blocks ran on that family's tiny
+checkpoint and every assert held) or carries nncanon's one-line reason, and the rendered page says which families
+each recipe ran on and prints each reason; a recipe that fails on a family it claims fails in one line naming the
+family, the recipe, the block and its line."""
+
+from __future__ import annotations
+
+import pytest
+
+from generator.build import recipe_runs_dir
+from generator.facts.collect import cache_key
+from generator.notes.docs_run import DOCS_SRC
+from generator.notes.recipe_runs import (
+    PAGE,
+    SETUP,
+    RecipeError,
+    cached_run,
+    load_runs,
+    run_family,
+    run_key,
+    sections,
+)
+from generator.recipe.family import all_families, get_family
+from generator.site.escaping import escape_markdown_inline
+from generator.site.recipes_page import reason_line, recipes_page
+
+TEXT = (DOCS_SRC / PAGE).read_text()
+TITLES = [title for title, _ in sections(TEXT) if title != SETUP]
+
+
+@pytest.fixture(scope="module")
+def runs(native_facts):
+    return load_runs(recipe_runs_dir())
+
+
+def test_every_recipe_served_or_refused_on_every_family(runs):
+    for family in all_families():
+        run = runs.get(family.family)
+        assert run is not None, f"{family.family}: no recipe runs kept in {recipe_runs_dir()}"
+        kept = (recipe_runs_dir() / f"{family.family}.key").read_text().strip()
+        assert kept == run_key(cache_key(family)), family.family
+        served, refused = set(run["served"]), set(run["refused"])
+        assert served | refused == set(TITLES) and not served & refused, (family.family, served, refused)
+        for title, reason in run["refused"].items():
+            assert reason.strip() and "\n" not in reason, (family.family, title, reason)
+
+
+def test_attribution_serves_the_families_it_failed_on(runs):
+    """Issue 51's failures: direct logit attribution on gpt2 (a LayerNorm with a bias, b_O) and gemma2 (sandwich
+    norms, a final softcap) runs, with its checks that the shares, the biases and the step past the head sum to the
+    logit; the decomposition's recipe too."""
+    for family in ("llama", "gpt2", "gemma2", "granite"):
+        for title in ("Direct logit attribution per head", "Weights, circuits and the residual decomposition",
+                      "Logit lens"):
+            assert title in runs[family]["served"], (family, title, runs[family]["refused"].get(title))
+
+
+def test_a_recipe_a_family_cannot_serve_says_why_on_the_page(runs):
+    page = recipes_page(TEXT, runs)
+    assert "Forcing an expert" in runs["qwen3_moe"]["served"]
+    dense = runs["llama"]["refused"]["Forcing an expert"]
+    assert "dense MLP" in dense and f"- `llama`: {escape_markdown_inline(reason_line(dense))}" in page
+    no_attention = runs["mamba"]["refused"]["Direct logit attribution per head"]
+    assert "self_attn" in no_attention and f"- `mamba`: {escape_markdown_inline(reason_line(no_attention))}" in page
+    for title in TITLES:  # under every recipe, the count of families it ran on
+        served = sum(title in run["served"] for run in runs.values())
+        section = page[page.index(f"## {title}"):]
+        assert f"**Ran on {served} of {len(runs)} families at build**" in section.split("\n## ")[0], title
+
+
+def test_a_failing_recipe_names_the_family_the_recipe_and_the_line():
+    text = TEXT.split("\n## ")[0] + "\n## Broken\n\n```python\nx = 1\n```\n\n```python\nassert x == 2, 'x is one'\n```\n"
+    with pytest.raises(RecipeError) as caught:
+        run_family(get_family("gpt2"), text=text)
+    message = str(caught.value)
+    line = text[:text.index("assert x == 2")].count("\n") + 1
+    assert message == f"gpt2: docs_src/{PAGE}, recipe 'Broken', python block {len(sections(text)[0][1]) + 2} " \
+                      f"(line {line}): an assert fails: assert x == 2, 'x is one': AssertionError: x is one", message
+
+
+def test_runs_once_until_the_family_or_the_page_changes(tmp_path, monkeypatch):
+    import generator.notes.recipe_runs as recipe_runs
+
+    ran = []
+    monkeypatch.setattr(recipe_runs, "run_family", lambda family: ran.append(family.family) or
+                        {"served": [], "refused": {}, "cpu_seconds": 0})
+    family, quiet = get_family("llama"), lambda line: None
+    assert cached_run(family, tmp_path, "facts-1", quiet)[1] and not cached_run(family, tmp_path, "facts-1", quiet)[1]
+    assert cached_run(family, tmp_path, "facts-2", quiet)[1]  # the family's facts key moved
+    monkeypatch.setattr(recipe_runs, "run_key", lambda key: "the page changed")
+    assert cached_run(family, tmp_path, "facts-2", quiet)[1] and ran == ["llama"] * 3
