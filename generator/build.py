@@ -195,7 +195,14 @@ def _collect_pooled(families: list, jobs: int, progress: Callable[[str], None], 
             continue
         if family.verified_under(transformers.__version__):
             resolved.append(family)
-    return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going)
+    # the Recipes page on each family in the worker that collected it (run_recipes below then finds it kept)
+    return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going,
+                               then=None if kernels_only or keep_going else _recipes_of)
+
+
+def _recipes_of(family: Family) -> None:
+    """In a collecting worker: the Recipes page on the family it just collected."""
+    run_recipes([family], progress=lambda line: print(line, flush=True))
 
 
 def run_recipes(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,

@@ -23,7 +23,8 @@ def stale(families: list[Family], kernels_only: bool) -> list[Family]:
     return [family for family in families if not is_current(family, kernels_only)]
 
 
-def _collect_one(family: Family, force: bool, kernels_only: bool) -> tuple[str, float, str | None]:
+def _collect_one(family: Family, force: bool, kernels_only: bool,
+                 then: Callable[[Family], None] | None = None) -> tuple[str, float, str | None]:
     """In a worker: one family's facts into the cache (the Family the caller resolved, pickled); (name, seconds,
     None) or (name, seconds, the error's line)."""
     from generator.facts.collect import cached_facts
@@ -31,6 +32,8 @@ def _collect_one(family: Family, force: bool, kernels_only: bool) -> tuple[str, 
     start = time.perf_counter()
     try:
         cached_facts(family, progress=lambda line: print(line, flush=True), force=force, kernels_only=kernels_only)
+        if then is not None:  # the caller's next step on this family, in the same worker
+            then(family)
     except Exception as error:  # noqa: BLE001 (the caller collects it again in its own process, where it is raised)
         return family.family, time.perf_counter() - start, \
             f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
@@ -38,7 +41,8 @@ def _collect_one(family: Family, force: bool, kernels_only: bool) -> tuple[str, 
 
 
 def collect_in_parallel(families: list[Family], jobs: int, progress: Callable[[str], None], force: bool,
-                        kernels_only: bool, keep_going: bool) -> dict[str, float]:
+                        kernels_only: bool, keep_going: bool,
+                        then: Callable[[Family], None] | None = None) -> dict[str, float]:
     """Collect ``families`` (those not current, or all with ``force``) in ``jobs`` workers; returns the seconds of
     each family a worker collected. Without ``keep_going`` the first failure stops handing out families (the ones
     running finish); the failed family is left to the caller, which collects it again and raises."""
@@ -49,7 +53,7 @@ def collect_in_parallel(families: list[Family], jobs: int, progress: Callable[[s
     done: dict[str, float] = {}
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
-        pending = {pool.submit(_collect_one, family, force, kernels_only) for family in todo}
+        pending = {pool.submit(_collect_one, family, force, kernels_only, then) for family in todo}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             failed = False
