@@ -6,6 +6,8 @@ family, the recipe, the block and its line."""
 
 from __future__ import annotations
 
+from html import escape
+
 import pytest
 
 from generator.build import recipe_runs_dir
@@ -22,7 +24,6 @@ from generator.notes.recipe_runs import (
     sections,
 )
 from generator.recipe.family import all_families, get_family
-from generator.site.escaping import escape_markdown_inline
 from generator.site.recipes_page import reason_line, recipes_page
 
 TEXT = (DOCS_SRC / PAGE).read_text()
@@ -60,9 +61,10 @@ def test_a_recipe_a_family_cannot_serve_says_why_on_the_page(runs):
     page = recipes_page(TEXT, runs)
     assert "Forcing an expert" in runs["qwen3_moe"]["served"]
     dense = runs["llama"]["refused"]["Forcing an expert"]
-    assert "dense MLP" in dense and f"- `llama`: {escape_markdown_inline(reason_line(dense))}" in page
+    assert "dense MLP" in dense and f"<li><code>llama</code>: {escape(reason_line(dense))}</li>" in page
     no_attention = runs["mamba"]["refused"]["Direct logit attribution per head"]
-    assert "self_attn" in no_attention and f"- `mamba`: {escape_markdown_inline(reason_line(no_attention))}" in page
+    assert "self_attn" in no_attention and f"<li><code>mamba</code>: {escape(reason_line(no_attention))}</li>" in page
+    assert page.count('<details class="nc-refused">') == page.count("</ul></details>") > 0  # each list folded
     for title in TITLES:  # under every recipe, the count of families it ran on
         served = sum(title in run["served"] for run in runs.values())
         section = page[page.index(f"## {title}"):]

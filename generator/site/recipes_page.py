@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 from pathlib import Path
-
-from generator.site.escaping import escape_markdown_inline
 
 _SECTION = re.compile(r"^## (.+)$", re.M)
 
@@ -24,9 +23,11 @@ def served_lines(title: str, runs: dict[str, dict]) -> list[str]:
     refused = sorted((family, run["refused"][title]) for family, run in runs.items() if title in run["refused"])
     lines = [f"**Ran on {len(served)} of {len(runs)} families at build**"
              + (f": {', '.join(f'[{f}](families/{f}.md)' for f in served)}." if served else ".")]
-    if refused:
-        lines += ["", f"It cannot serve {len(refused)}, each in nncanon's words:", ""]
-        lines += [f"- `{family}`: {escape_markdown_inline(reason_line(reason))}" for family, reason in refused]
+    if refused:  # folded: under a recipe most families serve, the list would bury the next recipe
+        lines += ["", f'<details class="nc-refused"><summary>It cannot serve {len(refused)}, each in nncanon\'s '
+                      f"words</summary><ul>"]
+        lines += [f"<li><code>{escape(family)}</code>: {escape(reason_line(reason))}</li>" for family, reason in refused]
+        lines += ["</ul></details>"]
     return lines
 
 
