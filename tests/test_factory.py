@@ -84,8 +84,8 @@ def test_new_from_survey_writes_a_family_that_verifies_once_the_marked_lines_are
 
 @pytest.mark.parametrize("argv, says", [
     ("new nope --from-survey", "--model-type 'nope' is not a model type the installed transformers knows"),
-    ("new vit_copy --from-survey --model-type vit", "is not a causal-LM or image-text-to-text model type"),
-    # blt's shrunk config keeps a full-size hash embedding the shrink table has no name for: no tree to mount
+    ("new vit_copy --from-survey --model-type vit", "is on none of transformers"),
+    # blt's byte-level stacks are no list of decoder layers the config counts: no tree to mount
     ("new blt --from-survey", "the survey could not mount the generic parts on 'blt'"),
 ])
 def test_new_from_survey_refuses_bad_input_in_one_line(copy, argv, says):  # noqa: F811

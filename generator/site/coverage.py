@@ -129,6 +129,13 @@ def _on_a_stack(host: str, wanted: str) -> bool:
         ".decoder", "") == wanted
 
 
+def spans(text: str | None) -> list[tuple[str, bool]]:
+    """A reason's text as (part, is code) pairs: what it quotes in backticks (a package, a field, a source line)
+    is set as code in the table's HTML cell, every part escaped by the template."""
+    parts = (text or "").split("`")
+    return [(part, index % 2 == 1) for index, part in enumerate(parts) if part] if len(parts) % 2 else [(text, False)]
+
+
 def status(row: dict, page: str | None) -> str:
     if page:
         return "family page"
@@ -164,6 +171,8 @@ def entry(row: dict, page: str | None, paged: list[tuple[str, set[str]]], compar
         "model_type": row["model_type"], "class": row["class"], "kind": kind, "page": page, "verified": own,
         "tasks": tasks, "parts": PARTS.get(row.get("kind"), PARTS[None]),
         "failure": row["failure"], "wraps": row["wraps"],
+        # what would move a stopped row on (generator/survey/reasons.py), derived from its failure at the survey
+        "reason": spans(row.get("reason")) if row["failure"] and not page else [],
         "resolved": sum(v is None for v in values.values()), "values_of": len(values),
         "held": sum(r is None for r in relations.values()), "relations_of": len(relations),
         "shared": shared, "chain": chain, "closest": near[0] if near else None,

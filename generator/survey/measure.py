@@ -11,6 +11,7 @@ booleans and one-line reasons are kept, never a measured number: the facts are t
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import warnings
 from typing import Any
@@ -28,8 +29,10 @@ SEED = 0
 UNRULED = (-0.5, 0.5)
 #: the most parameters a shrunk model may keep: the recipes' tiny models have under 1M; more means a size
 #: field the shrink table does not know kept its full default (a vision tower's convolutions, a hash
-#: embedding), and building and running it would cost the whole survey's budget
-MAX_PARAMETERS = 4_000_000
+#: embedding). The cost is the draw: tiny_weights draws 2 to 8 million parameters a CPU-second (RoCBert's 13.7M
+#: shrunk took 6.8 CPU-s, MuseGlimmer's 17.7M 2.2), so 20M is at most 10 CPU-s, under a sixth of BUDGET_S;
+#: a model past it (BLT's 193M hash embedding) would spend the budget drawing, and is reported instead
+MAX_PARAMETERS = 20_000_000
 #: seconds one model type may take, built, run and measured (a tiny one takes about one): a model whose
 #: forward loops far longer on six tokens is reported, not waited for
 BUDGET_S = 60
@@ -94,16 +97,65 @@ def model_class(model_type: str) -> type:
     return getattr(transformers, name)
 
 
-def build(model_type: str, cls: type | None = None, config: Any = None) -> Any:
+def _one_key_head_per_query(model_type: str, model: Any, first: Exception) -> tuple[Any, tuple, dict]:
+    """A forward that failed with fewer key heads than query heads, run with one per query head (an attention that
+    repeats no keys, Unlimited-OCR's); else the first failure stands."""
+    import torch
+
+    text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if getattr(text, "num_key_value_heads", None) in (None, getattr(text, "num_attention_heads", None)):
+        raise first
+    model = build(model_type, key_per_query=True)
+    args, kwargs = inputs_for(model)
+    try:
+        with torch.no_grad():
+            model(**kwargs)
+    except Exception:
+        raise first from None
+    return model, args, kwargs
+
+
+def own_config(cls: type, config: Any) -> Any:
+    """The config ``cls`` is built from, as ``AutoModelForCausalLM.from_config`` picks it: a causal LM whose
+    config class is a sub-config of the model type's (Qwen 3.5's text model, MusicGen's decoder) gets that one."""
+    wanted = getattr(cls, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config
+    for name in getattr(type(config), "sub_configs", None) or {}:
+        sub = getattr(config, name, None)
+        if isinstance(sub, wanted):
+            sub._attn_implementation = "eager"
+            return sub
+    return config
+
+
+def builds_unshrunk(model_type: str) -> bool:
+    """Whether the config class's own defaults, not shrunk, build the model (on the meta device: sized, never
+    allocated). Where they do not, a build failure is the class's, not the shrink's."""
+    import torch
+    from transformers import CONFIG_MAPPING
+
+    try:
+        with torch.device("meta"):
+            cls = model_class(model_type)
+            cls(own_config(cls, CONFIG_MAPPING[model_type]()))
+    except Exception:
+        return False
+    return True
+
+
+def build(model_type: str, cls: type | None = None, config: Any = None, key_per_query: bool = False) -> Any:
     """The tiny model, float32, every parameter drawn from SHAKE-256 as the family recipes' are; ``cls`` and
-    ``config``: another task's class and a config shrunk further (the encoder survey's, generator/survey/encoders.py)."""
+    ``config``: another task's class and a config shrunk further (the encoder survey's, generator/survey/encoders.py);
+    ``key_per_query``: shrink.tiny_config's."""
     import torch
 
     from generator.checkpoint import tiny_weights
 
     torch.manual_seed(SEED)  # decides only which vectors the init leaves constant
-    config = tiny_config(model_type) if config is None else config
     cls = model_class(model_type) if cls is None else cls
+    if config is None:
+        config = own_config(cls, tiny_config(model_type, key_per_query=True) if key_per_query else tiny_config(model_type))
     with torch.device("meta"):  # sized first, for nothing
         sizes = {name: p.numel() for name, p in cls(config).named_parameters()}
     if sum(sizes.values()) > MAX_PARAMETERS:
@@ -129,6 +181,42 @@ def inputs() -> tuple[tuple, dict]:
 
     ids = (torch.arange(BATCH * SEQ).reshape(BATCH, SEQ) * 37 + 11) % VOCAB
     return (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def inputs_for(model: Any, image: bool = False, positions: bool = False) -> tuple[tuple, dict]:
+    """`inputs`, and what this model's forward cannot run without: no cache (a six-token forward needs none, and
+    a seq2seq decoder's or a hybrid's cache is what fails on one: Blenderbot's cross-attention layers, Bailing's
+    linear-only cache), an image for a captioner whose forward requires ``pixel_values`` (BLIP; any model that
+    takes them with ``image``), the Q-Former's own ids (InstructBLIP's, the prompt's), the prompt as the decoder's
+    ids of an encoder-decoder (T5Gemma 2), with ``positions`` the prompt's positions 0..5 (an unpadded prompt's
+    default). Any other required argument is left out: the forward says which."""
+    import inspect
+
+    import torch
+
+    args, kwargs = inputs()
+    params = inspect.signature(model.forward).parameters
+    if "use_cache" in params:
+        kwargs["use_cache"] = False
+    config = model.config
+    vision = getattr(config, "vision_config", None) or config
+    if positions and "position_ids" in params:
+        kwargs["position_ids"] = torch.arange(SEQ).expand(BATCH, SEQ)
+    if "decoder_input_ids" in params:
+        kwargs["decoder_input_ids"] = kwargs["input_ids"]
+    for name, param in params.items():
+        if name in kwargs or (param.default is not inspect.Parameter.empty and not (image and name == "pixel_values")):
+            continue
+        if name == "pixel_values":
+            side = getattr(vision, "image_size", 28)
+            side = side[0] if isinstance(side, (list, tuple)) else side
+            shape = (BATCH, getattr(vision, "num_channels", 3), side, side)
+            # a fixed ramp in [-0.5, 0.5): an image whose value depends on nothing but its shape
+            kwargs[name] = (torch.arange(math.prod(shape), dtype=torch.float32) % 17 / 17 - 0.5).reshape(shape)
+        elif name == "qformer_input_ids":
+            kwargs[name] = kwargs["input_ids"]
+            kwargs["qformer_attention_mask"] = kwargs["attention_mask"]
+    return args, kwargs
 
 
 @contextlib.contextmanager
@@ -179,22 +267,36 @@ def survey(model_type: str) -> dict:
     """The facts of one model type: how far it got, and what holds on it."""
     import torch
 
+    from generator.survey.reasons import reason
     from generator.survey.tree import NoTree, discover, family_module
     from nncanon.core.model import wrap
 
     facts: dict[str, Any] = {"model_type": model_type, "class": None, "builds": False, "forwards": False,
-                             "wraps": False, "failure": None, "values": {}, "relations": {}, "chain": None,
-                             "shape": [],
+                             "wraps": False, "failure": None, "reason": None, "values": {}, "relations": {},
+                             "chain": None, "shape": [],
                              "tasks": tasks(model_type)}
-    args, kwargs = inputs()
     with warnings.catch_warnings(), budget(BUDGET_S):
         warnings.simplefilter("ignore")
         try:
             facts["class"] = model_class(model_type).__name__
             model = build(model_type)
             facts["builds"] = True
-            with torch.no_grad():
-                model(**kwargs)
+            args, kwargs = inputs_for(model)
+            try:
+                with torch.no_grad():
+                    model(**kwargs)
+            except Exception as first:
+                # once more with what a failing forward may lack: the image it names (a captioner's pixel_values), the
+                # prompt's positions (Qwen-Omni's thinker derives them from config ids its defaults lack)
+                image = "pixel_values" in str(first) and "pixel_values" not in kwargs
+                args, kwargs = inputs_for(model, image=image, positions=True)
+                try:
+                    with torch.no_grad():
+                        model(**kwargs)
+                except Exception:
+                    if image:
+                        raise  # the failure of the image it asked for
+                    model, args, kwargs = _one_key_head_per_query(model_type, model, first)
             facts["forwards"] = True
             tree = discover(model)
             facts["shape"] = [*tree.shape, f"norms: {norms(tree, model, kwargs)}"]
@@ -210,6 +312,9 @@ def survey(model_type: str) -> dict:
             facts["chain"] = chain(standard, args, kwargs, held, facts["values"])
         except (Exception, NoTree, OverBudget) as error:  # any failure is the answer for this model type, in one line
             facts["failure"] = one_line(error)
+            stage = next((stage for flag, stage in (("builds", "build"), ("forwards", "run"), ("wraps", "wrap"))
+                          if not facts[flag]), "measure")
+            facts["reason"] = reason(error, stage, BUDGET_S, stage == "build" and not builds_unshrunk(model_type))
             if isinstance(error, OUTSIDE_THE_KEY):
                 facts["retry"] = True  # run.py's: the row is shown, and surveyed again next time
     return facts

@@ -61,14 +61,29 @@ def _is_norm(module: Any) -> bool:
     return "norm" in type(module).__name__.lower()
 
 
-def _layers(module: Any, count: int) -> tuple[str, Any]:
+#: the config fields that count a causal LM's decoder layers, in the order they are tried: a seq2seq model's
+#: num_hidden_layers is its encoder's (Marian, MBart: its decoder_layers are the stack), LongCat-Flash's counts two
+#: sublayers per layer (num_layers are the modules), HRM's every pass through its stacks (num_layers_per_stack)
+DEPTHS = ("num_hidden_layers", "decoder_layers", "num_decoder_layers", "num_layers", "num_layers_per_stack")
+
+
+def _layers(module: Any, config: Any) -> tuple[str, Any]:
     import torch
 
-    found = [(path, m) for path, m in module.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) == count]
-    found.sort(key=lambda pm: (any(word in pm[0].lower() for word in TOWERS), pm[0].count("."), pm[0]))
-    if not found:
-        raise NoTree(f"no ModuleList of num_hidden_layers={count} decoder layers in {type(module).__name__}")
-    return found[0]
+    counts = {name: getattr(config, name) for name in DEPTHS
+              if isinstance(getattr(config, name, None), int) and not isinstance(getattr(config, name), bool)}
+    lists = [(path, m) for path, m in module.named_modules() if isinstance(m, torch.nn.ModuleList)]
+    lists.sort(key=lambda pm: (any(word in pm[0].lower() for word in TOWERS), pm[0].count("."), pm[0]))
+    # the text stack first, then the depth fields in order: a seq2seq text model's encoder (num_hidden_layers long in
+    # Florence-2's BART) is not the stack its causal LM runs
+    for outside in (True, False):
+        for count in counts.values():
+            found = [(path, m) for path, m in lists if len(m) == count
+                     and outside != any(word in path.lower() for word in TOWERS)]
+            if found:
+                return found[0]
+    stated = ", ".join(f"{name}={count}" for name, count in counts.items()) or "no depth field"
+    raise NoTree(f"no ModuleList of decoder layers in {type(module).__name__} as long as its config says ({stated})")
 
 
 def _final_norm(module: Any, layers_path: str) -> str | None:
@@ -93,7 +108,7 @@ def discover(module: Any) -> Tree:
     """Where the generic parts sit on ``module`` (a built causal LM or image-text-to-text model)."""
     config = module.config.get_text_config()
     tree = Tree()
-    layers_path, layers = _layers(module, config.num_hidden_layers)
+    layers_path, layers = _layers(module, config)
     root = {"layers": layers_path, "embed_tokens": _path_of(module, module.get_input_embeddings()),
             "norm": _final_norm(module, layers_path), "lm_head": _path_of(module, module.get_output_embeddings())}
     for standard, native in root.items():
@@ -111,8 +126,14 @@ def discover(module: Any) -> Tree:
         firsts.setdefault((type(layer), tuple(type(c).__name__ for _, c in layer.named_children())), layer)
         tree.envoys[type(layer)] = Block
         tree.blocks.append((layer, *_mixer_and_mlp(layer)))
+    # a child only some blocks of a class have (RWKV's pre_ln, the stack's own norm, on block 0) is not one of the
+    # class's block norms: a rename binds by name on every block of the class, so it is left unmounted
+    shared: dict[type, set[str]] = {}
+    for layer in layers:
+        names = {name for name, _ in layer.named_children()}
+        shared[type(layer)] = shared.get(type(layer), names) & names
     for block in firsts.values():
-        _block(tree, block, Attention, MLP)
+        _block(tree, block, Attention, MLP, shared[type(block)])
     tree.shape = list(dict.fromkeys(tree.shape))
     tree.paths = list(dict.fromkeys(tree.paths))
     tree.shape.append(f"norm: {type(module.get_submodule(root['norm'])).__name__}" if root["norm"] else "norm: none")
@@ -142,14 +163,19 @@ def _mixer_and_mlp(block: Any) -> tuple[Any, Any]:
     return (getattr(block, mixer) if mixer else None), (getattr(block, mlp) if mlp else None)
 
 
-def _block(tree: Tree, block: Any, attention_host: type, mlp_host: type) -> None:
-    """The block's mixer, MLP and norms mounted on the Llama names, and its shape in words."""
+def _block(tree: Tree, block: Any, attention_host: type, mlp_host: type, every: set[str]) -> None:
+    """The block's mixer, MLP and norms mounted on the Llama names, and its shape in words; ``every``: the
+    children every block of its class has."""
     attention, mlp = _sublayers(block)
-    norms = [name for name, child in block.named_children() if _is_norm(child)]
+    norms = [name for name, child in block.named_children() if _is_norm(child) and name in every]
     if attention is not None:
         cls = type(getattr(block, attention))
         tree.envoys[cls] = attention_host
-        tree.rename[cls] = "self_attn"  # by class: a hybrid's blocks name their mixers alike
+        twins = [name for name, child in block.named_children() if type(child) is cls]
+        if len(twins) == 1:
+            tree.rename[cls] = "self_attn"  # by class: a hybrid's blocks name their mixers alike
+        elif attention != "self_attn":  # a decoder's cross-attention of the same class (TrOCR's encoder_attn)
+            tree.rename[attention] = "self_attn"
         _mount(tree, getattr(block, attention), attention, "o_proj", OUT_PROJ, "attention")
         inside = {name for name, _ in getattr(block, attention).named_children()}
         tree.shape.append("attention: q/k norms" if {"q_norm", "k_norm", "q_layernorm", "k_layernorm", "query_layernorm", "key_layernorm"} & inside else "attention: plain")
