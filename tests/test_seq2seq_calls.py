@@ -182,3 +182,27 @@ def test_whisper_invokes_that_do_not_batch_are_one_line_errors(whisper):
         with whisper.trace(features):
             pass
     assert "\n" not in str(refused.value)
+
+
+def test_the_lens_on_each_stack_the_decoders_is_the_models_and_the_encoders_refuses(t5):
+    """Issue 49: the lens on both stacks. The decoder's unembed is the model's own (final norm, T5's rescale, the
+    tied head), checked on the last block against the logits the forward returns and, on block 0, against a plain
+    computation from the module's weights; the encoder has no unembedding and says so in one line."""
+    from nncanon.core.values import NotOnHost
+
+    module = t5._module
+    with t5.trace("The cat sat on the mat"):
+        stream = t5.decoder.layers[0].layer_output.save()
+        first = t5.decoder.unembed(stream).save()
+        last = t5.decoder.unembed(t5.decoder.layers[-1].layer_output).save()
+        logits = t5.logits.save()
+    assert torch.equal(last, logits)
+    with torch.no_grad():  # T5: the decoder's final RMS norm, then d_model ** -0.5, then the head tied to shared
+        normed = module.decoder.final_layer_norm(stream)
+        plain = module.lm_head(normed * module.config.d_model ** -0.5)
+    assert torch.equal(first, plain)
+    with pytest.raises(NotOnHost) as refused:
+        with t5.trace("The cat sat on the mat"):
+            t5.encoder.unembed(t5.encoder.layers[0].layer_output).save()
+    line = str(refused.value)
+    assert len(line.splitlines()) == 1 and "no unembedding" in line and "model.decoder.unembed" in line

@@ -154,6 +154,23 @@ def test_embedding_and_unembedding():
     assert model.b_U is None
 
 
+@pytest.mark.parametrize("family, embedding", [("t5", "shared.weight"), ("whisper", "model.decoder.embed_tokens.weight")])
+def test_an_encoder_decoder_has_its_input_embedding_as_W_E_and_each_stack_its_weights(family, embedding):
+    """Issue 49: the weights in standard names on both stacks. W_E is the matrix the model's token ids index (T5's
+    shared one, which both stacks embed with; Whisper's decoder's, its encoder reading audio), each stack's
+    attention and cross-attention project like the module, and a stack asked for the head's W_U refuses in one line."""
+    model = _load(family)
+    params = dict(model._module.named_parameters())
+    assert model.W_E.data_ptr() == params[embedding].data_ptr()
+    for attention in (model.encoder.layers[0].self_attn, model.decoder.layers[0].self_attn,
+                      model.decoder.layers[0].cross_attn):
+        q = attention._module.q_proj if hasattr(attention._module, "q_proj") else attention._module.q
+        assert _param(model, attention.W_Q) == _param(model, q.weight)
+    with pytest.raises(AttributeError) as refused:
+        model.encoder.W_U  # noqa: B018
+    assert len(str(refused.value).splitlines()) == 1 and "W_U is on the model" in str(refused.value)
+
+
 def test_per_expert_weights_recompute_an_expert():
     model = _load("qwen3_moe")
     mlp = model.layers[0].mlp

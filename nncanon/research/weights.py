@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..core.values import NotOnHost
 from .gathered import grouped
 from .norm_forms import WeightUnavailable, gain_form, norm_epsilon, norm_kind  # noqa: F401 (re-exported)
 
@@ -346,9 +347,25 @@ def _root(model: Any, name: str, attr: str) -> Any:
     return getattr(child, attr)
 
 
+def _token_embedding(model: Any) -> Any:
+    """``embed_tokens.weight``; on an encoder-decoder, whose stacks embed (T5's, BART's both from one shared matrix;
+    Whisper's decoder alone, its encoder reading audio), the model's own input embedding."""
+    try:
+        return _root(model, "embed_tokens", "weight")
+    except NotOnHost:
+        try:
+            model.encoder, model.decoder  # noqa: B018 (a model of two stacks, or the first refusal stands)
+        except NotOnHost:
+            pass
+        else:
+            return model._module.get_input_embeddings().weight
+        raise
+
+
 ROOT = {w.name: w for w in [
-    _w("W_E", "vocab_size hidden_size", "The token embedding matrix (embed_tokens.weight); a family that scales the "
-       "embedding (Gemma's √hidden_size) scales token_embeddings, not W_E", lambda m: _root(m, "embed_tokens", "weight")),
+    _w("W_E", "vocab_size hidden_size", "The token embedding matrix (embed_tokens.weight; an encoder-decoder's input "
+       "embedding, T5's shared); a family that scales the embedding (Gemma's √hidden_size) scales token_embeddings, "
+       "not W_E", _token_embedding),
     _w("W_U", "hidden_size vocab_size", "The unembedding: lm_head_output = final_norm_output @ W_U + b_U",
        lambda m: _root(m, "lm_head", "weight").T),
     _w("b_U", "vocab_size", "The head's bias, None without one", lambda m: _root(m, "lm_head", "bias")),

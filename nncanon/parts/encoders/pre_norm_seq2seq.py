@@ -39,6 +39,7 @@ from ..attention.relative_position import (
 from ..blocks.decoder import BLOCK_RELATIONS, ROOT_RELATIONS
 from ..blocks.per_layer_inputs import rms
 from .seq2seq import SEQ2SEQ_ROOT_RELATIONS, SEQ2SEQ_ROOT_VALUES
+from .stack_lens import DECODER_LENS, ENCODER_LENS
 
 RMS = "rmsnorm(x) = x / sqrt(mean(x²) + eps) · weight (no mean subtracted, no bias)"
 
@@ -76,9 +77,9 @@ _STACK_VALUES = [
           own("output", attr="last_hidden_state")),
 ]
 PreNormEncoderStack = host("PreNormEncoderStack", values=_STACK_VALUES, HOST="model.encoder", KIND="encoder stack",
-                           RELATIONS=_STACK_RELATIONS)
+                           RELATIONS=_STACK_RELATIONS, **ENCODER_LENS)
 PreNormDecoderStack = host("PreNormDecoderStack", values=_STACK_VALUES, HOST="model.decoder", KIND="decoder stack",
-                           RELATIONS=_STACK_RELATIONS)
+                           RELATIONS=_STACK_RELATIONS, **DECODER_LENS)
 
 # -- the blocks ------------------------------------------------------------------------------------------------
 

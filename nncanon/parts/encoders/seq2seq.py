@@ -40,6 +40,7 @@ from ..blocks.norms import formula, layer_norm
 from ..blocks.positions import sinusoid_halves
 from .embeddings import SHARED_ROWS, PositionRows, _right_padding
 from .post_norm import STREAM_RELATIONS
+from .stack_lens import DECODER_LENS, ENCODER_LENS
 
 _FORM = formula("· weight + bias")
 _NO_FINAL_NORM = never("the stack's blocks are post-norm: each ends in its own LayerNorm, and there is no final norm")
@@ -120,12 +121,12 @@ _STACK_RELATIONS = (_embedding_relation(2), _positions, _STACK, _stack_output)
 EncoderStack = host("EncoderStack", values=_stack_values(
     Value("position_embeddings", Residual, "The learned position embedding's output, row p + 2 at position p, for "
           "every row of the batch", child("embed_positions"))),
-    HOST="model.encoder", KIND="encoder stack", RELATIONS=_STACK_RELATIONS)
+    HOST="model.encoder", KIND="encoder stack", RELATIONS=_STACK_RELATIONS, **ENCODER_LENS)
 #: ``model.decoder``: its positions one row per position, shared by the batch
 DecoderStack = host("DecoderStack", values=_stack_values(
     Value("position_embeddings", PositionRows, "The learned position embedding's output: row p + 2 at position p, one "
           "row per position added to every row of the batch", child("embed_positions"), view=SHARED_ROWS)),
-    HOST="model.decoder", KIND="decoder stack", RELATIONS=_STACK_RELATIONS)
+    HOST="model.decoder", KIND="decoder stack", RELATIONS=_STACK_RELATIONS, **DECODER_LENS)
 
 
 @relation("layers[0].layer_input == token_embeddings · sqrt(hidden_size) (· 1 when scale_embedding is off) + "

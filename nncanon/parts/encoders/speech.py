@@ -49,6 +49,7 @@ from ..blocks.decoder import BLOCK_RELATIONS, ROOT_RELATIONS, Block
 from ..encoders.bidirectional import padding_mask
 from .embeddings import PositionRows
 from .seq2seq import SEQ2SEQ_ROOT_RELATIONS, SEQ2SEQ_ROOT_VALUES
+from .stack_lens import DECODER_LENS, ENCODER_LENS
 
 #: the log-mel spectrogram the encoder reads
 Features = layout("Features", "batch num_mel_bins frames")
@@ -126,7 +127,7 @@ SpeechEncoderStack = host("SpeechEncoderStack", values=[
           "every row of the batch", child("embed_positions")),
     *_ends(),
 ], HOST="model.encoder", KIND="encoder stack",
-    RELATIONS=(_front_end, _source_embedding, _sinusoidal, _STACK, _final_norm))
+    RELATIONS=(_front_end, _source_embedding, _sinusoidal, _STACK, _final_norm), **ENCODER_LENS)
 
 
 @relation("layers[0].layer_input == token_embeddings + position_embeddings; token_embeddings == "
@@ -151,7 +152,8 @@ SpeechDecoderStack = host("SpeechDecoderStack", values=[
     Value("position_embeddings", Residual, "The learned position embedding's output: row p at position p, for every "
           "row of the batch", child("embed_positions")),
     *_ends(),
-], HOST="model.decoder", KIND="decoder stack", RELATIONS=(_target_embedding, _STACK, _final_norm))
+], HOST="model.decoder", KIND="decoder stack", RELATIONS=(_target_embedding, _STACK, _final_norm),
+    **DECODER_LENS)
 
 # -- the blocks: pre-norm, the MLP's modules the block's own ------------------------------------------------------
 
