@@ -20,14 +20,13 @@ COLLECTORS = $(if $(filter 0,$(JOBS)),1,$(JOBS))
 site: $(PY)
 	$(PY) -m generator build --jobs $(COLLECTORS)
 
-# first the site's facts and the Coverage page's survey, as make site computes them (cached: after make site,
-# nothing to do), which the suite reads (a test's build surveys nothing), each spread over JOBS processes; then
-# two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit, the capability comparison
-# in shards); JOBS=0: one process.
+# first the site's facts, as make site collects them (cached: after make site, nothing to collect), which the
+# suite reads; then two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit, the
+# capability comparison in shards); JOBS=0: one process. A test's build surveys no model type (NNCANON_SURVEY,
+# generator/build.py): make site surveys them all, tests/test_survey*.py samples of each kind.
 # --durations: every run ends with its 25 slowest tests (where the suite's time goes: bench/bench_suite.py per file)
 test: $(PY)
 	$(PY) -m generator verify --jobs $(COLLECTORS)
-	$(PY) -m generator survey --jobs $(COLLECTORS)
 	$(PY) -m pytest -n $(JOBS) --durations=25
 
 # every family verified again on the newest transformers published (pip's index says which: no number here), in a
