@@ -28,6 +28,9 @@ def workspace(tmp_path_factory, native_facts):
     os.environ["NNCANON_BUILD"] = str(root / "build")
     # start from the run's facts (collected once, tests/conftest.py), so the module does not collect again
     shutil.copytree(native_facts, root / "build" / "facts")
+    recipes = native_facts.parent / "docs_run" / "recipes"  # and the Recipes page's runs, kept beside them
+    if recipes.is_dir():
+        shutil.copytree(recipes, root / "build" / "docs_run" / "recipes")
     yield root
     for key, value in saved.items():
         if value is None:

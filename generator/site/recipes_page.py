@@ -21,11 +21,14 @@ def served_lines(title: str, runs: dict[str, dict]) -> list[str]:
     """The lines under one recipe: where it ran, and each family it cannot serve with its reason."""
     served = sorted(family for family, run in runs.items() if title in run["served"])
     refused = sorted((family, run["refused"][title]) for family, run in runs.items() if title in run["refused"])
-    lines = [f"**Ran on {len(served)} of {len(runs)} families at build**"
-             + (f": {', '.join(f'[{f}](families/{f}.md)' for f in served)}." if served else ".")]
+    # out of the search index (data-search-exclude): a family's name is found on its own page, and 129 names under
+    # each recipe were the index's largest growth
+    links = ", ".join(f'<a href="../families/{escape(f)}/">{escape(f)}</a>' for f in served)
+    lines = [f'<p class="nc-ran" data-search-exclude><strong>Ran on {len(served)} of {len(runs)} families at '
+             f"build</strong>{': ' + links if served else ''}.</p>"]
     if refused:  # folded: under a recipe most families serve, the list would bury the next recipe
-        lines += ["", f'<details class="nc-refused"><summary>It cannot serve {len(refused)}, each in nncanon\'s '
-                      f"words</summary><ul>"]
+        lines += ["", f'<details class="nc-refused" data-search-exclude><summary>It cannot serve {len(refused)}, '
+                      f"each in nncanon's words</summary><ul>"]
         lines += [f"<li><code>{escape(family)}</code>: {escape(reason_line(reason))}</li>" for family, reason in refused]
         lines += ["</ul></details>"]
     return lines
