@@ -39,6 +39,7 @@ from generator.site.escaping import (
     slug,
 )
 from generator.site.families_index import NUMBERS, facet_terms, index_entry, matches
+from generator.site.formats import fmt_error, show
 from generator.site.interiors import check_order, interior, undrawn
 from generator.site.mechanics import mechanics_table
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
@@ -86,24 +87,6 @@ REQUIRED = {
 
 class FactsError(ValueError):
     """A facts file that the renderer cannot render: says which file, which field, and what to do."""
-
-
-def show(value) -> str:
-    """A config value the way Python prints it (strings bare, as the spec's tables show them)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
-    return repr(value)
-
-
-def fmt_error(err) -> str:
-    if err is None:
-        return "not measured"
-    if isinstance(err, str):  # a relation's: "0", or "≤ tolerance" (the digits vary by CPU)
-        return "0 (exact)" if err == "0" else err
-    err = float(err)
-    return "0 (exact)" if err == 0 else f"{err:.1e}"
 
 
 # ---------------------------------------------------------------- the page

@@ -27,13 +27,13 @@ import types
 import warnings
 from typing import Any
 
+from generator.survey.chain_gap import chain
 from generator.survey.measure import (
     BUDGET_S,
     OUTSIDE_THE_KEY,
     OverBudget,
     budget,
     build,
-    chain,
     one_line,
     quiet_transformers,
 )

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import warnings
 from typing import Any
 
+from generator.survey.failures import one_line  # noqa: F401 (the rows' importers read it here)
 from generator.survey.shrink import BATCH, SEQ, VOCAB, tiny_config
 
 #: relations the survey does not check: the mask relation reads the tokenizer's pad token, and the survey
@@ -66,17 +66,6 @@ def budget(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def one_line(error: BaseException) -> str:
-    """``Type: first line`` of an exception; a message that ends at a colon continues on its next line (a
-    config validator's names the check, then says what failed). Addresses are dropped: they differ per run."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    if text.endswith(":") and len(lines) > 1:
-        text = f"{text} {lines[1]}"
-    text = re.sub(r" at 0x[0-9a-f]+", "", text)
-    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
 
 
 def tasks(model_type: str) -> list[str]:
@@ -267,6 +256,7 @@ def survey(model_type: str) -> dict:
     """The facts of one model type: how far it got, and what holds on it."""
     import torch
 
+    from generator.survey.chain_gap import chain
     from generator.survey.reasons import reason
     from generator.survey.tree import NoTree, discover, family_module
     from nncanon.core.model import wrap
@@ -476,30 +466,3 @@ def check_relations(model: Any, args: tuple, kwargs: dict, values: dict[str, str
     for key in weight_keys:  # the weights' relations apart: the page counts the generic hosts' own
         weights[key] = results.pop(key, "not checked")
     return dict(sorted(results.items()))
-
-
-def chain(model: Any, args: tuple, kwargs: dict, held: set[str], values: dict[str, str | None]) -> str | None:
-    """Where the chain of the relations that ``held`` breaks (None: it is whole), on the forward order measured
-    without the values that did not resolve; a value of a block the reads did not reach (a later block kind's) that
-    the tree has no module for leaves no order to measure, and the row says so in its place."""
-    from generator.facts.chain import survey_gap
-    from nncanon.core.model import FamilyMismatch
-
-    unserved(model, values)
-    try:
-        return survey_gap(model, args, kwargs, held.__contains__)
-    except FamilyMismatch as error:
-        return f"the forward order cannot be measured: {one_line(error)}"
-
-
-def unserved(model: Any, values: dict[str, str | None]) -> None:
-    """Every value that did not resolve, recorded as one the tree does not serve (``StandardModel.missing_op``): the
-    forward order the chain is measured on (nncanon.guards.order) then leaves it out, as a release's moved op."""
-    from generator.facts.proof import envoys, pattern
-
-    kinds = {pattern(envoy._std_path): type(envoy) for envoy in envoys(model)}
-    missing = model.__dict__.setdefault("_missing_ops", {})
-    for key, why in values.items():
-        host, _, name = key.rpartition(".")
-        if why is not None and host in kinds:
-            missing.setdefault((kinds[host], name), why)
