@@ -271,10 +271,10 @@ def test_a_first_level_op_the_forward_lacks_fails_the_load(registered, checkpoin
 def test_a_missing_op_read_in_a_trace_names_the_value(registered, checkpoint, monkeypatch):
     """An op the load could not check (resolved only at run time) fails the read with the same message."""
     import nncanon
-    from nncanon.core import model as model_module
+    from nncanon.core import sources
 
     registered(family_reading(("attention_interface_1", "torch_softmax_0")))
-    monkeypatch.setattr(model_module, "check_ops", lambda envoy, ops: None)
+    monkeypatch.setattr(sources, "check_ops", lambda envoy, ops: None)  # where the wrap checks the ops
     model = nncanon.load(checkpoint, attn_implementation="eager")
     with pytest.raises(nncanon.MissingOp, match=r"model.layers\[1\].self_attn.attention_scores .*has no op "
                                                 r"torch_softmax_0 \(the ops there with 'softmax': "
