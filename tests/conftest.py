@@ -45,7 +45,7 @@ def pytest_configure(config):
 SHARED = {
     "site": ("site", {"test_site_index.py", "test_compare.py", "test_sae_index.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
-                         "test_browser_coverage.py"}),
+                         "test_browser_coverage.py", "test_browser_mechanics.py"}),
 }
 UNITS = {name: unit for unit, files in SHARED.values() for name in files}
 #: the modules whose tests are parametrized by a kernel shard (``[default-0]``): one unit per shard
