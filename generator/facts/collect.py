@@ -260,7 +260,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         check_value_claims(family, hosts)
         progress(f"{family.family}: relations on every block under every load")
         relations = prove_family(family, models, models.all, lambda m: run_inputs(m, family_module, prompts))
-        check_family_chain(family, models)  # and they join into one chain from the inputs to the logits
+        proof_chain = check_family_chain(family, models)  # and they join into one chain from the inputs to the logits
         edits = None
         if not kernels_only:
             progress(f"{family.family}: edits")
@@ -297,6 +297,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             "vision": vision(family, family_module, models, identities, printout_model, relations),
             "hosts": hosts,
             "relations": relations,
+            "proof_chain": proof_chain,
             "edits": edits,
             # the full-size checkpoint's size of every layout dimension (the cheat sheet's numbers), read from its model
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model),

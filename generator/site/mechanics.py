@@ -130,26 +130,51 @@ def chain(facts: dict, host: str, text: str, prefix: str) -> dict | None:
     them (the facts' ``sequence``), a solid edge for each pair of them one of the block's relations ties (the facts'
     ``dataflow``, collected from the relations the build proved, the ties generator/facts/chain.py joins), drawn
     from the value produced first, and a dashed edge into a value no relation ties to an earlier one, from the value
-    produced just before it: the forward feeds it, nothing proves how. None where no block kind holds the relation
-    (a relation of the root or the vision tower: the order of their values is not measured)."""
+    produced just before it: the forward feeds it, nothing proves how. A relation no block kind holds (the root's,
+    the vision tower's) is drawn from the proof chain's graph (:func:`_outside_blocks`); None where the facts hold
+    none."""
     kinds = facts.get("stack", {}).get("block_kinds", [])
     kind = next((k for k in kinds if any(r["text"] == text for r in k.get("relations") or [])), None)
     sequence = [row for row in (kind or {}).get("sequence") or [] if _inside(row, host)]
     if not sequence:
-        return None
+        return _outside_blocks(facts, host, prefix)
     flow = [pair for pair in kind.get("dataflow") or [] if _inside(pair[0], host) and _inside(pair[1], host)]
+    where = f"{facts['family']}'s {kind.get('label') or kind['kind']} block"
+    return _drawn(sequence, flow, prefix, facts["family"], kind["kind"], where,
+                  f"every value of {host.removeprefix('model.')}")
+
+
+def _outside_blocks(facts: dict, host: str, prefix: str) -> dict | None:
+    """A mechanic of the root or the vision tower: its host's own values and the values one relation ties them to,
+    in the order the forward first produced them, and those ties: the proof chain's graph the build checked
+    (generator/facts/chain.py, the facts' ``proof_chain``, under the load that serves most of them)."""
+    graphs = (facts.get("proof_chain") or {}).values()
+    # the load serving most of the host's values (an image-text line's vision tower: its image load's)
+    graph = max(graphs, key=lambda g: sum(row.rpartition(".")[0] == host for row in g["order"]),
+                default={"order": [], "edges": []})
+    own = {row for row in graph["order"] if row.rpartition(".")[0] == host}
+    edges = [pair for pair in graph["edges"] if own & set(pair)]
+    near = {row for pair in edges for row in pair}
+    sequence = [row for row in graph["order"] if row in own | near]
+    if not own:
+        return None
+    name = "the root" if host == "model" else host.removeprefix("model.")
+    return _drawn(sequence, edges, prefix, facts["family"], None, facts["family"],
+                  f"every value of {name} and the values a relation ties them to")
+
+
+def _drawn(sequence: list[str], flow: list, prefix: str, family: str, kind: str | None, where: str,
+           what: str) -> dict:
     lookup = {(row.rpartition(".")[0], row.rpartition(".")[2]): {} for row in sequence}
     drawing = interior({"sequence": sequence, "dataflow": flow}, lookup, Links(), prefix)
     path = {b.id: b.path.replace("layers[i]", "block", 1) for b in drawing["boxes"]}
     edges = [{"source": path[a["from"]], "target": path[a["to"]], "how": a["how"],
               "why": "a relation ties them" if a["how"] == "flow" else "the forward feeds it; no relation ties it to an "
                                                                         "earlier value"} for a in drawing["arcs"]]
-    where = f"{facts['family']}'s {kind.get('label') or kind['kind']} block"
     solid = sum(e["how"] == "flow" for e in edges)
-    return {"drawing": drawing, "edges": edges, "family": facts["family"], "kind": kind["kind"],
-            "title": f"The chain of {host.removeprefix('model.')} in {where}",
-            "head": f"Its chain in {where}: every value of {host.removeprefix('model.')}, top to bottom in the order "
-                    "one forward produced them (measured)",
+    return {"drawing": drawing, "edges": edges, "family": family, "kind": kind,
+            "title": f"The chain in {where}: {what}",
+            "head": f"Its chain in {where}: {what}, top to bottom in the order one forward produced them (measured)",
             "desc": f"{len(drawing['boxes'])} values, {solid} edges a relation proves, {len(edges) - solid} the "
                     "forward feeds with no relation: " + "; ".join(f"{e['source']} to {e['target']}"
                                                                  + ("" if e["how"] == "flow" else " (fed)")
