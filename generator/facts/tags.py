@@ -112,8 +112,8 @@ class Evidence:
             return True
         if "not renormalised" in text or "softmax over the chosen logits" in text:
             return "softmax over the chosen logits" in text  # a softmax over the chosen ones sums to one
-        if "renormalised when norm_topk_prob" in text:
-            return bool(self.traits.get("norm_topk_prob"))
+        if "renormalised when norm_topk_prob" in text:  # measured: the chosen weights sum to one on every token
+            return bool(self.traits.get("renormalised"))
         return None
 
     def norms(self) -> str:
@@ -194,10 +194,10 @@ TAGS: dict[str, tuple[str, Check]] = {
     "Windowed attention": ("a windowed attention relation", lambda e, q, m: "window" in e.relations),
     "Scaled embedding": ("the embedding scaled", lambda e, q, m: "sqrt(hidden_size)" in e.relations),
     "Tied embeddings": ("tie_word_embeddings", lambda e, q, m: e.on(q, lambda c: c["tie_word_embeddings"])),
-    "Learned absolute positions": ("learned positions", lambda e, q, m: "learned positions" in e.traits["block"]),
-    "Fused (?:QKV|query_key_value).*": ("a fused qkv projection", lambda e, q, m: {
-        "qkv_proj", "query_key_value", "c_attn", "Wqkv"} & set(e.traits.get("fused", ()))),
-    "Fused gate/up projection": ("a fused gate_up_proj", lambda e, q, m: "gate_up_proj" in e.traits.get("fused", ())),
+    "Learned absolute positions": ("positions added to the residual", lambda e, q, m: "absolute positions" in
+                                   e.traits["block"]),
+    "Fused (?:QKV|query_key_value).*": ("a fused qkv projection", lambda e, q, m: "qkv" in e.traits.get("fused", ())),
+    "Fused gate/up projection": ("a fused gate/up projection", lambda e, q, m: "gate/up" in e.traits.get("fused", ())),
     "Parallel attention and MLP": ("a parallel block", lambda e, q, m: "parallel block" in e.traits["block"]),
     "Parallel attention and state-space mixer": ("attention and mixer added in one relation", lambda e, q, m: re.search(
         r"mamba\.attention_output.*self_attn\.attention_output", e.relations)),
