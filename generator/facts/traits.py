@@ -17,9 +17,11 @@ def norm_gain(norm: Any) -> str:
 
     if getattr(norm, "weight", None) is None:
         return "none"  # a norm without a learned gain (OLMo's)
-    if isinstance(norm, torch.nn.LayerNorm):  # centred, its gain and bias as they are
-        return "weight + bias" if norm.bias is not None else "weight"
     x = torch.randn(3, norm.weight.shape[-1], generator=torch.Generator().manual_seed(0))
+    if norm_form(norm, x) == "LayerNorm":  # centred, measured: its gain as it is, and a bias where it adds one
+        with torch.no_grad():  # a constant row centres to zero, so what the norm gives for it is its bias
+            bias = norm(torch.full_like(x[:1], 3.0))
+        return "weight + bias" if bool(bias.abs().max() > 0) else "weight"
     with torch.no_grad():
         eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
         rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
@@ -27,12 +29,7 @@ def norm_gain(norm: Any) -> str:
         # the two candidates differ by rms * 1, of order 1; the norm's own rounding at this scale is far below 1e-4
         if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4):
             return "1 + weight"
-        if torch.allclose(out, rms * norm.weight, atol=1e-4):
-            return "weight"
-        # a centred norm of its own class with a gain and no bias (Cohere's LayerNorm): the same measurement
-        centred = x - x.mean(-1, keepdim=True)
-        layer = centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps)
-        return "weight" if torch.allclose(out, layer * norm.weight, atol=1e-4) else "other"
+        return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"
 
 
 def _child(envoy: Any, name: str) -> Any:
