@@ -142,3 +142,29 @@ def test_the_vision_norm_kind_is_measured_whatever_its_class_is_called(tiny, nam
         assert vision_norm(image, module, list(PROMPTS)) == kind
     finally:
         models.close()
+
+
+@pytest.mark.parametrize("model_type, extra", [("llama", {}), ("qwen3_moe", {"num_experts": 4, "num_experts_per_tok": 2,
+                                                                            "moe_intermediate_size": 16})])
+def test_the_surveys_mlp_kind_is_measured_whatever_the_mlp_calls_its_projections(model_type, extra):
+    """The survey's closest family compares block structure (where the norms sit, what the MLP computes): its MLP kind
+    was read off gate_proj / up_proj; with them renamed it is the same, measured on the forward."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from generator.survey.measure import structure
+    from generator.survey.tree import discover
+
+    config = AutoConfig.for_model(model_type, vocab_size=64, pad_token_id=0, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  **extra)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    call = {"input_ids": torch.arange(6)[None]}
+    before = structure(discover(model), model, call)
+    kind = "mlp: mixture" if extra else "mlp: gated"
+    assert kind in before and "norms: pre-norm" in before, before
+    for layer in model.model.layers:
+        renamed(layer.mlp, {name: f"part{i}" for i, (name, _) in enumerate(layer.mlp.named_children())}, classes=True)
+    after = structure(discover(model), model, call)
+    assert [w for w in after if w.startswith(("mlp", "norms"))] == [w for w in before if w.startswith(("mlp", "norms"))]
