@@ -144,11 +144,13 @@ def test_the_vision_norm_kind_is_measured_whatever_its_class_is_called(tiny, nam
         models.close()
 
 
-@pytest.mark.parametrize("model_type, extra", [("llama", {}), ("qwen3_moe", {"num_experts": 4, "num_experts_per_tok": 2,
-                                                                            "moe_intermediate_size": 16})])
-def test_the_surveys_mlp_kind_is_measured_whatever_the_mlp_calls_its_projections(model_type, extra):
-    """The survey's closest family compares block structure (where the norms sit, what the MLP computes): its MLP kind
-    was read off gate_proj / up_proj; with them renamed it is the same, measured on the forward."""
+@pytest.mark.parametrize("model_type, extra, qk", [
+    ("llama", {}, "attention: plain"),
+    ("qwen3_moe", {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16}, "attention: q/k norms")])
+def test_the_surveys_mlp_kind_is_measured_whatever_the_mlp_calls_its_projections(model_type, extra, qk):
+    """The survey's closest family compares block structure (where the norms sit, what the MLP computes, q/k norms):
+    its MLP kind was read off gate_proj / up_proj, its q/k norms off q_norm; with every MLP and attention child
+    renamed they are the same, measured on the forward."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -163,8 +165,9 @@ def test_the_surveys_mlp_kind_is_measured_whatever_the_mlp_calls_its_projections
     call = {"input_ids": torch.arange(6)[None]}
     before = structure(discover(model), model, call)
     kind = "mlp: mixture" if extra else "mlp: gated"
-    assert kind in before and "norms: pre-norm" in before, before
+    assert {kind, "norms: pre-norm", qk} <= set(before), before
     for layer in model.model.layers:
-        renamed(layer.mlp, {name: f"part{i}" for i, (name, _) in enumerate(layer.mlp.named_children())}, classes=True)
+        for sub in (layer.mlp, layer.self_attn):
+            renamed(sub, {name: f"part{i}" for i, (name, _) in enumerate(sub.named_children())}, classes=True)
     after = structure(discover(model), model, call)
-    assert [w for w in after if w.startswith(("mlp", "norms"))] == [w for w in before if w.startswith(("mlp", "norms"))]
+    assert {kind, "norms: pre-norm", qk} <= set(after), after
