@@ -171,3 +171,29 @@ def test_the_surveys_mlp_kind_is_measured_whatever_the_mlp_calls_its_projections
             renamed(sub, {name: f"part{i}" for i, (name, _) in enumerate(sub.named_children())}, classes=True)
     after = structure(discover(model), model, call)
     assert {kind, "norms: pre-norm", qk} <= set(after), after
+
+
+@pytest.mark.parametrize("name, fused", [("phi3", True), ("modernbert", True), ("llama", False)])
+def test_a_fused_gate_up_projection_is_measured_whatever_it_is_called(tiny, name, fused):
+    """Phi-3's gate_up_proj and ModernBERT's Wi give both halves of a gated MLP from one projection; Llama's
+    gate_proj and up_proj are two. Checked against the MLP's own weights (one matrix twice the width of what the
+    output projection reads), then every MLP child and class renamed: the same."""
+    from generator.facts.mlp_measure import fused_gate_up
+    from generator.facts.traits import _child, forward
+
+    model, module, _ = tiny(name)
+
+    def measured() -> list[bool]:
+        spec, seen = forward(model, module)
+        return [fused_gate_up(mlp, seen) for _, _, mlp in spec if mlp is not None and id(mlp) in seen]
+
+    mlp = next(m for b in model.all_blocks() if (m := _child(b, "mlp")) is not None)
+    weights = [m.weight for m in mlp.children() if getattr(m, "weight", None) is not None and m.weight.dim() == 2]
+    out = min(weights, key=lambda w: w.shape[0])  # the output projection: back to the stream's width
+    assert any(w.shape[0] == 2 * out.shape[1] for w in weights) == fused  # one matrix giving gate and up
+    before = measured()
+    assert before and all(f == fused for f in before), before
+    for block in model.all_blocks():
+        native = _child(block, "mlp")
+        renamed(native, {child: f"part{i}" for i, (child, _) in enumerate(native.named_children())}, classes=True)
+    assert measured() == before
