@@ -35,7 +35,7 @@ from generator.facts.kernels import recording, write_kernels
 from generator.facts.loads import Models, resolve_loads
 from generator.facts.measure import full_size_notes, host_rows, run_inputs
 from generator.facts.tags import checkpoint_settings
-from generator.facts.traits import check_tags, norm_kinds, traits
+from generator.facts.traits import check_tags, traits, vision_norm
 from generator.notes.notes_parse import parse_sources
 from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT
@@ -280,7 +280,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         family_traits = traits(family_module, tiny, printout_model)
         family_traits["checkpoints"] = checkpoint_settings(family)
         if "image" in models.loads:  # a tagline may name the vision block's norm
-            family_traits["vision_norm"] = norm_kinds(models.get("image").get("vision.layers.0")._module)
+            family_traits["vision_norm"] = vision_norm(models.get("image"), family_module, prompts)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
