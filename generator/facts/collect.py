@@ -17,7 +17,6 @@ import json
 import os
 import re
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,11 @@ from generator.facts.dataflow import dataflow
 from generator.facts.hidden_states import hidden_states_map
 from generator.facts.host_dims import host_dims
 from generator.facts.identity import check_identity, check_markers, import_module
-from generator.facts.kernels import recording, write_kernels
 from generator.facts.loads import Models, resolve_loads
 from generator.facts.measure import full_size_notes, host_rows, run_inputs
 from generator.facts.tags import checkpoint_settings
 from generator.facts.traits import check_tags, traits, vision_norm
+from generator.kernel_log import KernelLog, write_kernels
 from generator.notes.notes_parse import parse_sources
 from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT
@@ -250,8 +249,8 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
     progress(f"{family.family}: checkpoint")
     checkpoint = checkpoint_dir(family)
     # what kernels the rest runs (not the checkpoint's build, once per machine): the capability comparison's choice
-    kernel_log = ExitStack()
-    ran = kernel_log.enter_context(recording()) if not kernels_only else set()
+    kernel_log = KernelLog(on=not kernels_only)
+    kernel_log.open()
     models = resolve_loads(family, family_module, checkpoint)
     try:
         progress(f"{family.family}: values under {', '.join(models.loads)}")
@@ -264,7 +263,8 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         edits = None
         if not kernels_only:
             progress(f"{family.family}: edits")
-            edits = prove_edits(family, models, family_module, prompts)
+            with kernel_log.paused():  # edits and the configs' meta models are KERNEL_FREE
+                edits = prove_edits(family, models, family_module, prompts)
         identities = check_identities(family, models, family_module, prompts)
         from generator.facts.variants import collect_variants
 
@@ -273,10 +273,11 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         task = "image-text-to-text" if (family.get("page") or {}).get("vision") else "text-generation"
         tiny = models.get(models.default)
         causal_lm = type(tiny._module)
-        printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
-        configs, vision_configs, checkpoint_sizes = config_tables(family, family_module, task, causal_lm,
-                                                built={family.printout_checkpoint: printout_model}) \
-            if not kernels_only else (None, None, None)
+        with kernel_log.paused():
+            printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
+            configs, vision_configs, checkpoint_sizes = config_tables(family, family_module, task, causal_lm,
+                                                    built={family.printout_checkpoint: printout_model}) \
+                if not kernels_only else (None, None, None)
         family_traits = traits(family_module, tiny, printout_model)
         family_traits["checkpoints"] = checkpoint_settings(family)
         if "image" in models.loads:  # a tagline may name the vision block's norm
@@ -321,7 +322,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             facts = {key: value for key, value in facts.items() if key not in KERNEL_FREE}
         else:
             kernel_log.close()
-            facts["kernels"] = sorted(ran)  # cached_facts keeps them apart from the page's facts
+            facts["kernels"] = sorted(kernel_log.ran)  # cached_facts keeps them apart from the page's facts
         return json.loads(json.dumps(facts, sort_keys=True, default=str))
     finally:
         kernel_log.close()
