@@ -197,7 +197,7 @@ def _collect_pooled(families: list, jobs: int, progress: Callable[[str], None], 
             resolved.append(family)
     # the Recipes page on each family in the worker that collected it (run_recipes below then finds it kept)
     return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going,
-                               then=None if kernels_only or keep_going else _recipes_of)
+                               then=None if kernels_only or keep_going or not recipes_run() else _recipes_of)
 
 
 def _recipes_of(family: Family) -> None:
@@ -208,9 +208,11 @@ def _recipes_of(family: Family) -> None:
 def run_recipes(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
                 force: bool = False) -> None:
     """The Recipes page on every family (generator/notes/recipe_runs.py), kept beside the facts under each
-    family's facts key: a rerun with nothing changed runs nothing."""
+    family's facts key: a rerun with nothing changed runs nothing (and none under ``NNCANON_RECIPES=cached``)."""
     from generator.facts.collect import cache_key
 
+    if not recipes_run():
+        return
     for family in [get_family(n) if isinstance(n, str) else n for n in names] if names else all_families():
         cached_run(family, recipe_runs_dir(), cache_key(family), progress, force)
 
@@ -251,6 +253,14 @@ def verify_each(progress: Callable[[str], None] = print, force: bool = False, ti
 #: (tests/conftest.py): they check the build, not transformers' 353 model types, which a whole survey takes minutes
 #: of CPU over and ``make site`` surveys; tests/test_survey*.py survey samples of each kind
 SURVEY_ENV = "NNCANON_SURVEY"
+#: ``cached``: the Recipes page lists the runs already kept and runs none (neither ``verify`` nor ``build``). The
+#: suite sets it (its prelude, the Makefile; its builds, tests/conftest.py): ``make site`` runs the page on every
+#: family, tests/test_recipe_runs.py on a sample
+RECIPES_ENV = "NNCANON_RECIPES"
+
+
+def recipes_run() -> bool:
+    return os.environ.get(RECIPES_ENV) != "cached"
 
 
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,

@@ -18,6 +18,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # a test's build renders the Coverage page from the rows already surveyed and surveys none (generator/build.py)
 os.environ.setdefault("NNCANON_SURVEY", "cached")
+# and from the Recipes page's runs already kept, running none: make site runs it on every family,
+# tests/test_recipe_runs.py on a sample (generator/build.py)
+os.environ.setdefault("NNCANON_RECIPES", "cached")
 
 FAMILY = "qwen3_5_moe_text"
 #: two prompts of different lengths, so the batch is left-padded

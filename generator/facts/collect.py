@@ -385,7 +385,7 @@ def fact_sources(family: Family) -> list[Path]:
                     if p.parent != library / "families" or p.name.startswith("_") or p == own)
     files += sorted(p for stage in FACT_STAGES for p in (REPO_ROOT / "generator" / stage).glob("*.py")
                     if p.name not in NOT_FACTS)
-    return files
+    return [*files, REPO_ROOT / "generator" / "kernel_log.py"]  # what the facts' kernel log records
 
 
 def cache_key(family: Family) -> str:
