@@ -64,7 +64,7 @@ def _edit(model: Any, host: Any, name: str, how: str, last: bool) -> Any:
 
 
 def _prove_one(family: Family, model: Any, host: Any, kind: Any, value: Any, label: str, args: tuple,
-               kwargs: dict, baselines: dict) -> dict:
+               kwargs: dict, baselines: dict, tolerance: float = STEP) -> dict:
     """One value's edit: on this call, or on the next decode step for a value that reaches only the next
     call or reads None on a prompt (a state entering the first call)."""
     import torch
@@ -87,8 +87,9 @@ def _prove_one(family: Family, model: Any, host: Any, kind: Any, value: Any, lab
                          + (" of the next decode step" if step is not None else "")
                          + ": the value is writable but the write does not land")
     # the same edit by two paths (a write into the tensor, a replaced tensor copied back through the value's
-    # view): the forward after it runs the same ops, with at most one step reordered by the copy's layout
-    if not torch.allclose(in_place, assigned, rtol=STEP, atol=STEP, equal_nan=True):
+    # view): the forward after it runs the same ops, with at most one step reordered by the copy's layout (STEP, or its
+    # bound at a half dtype: generator/facts/dtypes.py)
+    if not torch.allclose(in_place, assigned, rtol=tolerance, atol=tolerance, equal_nan=True):
         gap = float((in_place - assigned).abs().nan_to_num().max())
         raise ClaimError(family.family, where, f"an in-place edit and an assignment move the logits differently "
                                                f"(by {gap:.3g})")
@@ -96,8 +97,10 @@ def _prove_one(family: Family, model: Any, host: Any, kind: Any, value: Any, lab
             "reaches": "this call" if step is None else ("the next call" if step == 0 else "a decode step")}
 
 
-def prove_edits(family: Family, models: Models, family_module: Any, prompts: list[str]) -> list[dict]:
-    """For each writable value, under the first load that serves it, on the first module of its kind."""
+def prove_edits(family: Family, models: Models, family_module: Any, prompts: list[str],
+                tolerance: float = STEP) -> list[dict]:
+    """For each writable value, under the first load that serves it, on the first module of its kind; ``tolerance``
+    bounds the in-place and the assigned edit's difference (the error model's one step at the models' dtype)."""
 
     done: set[tuple[str, str, str]] = set()
     facts = []
@@ -113,5 +116,6 @@ def prove_edits(family: Family, models: Models, family_module: Any, prompts: lis
                     if not value.writable or key in done or unavailable(model, host, value.name):
                         continue
                     done.add(key)
-                    facts.append(_prove_one(family, model, host, kind, value, load.label, args, kwargs, baselines))
+                    facts.append(_prove_one(family, model, host, kind, value, load.label, args, kwargs, baselines,
+                                            tolerance))
     return sorted(facts, key=lambda f: (f["host"], f["class"], f["value"]))

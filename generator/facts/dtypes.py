@@ -1,0 +1,123 @@
+"""Half precision verified: the tiny checkpoint loaded in bfloat16 and in float16, every relation on every block and
+every writable value's edit checked at each dtype, as the float32 loads are (generator/facts/proof.py, edits.py).
+
+A relation holds at a dtype within the bound the error model derives for its chain at that dtype's unit roundoff
+(`nncanon.core.precision.bound`): its recomputation reads the values the half-precision forward made, so it compares
+against that forward's roundings. One that does not hold fails the build, unless the relation says why it cannot hold
+in a half dtype (``Relation.half``: a top-k over rounded scores is a discrete choice, not a rounding), or the forward
+overflowed (a value not finite where the float64 recompute is: float16's range ends at 65504). Those two the page
+states, with the measured error's order of magnitude.
+
+One load per dtype, with eager attention, which serves every value (the pattern and the scores), so every relation
+gets its terms; a family with fused experts runs them eager too (transformers' grouped_mm refuses a half dtype at a
+tiny model's widths: its strides must be multiples of 16 bytes); a vision family adds its image call with the same
+kwargs. The facts hold what is the same on every CPU (tests/test_portable_facts.py): per dtype the bounds, how many
+checks held, the relations that cannot hold with their error's nearest decade; the edits, which hold no number, are
+kernel-free (``dtype_edits``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from generator.facts.edits import prove_edits
+from generator.facts.loads import Load, Models, load
+from generator.facts.measure import run_inputs
+from generator.facts.proof import RelationError, listed, measured, pattern, planned, read_all
+from generator.recipe.family import Family
+from nncanon.core.precision import LEVELS, STEP, bound
+
+#: the dtypes verified beside the tiny checkpoint's float32
+DTYPES = ("bfloat16", "float16")
+
+
+def dtype_kwargs(models: Models) -> tuple[tuple[str, Any], ...]:
+    """The implementations every dtype load asks for: eager attention, and eager experts where the family's float32
+    loads have another experts implementation."""
+    experts = (("experts_implementation", "eager"),) if "experts eager" in models.loads else ()
+    return (("attn_implementation", "eager"), *experts)
+
+
+def bounds(dtype: str) -> dict[str, str]:
+    """Each level's bound at ``dtype``, as the page shows it ("none": the chain leaves no bound)."""
+    return {name: "none" if (b := bound(level, dtype)) is None else f"{b:.3g}" for name, (level, _) in LEVELS.items()}
+
+
+def decade(error: float) -> str:
+    """An error's nearest power of ten: the digits below it are the CPU's kernels', its order of magnitude is not."""
+    return "inf" if math.isinf(error) else f"1e{round(math.log10(error)) if error > 0 else -99}"
+
+
+def _not_finite(read: dict[tuple[str, str], Any]) -> set[str]:
+    """The values a forward read as NaN or +inf (-inf is a mask's): an overflow to state."""
+    import torch
+
+    return {f"{pattern(path)}.{attr}" for (path, attr), value in read.items()
+            if isinstance(value, torch.Tensor) and value.dtype.is_floating_point
+            and bool((torch.isnan(value) | (value == float("inf"))).any())}
+
+
+def check_relations(family: Family, models: Models, family_module: Any, prompts: list[str], dtype: str) -> dict:
+    """Every relation under every load of ``models`` (one dtype's) against its bound at ``dtype``."""
+    results: dict[tuple, Any] = {}
+    served: dict[tuple[str, str], set[str]] = defaultdict(set)
+    held: set[tuple[str, str]] = set()
+    checks = 0
+    cannot: dict[tuple[str, str], dict] = {}
+    failed: dict[str, str] = {}
+    overflowed: set[str] = set()
+    for each in models.all:
+        model = models.get(each.label)
+        args, kwargs = run_inputs(model, family_module, prompts)
+        plan, wanted = planned(family, model, each.label, results, served)
+        read = read_all(model, wanted, args, kwargs)
+        overflowed |= _not_finite(read)
+        for envoy, relation, _, _, worst in measured(plan, read):
+            key = (pattern(envoy._std_path), relation.text)
+            limit = bound(relation.tolerance, dtype)
+            if isinstance(worst, Exception):
+                failed.setdefault(repr(relation.text), f"cannot be computed on {envoy._std_path} in {dtype}: "
+                                                       f"{type(worst).__name__}: {worst}")
+            elif limit is not None and worst <= limit:
+                held.add(key)
+                checks += 1
+            elif relation.half or math.isinf(worst) or limit is None:
+                why = relation.half or ("the forward's value is not finite where the float64 recompute is: it "
+                                        f"overflows {dtype}" if math.isinf(worst) else
+                                        f"its chain's roundings leave no bound in {dtype}")
+                entry = cannot.setdefault(key, {"host": key[0], "text": key[1], "why": why, "error": 0.0})
+                entry["error"] = max(entry["error"], worst)
+            else:
+                failed.setdefault(repr(relation.text), f"does not hold on {envoy._std_path} in {dtype}: off by "
+                                                       f"{worst:.3g} (the error model's bound {limit:.3g})")
+    if failed:
+        raise RelationError(family.family, f"relations in {dtype}", listed(failed, "does not hold", "do not hold", ""))
+    return {"bounds": bounds(dtype), "relations": len(held - set(cannot)), "checks": checks,
+            "cannot_hold": [{**entry, "error": decade(entry["error"])} for _, entry in sorted(cannot.items())],
+            "not_finite": sorted(overflowed)}
+
+
+def verify_dtypes(family: Family, family_module: Any, models: Models, prompts: list[str],
+                  kernels_only: bool = False) -> dict:
+    """``{"dtypes": ..., "dtype_edits": ...}``: each dtype's relations and (unless ``kernels_only``) its edits."""
+    import torch
+
+    kwargs = dtype_kwargs(models)
+    facts: dict = {"load": dict(kwargs), "float32": {"bounds": bounds("float32")}}
+    edits: dict = {}
+    for dtype in DTYPES:
+        own = (*kwargs, ("dtype", getattr(torch, dtype)))
+        loads = [Load(dtype, kwargs=own)] + ([Load(f"{dtype} image", task="image-text-to-text", kwargs=own)]
+                                             if "image" in models.loads else [])
+        half = Models(models.checkpoint, loads, lambda **kw: load(family, family_module, models.checkpoint, **kw))
+        try:
+            facts[dtype] = check_relations(family, half, family_module, prompts, dtype)
+            if not kernels_only:
+                landed = prove_edits(family, half, family_module, prompts, bound(STEP, dtype))
+                edits[dtype] = sorted(f"{e['host']}.{e['value']}" for e in landed)
+        finally:
+            half.close()
+    facts["verified"] = ["float32", *DTYPES]
+    return {"dtypes": facts, "dtype_edits": edits or None}
