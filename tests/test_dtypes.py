@@ -1,0 +1,125 @@
+"""A bfloat16 and a float16 load of every family (generator/facts/dtypes.py): the facts say every relation was checked
+at each dtype within the error model's bound, a plain-torch recomputation in float64 of one relation's read values
+stays within that bound (and above float32's: the dtype's rounding is real), and an edit whose write lands in float32
+only through an alias a cast breaks is refused in bfloat16."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from generator.checkpoint.checkpoints import checkpoint_dir
+from generator.recipe.family import family_path, load_family
+from nncanon.core import precision
+
+FAMILIES = ("llama", "mamba2")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_relation_is_checked_at_each_dtype(native_facts, family):
+    facts = json.loads((native_facts / f"{family}.json").read_text(encoding="utf-8"))
+    dtypes = facts["dtypes"]
+    assert dtypes["verified"] == ["float32", "bfloat16", "float16"]
+    # the relations the float32 eager load held: the half-precision loads run eager attention too
+    eager = {(r["host"], r["text"]) for r in facts["relations"] if "eager" in r["errors"]}
+    for dtype in ("bfloat16", "float16"):
+        held = dtypes[dtype]
+        assert held["relations"] + len(held["cannot_hold"]) == len(eager), dtype
+        assert held["cannot_hold"] == [] and held["not_finite"] == []
+        assert held["bounds"] == {name: f"{precision.bound(level, dtype):.3g}"
+                                  for name, (level, _) in precision.LEVELS.items()}
+        # every writable value's edit, as in float32
+        assert sorted(held_edit.rsplit(".", 1)[-1] for held_edit in facts["dtype_edits"][dtype]) == \
+            sorted(e["value"] for e in facts["edits"])
+
+
+def test_the_bound_is_the_error_model_at_each_unit_roundoff():
+    for name, (tolerance, roundings) in precision.LEVELS.items():
+        assert precision.bound(tolerance, "float32") == tolerance
+        for dtype in ("bfloat16", "float16"):
+            u, k = precision.UNIT_ROUNDOFF[dtype], precision.STORED[name]
+            assert precision.bound(tolerance, dtype) == pytest.approx(2 * (k * u / (1 - k * u) + precision.reordered(roundings) / 2))
+    with pytest.raises(ValueError, match="not a level"):
+        precision.bound(3e-5, "bfloat16")
+
+
+def _hf(family: str, dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = checkpoint_dir(load_family(family_path(family)))
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, attn_implementation="eager").eval()
+    return model, AutoTokenizer.from_pretrained(directory)
+
+
+def _relative(computed, read) -> float:
+    computed, read = computed.detach(), read.detach().double()
+    return float((computed - read).abs().max()) / max(1.0, float(read.abs().max()))
+
+
+def _hooked(family: str, module_of, dtype, compute) -> float:
+    """The error of ``compute(inputs, module)`` in float64 against the module's own output on a forward in ``dtype``."""
+    model, tokenizer = _hf(family, dtype)
+    module, seen = module_of(model), {}
+    handle = module.register_forward_hook(lambda m, args, out: seen.update(args=args, out=out))
+    with torch.no_grad():
+        model(**tokenizer("The cat sat on the mat because it was warm.", return_tensors="pt"))
+    handle.remove()
+    return _relative(compute(seen["args"], module), seen["out"])
+
+
+def test_llama_rmsnorm_in_bfloat16_against_float64():
+    """``attention_norm_output == rmsnorm(input_layernorm.input)``, a one-step relation: x / sqrt(mean(x²) + eps) · weight
+    in float64 from the bfloat16 input, against the bfloat16 forward's output."""
+    def rmsnorm(args, module):
+        x = args[0].double()
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon) * module.weight.double()
+
+    error = _hooked("llama", lambda m: m.model.layers[0].input_layernorm, torch.bfloat16, rmsnorm)
+    assert precision.bound(precision.STEP, "float32") < error <= precision.bound(precision.STEP, "bfloat16")
+
+
+def test_mamba2_output_projection_in_bfloat16_against_float64():
+    """``attention_output == out_proj(gated_norm_output)`` (the mixer's last step; its relation is a sub-block's, with
+    the gated norm, which Mamba-2 computes in float32): the float32 gated norm cast to bfloat16, as the forward casts it,
+    times out_proj's weight in float64, against the bfloat16 forward's attention_output."""
+    def projection(args, module):
+        out = args[0].double() @ module.weight.double().T
+        return out + module.bias.double() if module.bias is not None else out
+
+    error = _hooked("mamba2", lambda m: m.backbone.layers[0].mixer.out_proj, torch.bfloat16, projection)
+    assert precision.bound(precision.SUBBLOCK, "float32") < error <= precision.bound(precision.SUBBLOCK, "bfloat16")
+
+
+def test_an_edit_that_lands_only_through_a_float32_alias_is_caught_in_bfloat16(monkeypatch):
+    """A view that serves ``mlp_output`` through ``.float()``: in float32 that is the tensor itself, so an in-place edit
+    lands; in bfloat16 it is a copy the forward never reads, and the dtype load's edit check refuses it."""
+    from generator.facts.claim_error import ClaimError
+    from generator.facts.collect import PROMPTS
+    from generator.facts.dtypes import dtype_kwargs
+    from generator.facts.edits import prove_edits
+    from generator.facts.identity import import_module
+    from generator.facts.loads import Load, Models, load, resolve_loads
+    from nncanon.core.values import ValueProperty, View
+
+    family = load_family(family_path("llama"))
+    module = import_module(family)
+    directory = checkpoint_dir(family)
+    models = resolve_loads(family, module, directory)
+    mlp = type(models.get(models.default).layers[0].mlp)
+    prop = next(attr for klass in mlp.__mro__ for attr in vars(klass).values()
+                if isinstance(attr, ValueProperty) and attr.name == "mlp_output")
+    upcast = View("upcast", lambda host, x: x.float(), lambda host, x, current: x.to(current.dtype))
+    monkeypatch.setattr(prop, "value", dataclasses.replace(prop.value, view=upcast))
+
+    def edits(dtype):
+        own = (*dtype_kwargs(models), ("dtype", getattr(torch, dtype)))
+        half = Models(directory, [Load(dtype, kwargs=own)], lambda **kw: load(family, module, directory, **kw))
+        return prove_edits(family, half, module, list(PROMPTS), precision.bound(precision.STEP, dtype))
+
+    assert any(e["value"] == "mlp_output" for e in edits("float32"))
+    with pytest.raises(ClaimError, match=r"edit of model\.layers\[0\]\.mlp\.mlp_output under bfloat16: an in-place "
+                                         r"edit does not reach the logits"):
+        edits("bfloat16")
