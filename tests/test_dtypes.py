@@ -28,7 +28,7 @@ def test_every_relation_is_checked_at_each_dtype(native_facts, family):
     for dtype in ("bfloat16", "float16"):
         held = dtypes[dtype]
         assert held["relations"] + len(held["cannot_hold"]) == len(eager), dtype
-        assert held["cannot_hold"] == [] and held["not_finite"] == []
+        assert held["cannot_hold"] == held["not_served"] == held["not_finite"] == []
         assert held["bounds"] == {name: f"{precision.bound(level, dtype):.3g}"
                                   for name, (level, _) in precision.LEVELS.items()}
         # every writable value's edit, as in float32
@@ -98,10 +98,10 @@ def test_an_edit_that_lands_only_through_a_float32_alias_is_caught_in_bfloat16(m
     lands; in bfloat16 it is a copy the forward never reads, and the dtype load's edit check refuses it."""
     from generator.facts.claim_error import ClaimError
     from generator.facts.collect import PROMPTS
-    from generator.facts.dtypes import dtype_kwargs
+    from generator.facts.dtypes import dtype_loads
     from generator.facts.edits import prove_edits
     from generator.facts.identity import import_module
-    from generator.facts.loads import Load, Models, load, resolve_loads
+    from generator.facts.loads import Models, load, resolve_loads
     from nncanon.core.values import ValueProperty, View
 
     family = load_family(family_path("llama"))
@@ -115,8 +115,7 @@ def test_an_edit_that_lands_only_through_a_float32_alias_is_caught_in_bfloat16(m
     monkeypatch.setattr(prop, "value", dataclasses.replace(prop.value, view=upcast))
 
     def edits(dtype):
-        own = (*dtype_kwargs(models), ("dtype", getattr(torch, dtype)))
-        half = Models(directory, [Load(dtype, kwargs=own)], lambda **kw: load(family, module, directory, **kw))
+        half = Models(directory, dtype_loads(models, dtype), lambda **kw: load(family, module, directory, **kw))
         return prove_edits(family, half, module, list(PROMPTS), precision.bound(precision.STEP, dtype))
 
     assert any(e["value"] == "mlp_output" for e in edits("float32"))

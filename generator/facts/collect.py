@@ -267,7 +267,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             progress(f"{family.family}: edits")
             edits = prove_edits(family, models, family_module, prompts)
         progress(f"{family.family}: every relation and edit in bfloat16 and float16")
-        dtypes = verify_dtypes(family, family_module, models, prompts, kernels_only)
+        dtypes = verify_dtypes(family, family_module, models, prompts, relations, kernels_only)
         identities = check_identities(family, models, family_module, prompts)
         from generator.facts.variants import collect_variants
 

@@ -9,9 +9,9 @@ overflowed (a value not finite where the float64 recompute is: float16's range e
 states, with the measured error's order of magnitude.
 
 One load per dtype, with eager attention, which serves every value (the pattern and the scores), so every relation
-gets its terms; a family with fused experts runs them eager too (transformers' grouped_mm refuses a half dtype at a
-tiny model's widths: its strides must be multiples of 16 bytes); a vision family adds its image call with the same
-kwargs. The facts hold what is the same on every CPU (tests/test_portable_facts.py): per dtype the bounds, how many
+gets its terms; a family with fused experts has two, batched_mm experts and eager ones (transformers' default,
+grouped_mm, refuses a half dtype at a tiny model's widths: its strides must be multiples of 16 bytes); a vision family
+adds its image call. A relation float32 proved that no load of a dtype serves is listed with the reason. The facts hold what is the same on every CPU (tests/test_portable_facts.py): per dtype the bounds, how many
 checks held, the relations that cannot hold with their error's nearest decade; the edits, which hold no number, are
 kernel-free (``dtype_edits``).
 """
@@ -33,11 +33,24 @@ from nncanon.core.precision import LEVELS, STEP, bound
 DTYPES = ("bfloat16", "float16")
 
 
-def dtype_kwargs(models: Models) -> tuple[tuple[str, Any], ...]:
-    """The implementations every dtype load asks for: eager attention, and eager experts where the family's float32
-    loads have another experts implementation."""
-    experts = (("experts_implementation", "eager"),) if "experts eager" in models.loads else ()
-    return (("attn_implementation", "eager"), *experts)
+def dtype_kwargs(models: Models) -> list[tuple[tuple[str, Any], ...]]:
+    """The implementations each dtype's loads ask for: eager attention; where the family's float32 loads have fused
+    experts, once with batched_mm experts (the one tensor of every slot's output; grouped_mm refuses a half dtype at a
+    tiny model's widths) and once eager (the loop over experts)."""
+    if "experts eager" not in models.loads:
+        return [(("attn_implementation", "eager"),)]
+    return [(("attn_implementation", "eager"), ("experts_implementation", fused)) for fused in ("batched_mm", "eager")]
+
+
+def dtype_loads(models: Models, dtype: str) -> list[Load]:
+    """One dtype's loads: :func:`dtype_kwargs`'s, each in ``dtype``, and a vision family's image call."""
+    import torch
+
+    own = [(*kwargs, ("dtype", getattr(torch, dtype))) for kwargs in dtype_kwargs(models)]
+    loads = [Load(dtype if n == 0 else f"{dtype} experts eager", kwargs=kwargs) for n, kwargs in enumerate(own)]
+    if "image" in models.loads:
+        loads.append(Load(f"{dtype} image", task="image-text-to-text", kwargs=own[0]))
+    return loads
 
 
 def bounds(dtype: str) -> dict[str, str]:
@@ -59,8 +72,10 @@ def _not_finite(read: dict[tuple[str, str], Any]) -> set[str]:
             and bool((torch.isnan(value) | (value == float("inf"))).any())}
 
 
-def check_relations(family: Family, models: Models, family_module: Any, prompts: list[str], dtype: str) -> dict:
-    """Every relation under every load of ``models`` (one dtype's) against its bound at ``dtype``."""
+def check_relations(family: Family, models: Models, family_module: Any, prompts: list[str], dtype: str,
+                    float32: set[tuple[str, str]] = frozenset()) -> dict:
+    """Every relation under every load of ``models`` (one dtype's) against its bound at ``dtype``; ``float32``, the
+    (host, text) of the relations the float32 loads held."""
     results: dict[tuple, Any] = {}
     served: dict[tuple[str, str], set[str]] = defaultdict(set)
     held: set[tuple[str, str]] = set()
@@ -94,26 +109,27 @@ def check_relations(family: Family, models: Models, family_module: Any, prompts:
                                                        f"{worst:.3g} (the error model's bound {limit:.3g})")
     if failed:
         raise RelationError(family.family, f"relations in {dtype}", listed(failed, "does not hold", "do not hold", ""))
+    # a relation float32 proved that no load of this dtype could serve the terms of: the page says why
+    unserved = {(c.host, c.text): next(iter(c.skipped.values())) for c in results.values()
+                if (c.host, c.text) not in held | set(cannot) and (c.host, c.text) in float32}
     return {"bounds": bounds(dtype), "relations": len(held - set(cannot)), "checks": checks,
             "cannot_hold": [{**entry, "error": decade(entry["error"])} for _, entry in sorted(cannot.items())],
+            "not_served": [{"host": host, "text": text, "why": why} for (host, text), why in sorted(unserved.items())],
             "not_finite": sorted(overflowed)}
 
 
-def verify_dtypes(family: Family, family_module: Any, models: Models, prompts: list[str],
+def verify_dtypes(family: Family, family_module: Any, models: Models, prompts: list[str], relations: list[dict],
                   kernels_only: bool = False) -> dict:
-    """``{"dtypes": ..., "dtype_edits": ...}``: each dtype's relations and (unless ``kernels_only``) its edits."""
-    import torch
-
-    kwargs = dtype_kwargs(models)
-    facts: dict = {"load": dict(kwargs), "float32": {"bounds": bounds("float32")}}
+    """``{"dtypes": ..., "dtype_edits": ...}``: each dtype's relations and (unless ``kernels_only``) its edits;
+    ``relations``, the float32 loads' relation facts."""
+    float32 = {(r["host"], r["text"]) for r in relations if r["errors"]}
+    facts: dict = {"loads": [dict(kwargs) for kwargs in dtype_kwargs(models)], "float32": {"bounds": bounds("float32")}}
     edits: dict = {}
     for dtype in DTYPES:
-        own = (*kwargs, ("dtype", getattr(torch, dtype)))
-        loads = [Load(dtype, kwargs=own)] + ([Load(f"{dtype} image", task="image-text-to-text", kwargs=own)]
-                                             if "image" in models.loads else [])
-        half = Models(models.checkpoint, loads, lambda **kw: load(family, family_module, models.checkpoint, **kw))
+        half = Models(models.checkpoint, dtype_loads(models, dtype),
+                      lambda **kw: load(family, family_module, models.checkpoint, **kw))
         try:
-            facts[dtype] = check_relations(family, half, family_module, prompts, dtype)
+            facts[dtype] = check_relations(family, half, family_module, prompts, dtype, float32)
             if not kernels_only:
                 landed = prove_edits(family, half, family_module, prompts, bound(STEP, dtype))
                 edits[dtype] = sorted(f"{e['host']}.{e['value']}" for e in landed)
