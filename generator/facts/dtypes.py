@@ -48,6 +48,8 @@ def dtype_loads(models: Models, dtype: str) -> list[Load]:
 
     own = [(*kwargs, ("dtype", getattr(torch, dtype))) for kwargs in dtype_kwargs(models)]
     loads = [Load(dtype if n == 0 else f"{dtype} experts eager", kwargs=kwargs) for n, kwargs in enumerate(own)]
+    # a recurrent family's kernel routes, over the dtype's first load as the float32 ones are over theirs
+    loads += [Load(f"{dtype} {route.label}", base=dtype, context=route.context) for route in models.all if route.base]
     if "image" in models.loads:
         loads.append(Load(f"{dtype} image", task="image-text-to-text", kwargs=own[0]))
     return loads
@@ -84,9 +86,10 @@ def check_relations(family: Family, models: Models, family_module: Any, prompts:
     overflowed: set[str] = set()
     for each in models.all:
         model = models.get(each.label)
-        args, kwargs = run_inputs(model, family_module, prompts)
-        plan, wanted = planned(family, model, each.label, results, served)
-        read = read_all(model, wanted, args, kwargs)
+        with each.within(model):  # a kernel route is entered around its use only
+            args, kwargs = run_inputs(model, family_module, prompts)
+            plan, wanted = planned(family, model, each.label, results, served)
+            read = read_all(model, wanted, args, kwargs)
         overflowed |= _not_finite(read)
         for envoy, relation, _, _, worst in measured(plan, read):
             key = (pattern(envoy._std_path), relation.text)
