@@ -34,6 +34,17 @@ def test_every_relation_is_checked_at_each_dtype(native_facts, family):
         # every writable value's edit, as in float32
         assert sorted(held_edit.rsplit(".", 1)[-1] for held_edit in facts["dtype_edits"][dtype]) == \
             sorted(e["value"] for e in facts["edits"])
+    # the two paths' bound: two evaluations of every block (its widest relation's chain and its second norm and
+    # residual add) and the head, each within gamma_n(2**-24) + gamma_k(u) of the exact forward
+    blocks = facts["tiny"]["num_layers"]
+    level = "RECURRENCE" if any(bound == f"≤ {precision.RECURRENCE:g}" for r in facts["relations"]
+                                for bound in r["errors"].values()) else "SUBBLOCK"
+    for dtype in ("bfloat16", "float16"):
+        n = (precision.LEVELS[level][1] + 80) * blocks + 80
+        k = (precision.STORED[level] + 4) * blocks + 4
+        u = precision.UNIT_ROUNDOFF[dtype]
+        expected = 2 * (n * 2.0 ** -24 / (1 - n * 2.0 ** -24) + k * u / (1 - k * u)) if k * u < 1 else None
+        assert facts["dtype_edits"]["bounds"][dtype] == ("none" if expected is None else f"{expected:.3g}"), dtype
 
 
 def test_the_bound_is_the_error_model_at_each_unit_roundoff():
@@ -116,9 +127,43 @@ def test_an_edit_that_lands_only_through_a_float32_alias_is_caught_in_bfloat16(m
 
     def edits(dtype):
         half = Models(directory, dtype_loads(models, dtype), lambda **kw: load(family, module, directory, **kw))
-        return prove_edits(family, half, module, list(PROMPTS), precision.bound(precision.STEP, dtype))
+        return prove_edits(family, half, module, list(PROMPTS), dtype)
 
     assert any(e["value"] == "mlp_output" for e in edits("float32"))
-    with pytest.raises(ClaimError, match=r"edit of model\.layers\[0\]\.mlp\.mlp_output under bfloat16: an in-place "
-                                         r"edit does not reach the logits"):
-        edits("bfloat16")
+    for dtype in ("bfloat16", "float16"):
+        with pytest.raises(ClaimError, match=rf"edit of model\.layers\[0\]\.mlp\.mlp_output under {dtype}: an "
+                                             r"in-place edit does not reach the logits"):
+            edits(dtype)
+
+
+def _graphs(family_name: str) -> dict:
+    from generator.facts.collect import PROMPTS
+    from generator.facts.dtypes import dtype_loads
+    from generator.facts.identity import import_module
+    from generator.facts.loads import Models, load, resolve_loads
+    from generator.facts.measure import run_inputs
+    from generator.facts.op_graph import op_graph
+
+    family = load_family(family_path(family_name))
+    module = import_module(family)
+    directory = checkpoint_dir(family)
+    models = resolve_loads(family, module, directory)
+    graphs = {}
+    for dtype in ("bfloat16", "float16"):
+        half = Models(directory, dtype_loads(models, dtype), lambda **kw: load(family, module, directory, **kw))
+        model = half.get(half.default)
+        graphs[dtype] = op_graph(model, *run_inputs(model, module, list(PROMPTS)))
+        half.close()
+    return graphs
+
+
+def test_the_operator_graph_tells_a_dtype_branch():
+    """Llama's modeling code never branches on float16: its bfloat16 and float16 forwards dispatch one graph. T5's
+    layers clamp their hidden states only ``if hidden_states.dtype == torch.float16`` (modeling_t5.py): its float16
+    graph has clamps its bfloat16 one has not, so bfloat16's edits cannot be taken from float16's."""
+    llama = _graphs("llama")
+    assert llama["bfloat16"] == llama["float16"]
+    t5 = _graphs("t5")
+    clamps = {dtype: sum(name.startswith("aten.clamp") for name, _ in graph) for dtype, graph in t5.items()}
+    assert clamps["bfloat16"] == 0 < clamps["float16"]
+    assert t5["bfloat16"] != t5["float16"]

@@ -1,5 +1,6 @@
-"""Half precision verified: the tiny checkpoint loaded in bfloat16 and in float16, every relation on every block and
-every writable value's edit checked at each dtype, as the float32 loads are (generator/facts/proof.py, edits.py).
+"""Half precision verified: the tiny checkpoint loaded in bfloat16 and in float16, every relation on every block
+checked at each dtype, and every writable value's edit on the first block of each kind, as the float32 loads are
+(generator/facts/proof.py, edits.py).
 
 A relation holds at a dtype within the bound the error model derives for its chain at that dtype's unit roundoff
 (`nncanon.core.precision.bound`): its recomputation reads the values the half-precision forward made, so it compares
@@ -8,14 +9,21 @@ in a half dtype (``Relation.half``: a top-k over rounded scores is a discrete ch
 overflowed (a value not finite where the float64 recompute is: float16's range ends at 65504). Those two the page
 states, with the measured error's order of magnitude.
 
+An edit's question at a dtype is whether it lands, which does not depend on the block (float32 proves every kind on
+its first block too): each writable value on the first block of each kind is edited in float16, in place and by
+assignment, both must move the logits, and the two paths' logits agree within the error model's bound on two
+evaluations of the forward after the edit (``nncanon.core.precision.forward_bound``). bfloat16's edits are the same
+writes into the same storage wherever its forward dispatches float16's operator graph (generator/facts/op_graph.py);
+where it does not (a dtype-dependent branch: T5's float16 clamp), they are edited again in bfloat16.
+
 One load per dtype, with eager attention, which serves every value (the pattern and the scores), so every relation
 gets its terms; a family with fused experts has two, batched_mm experts and eager ones (transformers' default,
 grouped_mm, refuses a half dtype at a tiny model's widths: its strides must be multiples of 16 bytes); a vision family
-adds its image call. A relation float32 proved that no load of a dtype serves is listed with the reason. The facts hold what is the same on every CPU (tests/test_portable_facts.py): per dtype the bounds, how many
-checks held, the relations that cannot hold with their error's nearest decade; the edits, which hold no number, are
-kernel-free (``dtype_edits``).
+adds its image call. A relation float32 proved that no load of a dtype serves is listed with the reason. The facts hold
+what is the same on every CPU (tests/test_portable_facts.py): per dtype the bounds, how many checks held, the
+relations that cannot hold with their error's nearest decade; the edits, which hold no number, are kernel-free
+(``dtype_edits``) and run outside the kernel recording.
 """
-
 from __future__ import annotations
 
 import math
@@ -27,7 +35,7 @@ from generator.facts.loads import Load, Models, load
 from generator.facts.measure import run_inputs
 from generator.facts.proof import RelationError, listed, measured, pattern, planned, read_all
 from generator.recipe.family import Family
-from nncanon.core.precision import LEVELS, STEP, bound
+from nncanon.core.precision import LEVELS, bound, forward_bound
 
 #: the dtypes verified beside the tiny checkpoint's float32
 DTYPES = ("bfloat16", "float16")
@@ -122,22 +130,57 @@ def check_relations(family: Family, models: Models, family_module: Any, prompts:
             "not_finite": sorted(overflowed)}
 
 
+def same_graph(full: Models, other: Models, family_module: Any, prompts: list[str], steps: int) -> bool:
+    """Whether every load of ``other`` dispatches the operator graph of ``full``'s load in its place
+    (generator/facts/op_graph.py): then an edit lands in ``other``'s dtype exactly where it lands in ``full``'s."""
+    from generator.facts.op_graph import op_graph
+
+    def graph(models: Models, each: Load) -> list:
+        model = models.get(each.label)
+        with each.within(model):
+            return op_graph(model, *run_inputs(model, family_module, prompts), steps=steps)
+
+    return all(graph(full, a) == graph(other, b) for a, b in zip(full.all, other.all, strict=True))
+
+
+def half_edits(family: Family, family_module: Any, halves: dict[str, Models], prompts: list[str]) -> dict:
+    """Every writable value's edit on the first block of each kind, in place and by assignment, proven in float16
+    (where the error model's bound on the two paths is tighter than bfloat16's); in bfloat16 again only where its
+    forward's operator graph is not float16's (a dtype-dependent branch or cast), since where it is, each edit
+    reaches the same storage's readers in both. ``graph``: the dtypes whose edits the graph carried."""
+    from generator.facts.edits import forward_blocks
+
+    # the widest forward of any load (an image load's runs the tower's blocks too): the page's bound
+    blocks, level = max((forward_blocks(halves["float16"].get(each.label)) for each in halves["float16"].all),
+                        key=lambda found: forward_bound(*found, "float16") or float("inf"))
+    facts: dict = {"bounds": {dtype: "none" if (b := forward_bound(blocks, dtype, level)) is None else f"{b:.3g}"
+                              for dtype in DTYPES}, "graph": {}}
+    landed = prove_edits(family, halves["float16"], family_module, prompts, "float16")
+    facts["float16"] = sorted(f"{e['host']}.{e['value']}" for e in landed)
+    # an edit at a decode step runs the cache's code too: the graphs compared are then a generate's
+    steps = 2 if any(e["reaches"] != "this call" for e in landed) else 0
+    if same_graph(halves["float16"], halves["bfloat16"], family_module, prompts, steps):
+        facts["bfloat16"], facts["graph"]["bfloat16"] = facts["float16"], "float16"
+    else:
+        landed = prove_edits(family, halves["bfloat16"], family_module, prompts, "bfloat16")
+        facts["bfloat16"] = sorted(f"{e['host']}.{e['value']}" for e in landed)
+    return facts
+
+
 def verify_dtypes(family: Family, family_module: Any, models: Models, prompts: list[str], relations: list[dict],
                   kernels_only: bool = False) -> dict:
-    """``{"dtypes": ..., "dtype_edits": ...}``: each dtype's relations and (unless ``kernels_only``) its edits;
-    ``relations``, the float32 loads' relation facts."""
+    """``{"dtypes": ..., "dtype_edits": ...}``: each dtype's relations and (unless ``kernels_only``) its edits
+    (:func:`half_edits`); ``relations``, the float32 loads' relation facts."""
     float32 = {(r["host"], r["text"]) for r in relations if r["errors"]}
     facts: dict = {"loads": [dict(kwargs) for kwargs in dtype_kwargs(models)], "float32": {"bounds": bounds("float32")}}
-    edits: dict = {}
-    for dtype in DTYPES:
-        half = Models(models.checkpoint, dtype_loads(models, dtype),
-                      lambda **kw: load(family, family_module, models.checkpoint, **kw))
-        try:
-            facts[dtype] = check_relations(family, half, family_module, prompts, dtype, float32)
-            if not kernels_only:
-                landed = prove_edits(family, half, family_module, prompts, bound(STEP, dtype))
-                edits[dtype] = sorted(f"{e['host']}.{e['value']}" for e in landed)
-        finally:
+    halves = {dtype: Models(models.checkpoint, dtype_loads(models, dtype),
+                            lambda **kw: load(family, family_module, models.checkpoint, **kw)) for dtype in DTYPES}
+    try:
+        for dtype in DTYPES:
+            facts[dtype] = check_relations(family, halves[dtype], family_module, prompts, dtype, float32)
+        edits = None if kernels_only else half_edits(family, family_module, halves, prompts)
+    finally:
+        for half in halves.values():
             half.close()
     facts["verified"] = ["float32", *DTYPES]
-    return {"dtypes": facts, "dtype_edits": edits or None}
+    return {"dtypes": facts, "dtype_edits": edits}

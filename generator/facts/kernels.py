@@ -8,7 +8,8 @@ kernel any family's collection ran, and a family whose kernels all lie in the co
 
 The kernels are recorded while the facts are collected natively (:func:`recording`), by a dispatch mode that
 names each operator and its tensor arguments' dtypes and runs it unchanged; they are a fact no kernel changes
-(``collect.KERNEL_FREE``), so a kernels-only collection leaves them out.
+(``collect.KERNEL_FREE``), so a kernels-only collection leaves them out; the stages whose facts are kernel-free
+(the edits) run outside the recording (:func:`unrecorded`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def recording() -> Iterator[set[str]]:
 
     with KernelLog():
         yield seen
+
+
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """The block's operators left out of :func:`recording`'s set: for a stage whose facts hold no number (the
+    edits: which value lands, never by how much), so no kernel can change them and none need comparing."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        yield
 
 
 def cover(kernels: dict[str, list[str]]) -> list[str]:

@@ -84,3 +84,19 @@ def bound(tolerance: float, dtype: str) -> float | None:
     if stored * u >= 1:
         return None
     return 2 * (gamma(roundings) + gamma(stored, u))
+
+
+def forward_bound(blocks: int, dtype: str, level: str = "SUBBLOCK") -> float | None:
+    """The largest difference, relative to the output's scale, between two evaluations at ``dtype`` of a forward
+    through ``blocks`` blocks and the head that differ in the order of their float32 accumulations (one input's
+    layout). In float32 a reordered kernel's difference only propagates; in a half dtype a difference of one float32
+    ulp can flip the next store's rounding, and that store's half-ulp difference flips the next: every store
+    downstream contributes its own gamma. So each evaluation lies within gamma_n(2**-24) + gamma_k(u) of the exact
+    forward, n and k its chain's float32 roundings and stores: a block is the chain of ``level`` (the widest its
+    relations recompute: a sub-block, or a recurrence around one) and STEP's (its second norm and residual add),
+    the head is STEP's (the final norm, the head). None: the stores leave no meaningful bound at ``dtype``."""
+    roundings = (LEVELS[level][1] + STEP_ROUNDINGS) * blocks + STEP_ROUNDINGS
+    stored, u = (STORED[level] + STORED["STEP"]) * blocks + STORED["STEP"], UNIT_ROUNDOFF[dtype]
+    if stored * u >= 1:
+        return None
+    return 2 * (gamma(roundings) + gamma(stored, u))
