@@ -152,7 +152,7 @@ def half_edits(family: Family, family_module: Any, halves: dict[str, Models], pr
 
     # the widest forward of any load (an image load's runs the tower's blocks too): the page's bound
     blocks, level = max((forward_blocks(halves["float16"].get(each.label)) for each in halves["float16"].all),
-                        key=lambda found: forward_bound(*found, "float16") or float("inf"))
+                        key=lambda found: forward_bound(found[0], "float16", found[1]) or float("inf"))
     facts: dict = {"bounds": {dtype: "none" if (b := forward_bound(blocks, dtype, level)) is None else f"{b:.3g}"
                               for dtype in DTYPES}, "graph": {}}
     landed = prove_edits(family, halves["float16"], family_module, prompts, "float16")
