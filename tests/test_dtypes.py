@@ -1,4 +1,5 @@
-"""A bfloat16 and a float16 load of every family (generator/facts/dtypes.py): the facts say every relation was checked
+"""A bfloat16 and a float16 load of every family (generator/facts/dtypes.py, run by make site as a stage of its own,
+generator/facts/dtype_runs.py; here on a sample): the stage's result says every relation was checked
 at each dtype within the error model's bound, a plain-torch recomputation in float64 of one relation's read values
 stays within that bound (and above float32's: the dtype's rounding is real), and an edit whose write lands in float32
 only through an alias a cast breaks is refused in bfloat16."""
@@ -15,27 +16,67 @@ from generator.checkpoint.checkpoints import checkpoint_dir
 from generator.recipe.family import family_path, load_family
 from nncanon.core import precision
 
-FAMILIES = ("llama", "mamba2")
+#: the sample the stage runs on here (make site runs it on every family): llama, plain attention; mamba2, a recurrence
+#: with its kernel routes; doge, relations that cannot hold in a half dtype; llava, an image load and its tower; t5,
+#: a float16 branch, so bfloat16's edits are made again
+SAMPLE = ("llama", "mamba2", "doge", "llava", "t5")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_every_relation_is_checked_at_each_dtype(native_facts, family):
-    facts = json.loads((native_facts / f"{family}.json").read_text(encoding="utf-8"))
-    dtypes = facts["dtypes"]
+@pytest.fixture(scope="module")
+def stage(native_facts, tmp_path_factory):
+    """The half-dtype stage (generator/facts/dtype_runs.py) run on :data:`SAMPLE` into a build of its own, from
+    copies of the native facts; ``{family: (facts, result)}``."""
+    import shutil
+
+    from generator.facts.dtype_runs import cached_dtypes
+
+    build = tmp_path_factory.mktemp("dtype-build")
+    (build / "facts").mkdir()
+    found = {}
+    for name in SAMPLE:
+        for suffix in (".json", ".key"):
+            shutil.copy(native_facts / f"{name}{suffix}", build / "facts" / f"{name}{suffix}")
+        result, ran = cached_dtypes(load_family(family_path(name)), progress=lambda line: None, build=build)
+        assert ran and (build / "dtypes" / f"{name}.json").exists()
+        found[name] = (json.loads((native_facts / f"{name}.json").read_text(encoding="utf-8")), result)
+    return build, found
+
+
+@pytest.mark.parametrize("family", SAMPLE)
+def test_every_relation_is_checked_at_each_dtype(stage, family):
+    facts, result = stage[1][family]
+    dtypes = result["dtypes"]
     assert dtypes["verified"] == ["float32", "bfloat16", "float16"]
-    # every relation a float32 load held (text-only families: no image load adds the tower's)
-    eager = {(r["host"], r["text"]) for r in facts["relations"] if r["errors"]}
+    eager = {(r["host"], r["text"]) for r in facts["relations"] if r["errors"]}  # every relation a float32 load held
     for dtype in ("bfloat16", "float16"):
         held = dtypes[dtype]
-        assert held["relations"] + len(held["cannot_hold"]) == len(eager), dtype
-        assert held["cannot_hold"] == held["not_served"] == held["not_finite"] == []
+        checked = held["relations"] + len(held["cannot_hold"]) + len(held["not_served"])
+        # llava's eager image load checks the tower's relation of the scores, which float32's sdpa image load cannot serve
+        every = {(r["host"], r["text"]) for r in facts["relations"]}
+        assert checked == (len(every) if family == "llava" else len(eager)), dtype
+        assert held["not_served"] == held["not_finite"] == []
         assert held["bounds"] == {name: f"{precision.bound(level, dtype):.3g}"
                                   for name, (level, _) in precision.LEVELS.items()}
-        # every writable value's edit, as in float32
-        assert sorted(held_edit.rsplit(".", 1)[-1] for held_edit in facts["dtype_edits"][dtype]) == \
-            sorted(e["value"] for e in facts["edits"])
-    # the two paths' bound: two evaluations of every block (its widest relation's chain and its second norm and
-    # residual add) and the head, each within gamma_n(2**-24) + gamma_k(u) of the exact forward
+        if family == "doge":  # the top-k over rounded scores: a discrete choice the error model cannot bound
+            assert held["cannot_hold"] and all("dynamic mask" in c["text"] and c["why"] and c["error"].startswith("1e")
+                                               for c in held["cannot_hold"])
+        else:
+            assert held["cannot_hold"] == [], dtype
+        # every writable value's edit float32 made, and where float32's image load was sdpa (llava's) the values only
+        # eager attention serves, which the dtype's eager image load edits too
+        edited, float32 = set(result["dtype_edits"][dtype]), {f"{e['host']}.{e['value']}" for e in facts["edits"]}
+        assert float32 <= edited, dtype
+        assert {e.rsplit(".", 1)[-1] for e in edited - float32} <= ({"attention_probabilities", "attention_scores"}
+                                                                     if family == "llava" else set()), dtype
+    # T5's float16 clamp: bfloat16's graph differs, so its edits were made again; the others' were taken from float16
+    assert result["dtype_edits"]["graph"] == ({} if family == "t5" else {"bfloat16": "float16"})
+
+
+@pytest.mark.parametrize("family", ("llama", "mamba2"))
+def test_the_edits_bound_is_the_error_model_on_the_forward(stage, family):
+    """The two paths' bound: two evaluations of every block (its widest relation's chain and its second norm and
+    residual add) and the head, each within gamma_n(2**-24) + gamma_k(u) of the exact forward."""
+    facts, result = stage[1][family]
     blocks = facts["tiny"]["num_layers"]
     level = "RECURRENCE" if any(bound == f"≤ {precision.RECURRENCE:g}" for r in facts["relations"]
                                 for bound in r["errors"].values()) else "SUBBLOCK"
@@ -44,7 +85,55 @@ def test_every_relation_is_checked_at_each_dtype(native_facts, family):
         k = (precision.STORED[level] + 4) * blocks + 4
         u = precision.UNIT_ROUNDOFF[dtype]
         expected = 2 * (n * 2.0 ** -24 / (1 - n * 2.0 ** -24) + k * u / (1 - k * u)) if k * u < 1 else None
-        assert facts["dtype_edits"]["bounds"][dtype] == ("none" if expected is None else f"{expected:.3g}"), dtype
+        assert result["dtype_edits"]["bounds"][dtype] == ("none" if expected is None else f"{expected:.3g}"), dtype
+
+
+def test_the_stage_runs_nothing_when_current_and_again_when_the_facts_change(stage):
+    from generator.facts.dtype_runs import cached_dtypes, kept
+
+    build, found = stage
+    llama = load_family(family_path("llama"))
+    assert cached_dtypes(llama, progress=lambda line: None, build=build) == (found["llama"][1], False)
+    key = (build / "facts" / "llama.key").read_text().strip()
+    assert kept(build / "dtypes", "llama", key) == found["llama"][1]
+    assert kept(build / "dtypes", "llama", "another facts key") is None  # stale: the page shows no dtype line
+
+
+def test_verify_without_the_flag_runs_no_dtype_stage(native_facts, monkeypatch):
+    """``generator verify`` (make test's prelude) leaves the half dtypes to make site: the facts carry none, and a
+    verify of current facts never reaches the stage; ``verify --dtypes`` does."""
+    import generator.build as build
+
+    for name in SAMPLE:
+        facts = json.loads((native_facts / f"{name}.json").read_text(encoding="utf-8"))
+        assert "dtypes" not in facts and "dtype_edits" not in facts, name
+    ran = []
+    monkeypatch.setattr(build, "cached_dtypes", lambda family, *args: ran.append(family.family))
+    build.verify(progress=lambda line: None, names=["llama"])
+    assert ran == []
+    build.verify(progress=lambda line: None, names=["llama"], dtypes=True)
+    assert ran == ["llama"]
+
+
+def test_the_page_shows_the_stage_result_while_it_is_current(stage, tmp_path):
+    """The family page's dtype line and its published facts come from the stage's file, and only under its key."""
+    from generator.site.render import render_site
+
+    build, found = stage
+    render_site(build / "facts", tmp_path / "docs", families=list(SAMPLE))
+    page = (tmp_path / "docs" / "families" / "doge.md").read_text(encoding="utf-8")
+    assert "Dtypes verified: float32, bfloat16, float16." in page and "cannot hold in a half dtype" in page
+    published = json.loads((tmp_path / "docs" / "facts" / "t5.json").read_text(encoding="utf-8"))
+    assert published["dtypes"] == found["t5"][1]["dtypes"]
+    assert "again in bfloat16" in (tmp_path / "docs" / "families" / "t5.md").read_text(encoding="utf-8")
+    stale = build / "dtypes" / "llama.json"
+    saved = stale.read_text(encoding="utf-8")
+    stale.write_text(json.dumps({**json.loads(saved), "key": "stale"}), encoding="utf-8")
+    try:
+        render_site(build / "facts", tmp_path / "again", families=["llama"])
+    finally:
+        stale.write_text(saved, encoding="utf-8")
+    assert "Dtypes verified" not in (tmp_path / "again" / "families" / "llama.md").read_text(encoding="utf-8")
 
 
 def test_the_bound_is_the_error_model_at_each_unit_roundoff():

@@ -28,7 +28,6 @@ from generator.facts.claim_error import ClaimError
 from generator.facts.claims import block_of_kind, check_identities, check_value_claims
 from generator.facts.configs import config_tables, full_size
 from generator.facts.dataflow import dataflow
-from generator.facts.dtypes import verify_dtypes
 from generator.facts.hidden_states import hidden_states_map
 from generator.facts.host_dims import host_dims
 from generator.facts.identity import check_identity, check_markers, import_module
@@ -52,7 +51,7 @@ SCHEMA = 1
 #: load, reaching which call: whether it reads None decides that), and its two checks compare forwards of one process,
 #: run by the same kernels on both sides. Everything else (values, relations, identities, variants, notes) is measured
 #: on the tiny model and stays in.
-KERNEL_FREE = ("edits", "dtype_edits", "configs", "vision_configs", "sizes")
+KERNEL_FREE = ("edits", "configs", "vision_configs", "sizes")
 #: where a kernels-only collect writes, apart from the facts a site is rendered from
 KERNEL_FACTS = "facts-kernels"
 
@@ -266,8 +265,6 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         if not kernels_only:
             progress(f"{family.family}: edits")
             edits = prove_edits(family, models, family_module, prompts)
-        progress(f"{family.family}: every relation and edit in bfloat16 and float16")
-        dtypes = verify_dtypes(family, family_module, models, prompts, relations, kernels_only)
         identities = check_identities(family, models, family_module, prompts)
         from generator.facts.variants import collect_variants
 
@@ -311,7 +308,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             "traits": family_traits,
             "weights": weight_rows(tiny),  # every standard weight per host kind, measured (generator/site/weights_section.py)
             **transformers_hidden_states(models, family_module, prompts),
-            "variants": layouts, **dtypes,
+            "variants": layouts,
         }
         check_tags(family, facts)
         progress(f"{family.family}: notes and examples")

@@ -20,9 +20,9 @@ One load per dtype, with eager attention, which serves every value (the pattern 
 gets its terms; a family with fused experts has two, batched_mm experts and eager ones (transformers' default,
 grouped_mm, refuses a half dtype at a tiny model's widths: its strides must be multiples of 16 bytes); a vision family
 adds its image call. A relation float32 proved that no load of a dtype serves is listed with the reason. The facts hold
-what is the same on every CPU (tests/test_portable_facts.py): per dtype the bounds, how many checks held, the
-relations that cannot hold with their error's nearest decade; the edits, which hold no number, are kernel-free
-(``dtype_edits``) and run outside the kernel recording.
+what is the same on every CPU: per dtype the bounds, how many checks held, the relations that cannot hold with their
+error's nearest decade; the edits (``dtype_edits``) hold no number. It runs as a stage of its own after the facts
+(generator/facts/dtype_runs.py): ``make site`` on every family, ``generator verify --dtypes`` when asked.
 """
 from __future__ import annotations
 
@@ -167,10 +167,9 @@ def half_edits(family: Family, family_module: Any, halves: dict[str, Models], pr
     return facts
 
 
-def verify_dtypes(family: Family, family_module: Any, models: Models, prompts: list[str], relations: list[dict],
-                  kernels_only: bool = False) -> dict:
-    """``{"dtypes": ..., "dtype_edits": ...}``: each dtype's relations and (unless ``kernels_only``) its edits
-    (:func:`half_edits`); ``relations``, the float32 loads' relation facts."""
+def verify_dtypes(family: Family, family_module: Any, models: Models, prompts: list[str], relations: list[dict]) -> dict:
+    """``{"dtypes": ..., "dtype_edits": ...}``: each dtype's relations and its edits (:func:`half_edits`);
+    ``models``, the float32 loads (:func:`dtype_loads` follows them); ``relations``, their relation facts."""
     float32 = {(r["host"], r["text"]) for r in relations if r["errors"]}
     facts: dict = {"loads": [dict(kwargs) for kwargs in dtype_kwargs(models)], "float32": {"bounds": bounds("float32")}}
     halves = {dtype: Models(models.checkpoint, dtype_loads(models, dtype),
@@ -178,7 +177,7 @@ def verify_dtypes(family: Family, family_module: Any, models: Models, prompts: l
     try:
         for dtype in DTYPES:
             facts[dtype] = check_relations(family, halves[dtype], family_module, prompts, dtype, float32)
-        edits = None if kernels_only else half_edits(family, family_module, halves, prompts)
+        edits = half_edits(family, family_module, halves, prompts)
     finally:
         for half in halves.values():
             half.close()

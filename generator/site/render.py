@@ -414,6 +414,11 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
             annotate(facts["hosts"], transformer_lens[facts["family"]])
         for variant in facts.get("variants") or []:  # the Layouts table's column: the check on each variant's own
             variant["transformer_lens"] = (transformer_lens or {}).get(f"{facts['family']}.{variant['name']}")
+    from generator.facts.dtype_runs import DIRECTORY, merged
+
+    for facts in loaded:  # the half-dtype stage's result, where it is kept and current for these facts
+        key = facts_dir / f"{facts['family']}.key"
+        merged(facts, facts_dir.parent / DIRECTORY, key.read_text().strip() if key.exists() else None)
     records = load_records(RELEASES if releases_dir is None else releases_dir)
     on = verified_on(records)
     for facts in loaded:  # the releases the family was verified on (the kept records; CI checks them)
