@@ -271,6 +271,10 @@ def verify_each(progress: Callable[[str], None] = print, force: bool = False, ti
 #: (tests/conftest.py): they check the build, not transformers' 353 model types, which a whole survey takes minutes
 #: of CPU over and ``make site`` surveys; tests/test_survey*.py survey samples of each kind
 SURVEY_ENV = "NNCANON_SURVEY"
+#: ``kept``: the family pages show the half-dtype results already kept and the build runs the stage on none. The
+#: suite's builds set it (tests/conftest.py): each would otherwise run every family in two dtypes again, which
+#: ``make site`` does; tests/test_dtypes.py runs the stage on a sample
+DTYPES_ENV = "NNCANON_DTYPES"
 
 
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,
@@ -289,10 +293,12 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         # a family whose YAML narrows its releases is left out of a site built under another release
         families = [family for family in all_families() if family.verified_under(transformers.__version__)]
         names = [family.family for family in families]
-        collected = collect_all(families, progress=progress, force=force, jobs=jobs, dtypes=True)
+        dtypes = os.environ.get(DTYPES_ENV) != "kept"
+        collected = collect_all(families, progress=progress, force=force, jobs=jobs, dtypes=dtypes)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         run_recipes(families, progress=progress, force=force)  # and the Recipes page on every family
-        run_dtypes(families, progress=progress, force=force)  # and every family in bfloat16 and float16
+        if dtypes:  # and every family in bfloat16 and float16
+            run_dtypes(families, progress=progress, force=force)
         from generator.survey.run import survey_all, survey_dir
 
         if os.environ.get(SURVEY_ENV) != "cached":  # the Coverage page's rows; cached (also across build directories)

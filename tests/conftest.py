@@ -18,6 +18,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # a test's build renders the Coverage page from the rows already surveyed and surveys none (generator/build.py)
 os.environ.setdefault("NNCANON_SURVEY", "cached")
+# and the family pages from the half-dtype results kept, running the stage on none (make site runs every family)
+os.environ.setdefault("NNCANON_DTYPES", "kept")
 
 FAMILY = "qwen3_5_moe_text"
 #: two prompts of different lengths, so the batch is left-padded
