@@ -22,11 +22,12 @@ site: $(PY)
 
 # first the site's facts, as make site collects them (cached: after make site, nothing to collect), which the
 # suite reads; then two workers (tests/conftest.py: the modules sharing an expensive fixture are one unit, the
-# capability comparison in shards); JOBS=0: one process. A test's build surveys no model type (NNCANON_SURVEY,
-# generator/build.py): make site surveys them all, tests/test_survey*.py samples of each kind.
+# capability comparison in shards); JOBS=0: one process. The suite surveys no model type and runs the Recipes page on
+# no family but its samples' (NNCANON_SURVEY, NNCANON_RECIPES, generator/build.py): make site surveys every model type
+# and runs the Recipes page on every family (CI runs both, .ci/run); tests/test_survey*.py, test_recipe_runs.py samples.
 # --durations: every run ends with its 25 slowest tests (where the suite's time goes: bench/bench_suite.py per file)
 test: $(PY)
-	$(PY) -m generator verify --jobs $(COLLECTORS)
+	NNCANON_RECIPES=cached $(PY) -m generator verify --jobs $(COLLECTORS)
 	$(PY) -m pytest -n $(JOBS) --durations=25
 
 # every family verified again on the newest transformers published (pip's index says which: no number here), in a

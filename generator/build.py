@@ -197,9 +197,11 @@ def _collect_pooled(families: list, jobs: int, progress: Callable[[str], None], 
             continue
         if family.verified_under(transformers.__version__):
             resolved.append(family)
-    # the Recipes page (and the dtypes) on each family in the worker that collected it (the runs below find them kept)
-    then = None if kernels_only or keep_going else _recipes_and_dtypes_of if dtypes else _recipes_of
-    return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going, then=then)
+    # the Recipes page (unless the suite reads the runs kept) and the dtypes on each family in the worker that
+    # collected it: the runs below then find them kept
+    hook = _recipes_and_dtypes_of if dtypes else _recipes_of if recipes_run() else None
+    return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going,
+                               then=None if kernels_only or keep_going else hook)
 
 
 def _recipes_of(family: Family) -> None:
@@ -216,9 +218,11 @@ def _recipes_and_dtypes_of(family: Family) -> None:
 def run_recipes(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
                 force: bool = False) -> None:
     """The Recipes page on every family (generator/notes/recipe_runs.py), kept beside the facts under each
-    family's facts key: a rerun with nothing changed runs nothing."""
+    family's facts key: a rerun with nothing changed runs nothing (and none under ``NNCANON_RECIPES=cached``)."""
     from generator.facts.collect import cache_key
 
+    if not recipes_run():
+        return
     for family in [get_family(n) if isinstance(n, str) else n for n in names] if names else all_families():
         cached_run(family, recipe_runs_dir(), cache_key(family), progress, force)
 
@@ -271,6 +275,16 @@ def verify_each(progress: Callable[[str], None] = print, force: bool = False, ti
 #: (tests/conftest.py): they check the build, not transformers' 353 model types, which a whole survey takes minutes
 #: of CPU over and ``make site`` surveys; tests/test_survey*.py survey samples of each kind
 SURVEY_ENV = "NNCANON_SURVEY"
+#: ``cached``: the Recipes page lists the runs already kept and runs none (neither ``verify`` nor ``build``). The
+#: suite sets it (its prelude, the Makefile; its builds, tests/conftest.py): ``make site`` runs the page on every
+#: family, tests/test_recipe_runs.py on a sample
+RECIPES_ENV = "NNCANON_RECIPES"
+
+
+def recipes_run() -> bool:
+    return os.environ.get(RECIPES_ENV) != "cached"
+
+
 #: ``kept``: the family pages show the half-dtype results already kept and the build runs the stage on none. The
 #: suite's builds set it (tests/conftest.py): each would otherwise run every family in two dtypes again, which
 #: ``make site`` does; tests/test_dtypes.py runs the stage on a sample

@@ -18,7 +18,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 # a test's build renders the Coverage page from the rows already surveyed and surveys none (generator/build.py)
 os.environ.setdefault("NNCANON_SURVEY", "cached")
-# and the family pages from the half-dtype results kept, running the stage on none (make site runs every family)
+# and from the Recipes page's runs already kept, running none: make site runs it on every family,
+# tests/test_recipe_runs.py on a sample (generator/build.py)
+os.environ.setdefault("NNCANON_RECIPES", "cached")
+# the family pages from the half-dtype results kept, running the stage on none (make site runs every family)
 os.environ.setdefault("NNCANON_DTYPES", "kept")
 
 FAMILY = "qwen3_5_moe_text"
@@ -47,9 +50,13 @@ def pytest_configure(config):
 SHARED = {
     "site": ("site", {"test_site_index.py", "test_compare.py", "test_sae_index.py"}),
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
-                         "test_browser_coverage.py"}),
+                         "test_browser_coverage.py", "test_browser_mechanics.py"}),
 }
-UNITS = {name: unit for unit, files in SHARED.values() for name in files}
+#: modules that fill one lock-guarded cache of the machine's (the TransformerLens check of every family,
+#: generator/facts/tl_names.py: ~45 CPU-s in one process): one unit, so one worker fills it and then reads it, and the
+#: other goes on with other units instead of waiting on the lock
+TOGETHER = {"transformer_lens": {"test_build.py", "test_transformer_lens.py"}}
+UNITS = {name: unit for unit, files in [*SHARED.values(), *TOGETHER.items()] for name in files}
 #: the modules whose tests are parametrized by a kernel shard (``[default-0]``): one unit per shard
 SHARDED = {"test_portable_facts.py", "test_portable_pins.py"}
 
@@ -88,9 +95,9 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(nodeid)
 
         def _assign_work_unit(self, node) -> None:
-            # the longest units first (the browser's site and sweeps, the site built whole, the shards), so
-            # none ends the run alone
-            for unit in [u for u in self.workqueue if u.startswith("kernels-")] + ["site", "browser"]:
+            # the longest units first (the browser's site and sweeps, the site built whole, the builds with the
+            # TransformerLens check, the shards), so none ends the run alone: each moved to the front in turn
+            for unit in [u for u in self.workqueue if u.startswith("kernels-")] + ["transformer_lens", "site", "browser"]:
                 if unit in self.workqueue:
                     self.workqueue.move_to_end(unit, last=False)
             super()._assign_work_unit(node)
@@ -119,8 +126,9 @@ def native_facts() -> Path:
 
 @pytest.fixture(scope="session")
 def kernel_facts(tmp_path_factory, native_facts):
-    """``kernel_facts(shard)``: the facts-kernels directory of one shard's work under the shard's capability: every
-    family of the share's tiny checkpoint (and its variants') built anew in the shard's own cache,
+    """``kernel_facts(shard)``: the facts-kernels directory of one shard's work under the shard's capability: the
+    tiny checkpoints (and their variants') of the share's families ``kernel_shards.built`` names built anew in the
+    shard's own cache,
     ``<build>/checkpoints``, which ``checkpoint_dir`` checks against the pins; then the kernels-only facts of the
     share's families in the kernel cover (``kernel_shards.compared``, from the kernels the native collection
     recorded). Done on first use; the scheduler keeps each shard's tests on one worker, so each is done once."""
@@ -128,7 +136,7 @@ def kernel_facts(tmp_path_factory, native_facts):
     import sys
 
     from capabilities import environment
-    from kernel_shards import compared, families_of
+    from kernel_shards import built, compared
 
     repo = Path(__file__).resolve().parent.parent
     done: dict[str, Path] = {}
@@ -145,7 +153,7 @@ def kernel_facts(tmp_path_factory, native_facts):
             env = environment(capability, NNCANON_BUILD=str(build), NNCANON_CACHE=str(build / "checkpoints"),
                               OMP_NUM_THREADS="1")
             env.pop("NNCANON_FAMILIES", None)
-            run(shard, env, "checkpoint", "--variants", *families_of(shard))
+            run(shard, env, "checkpoint", "--variants", *built(shard, native_facts))
             chosen = compared(shard, native_facts)
             if chosen:
                 run(shard, env, "verify", "--force", "--kernels-only", *chosen)

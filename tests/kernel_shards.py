@@ -2,26 +2,29 @@
 ``PER_SHARD`` families, each share a work unit of its own (tests/conftest.py), so the work spreads over both
 workers and no unit runs for minutes as families are added.
 
-A shard builds the tiny checkpoint of every family of its share (every family is in exactly one share of
-every capability: tests/test_portable_pins.py compares them all), and collects kernels-only facts for the
-families of its share that :func:`compared` names: those of the kernel cover (generator/facts/kernels.py), the
-fewest families whose collections together ran every kernel any family's ran. A family outside the cover runs
-no kernel the cover does not run under the other capabilities too, so comparing its facts would run no new code.
+Every family is in exactly one share of every capability. A shard builds the tiny checkpoints of the families
+of its share that :func:`built` names (tests/test_portable_pins.py compares them): those of the cover of the
+checkpoint builds' kernels (generator/kernel_log.py), the fewest families whose builds together ran every kernel
+any family's build ran; and it collects kernels-only facts for those :func:`compared` names: those of the cover of
+the native collections' kernels. A family outside a cover runs no kernel the cover does not run under the other
+capabilities too, so building or collecting it again would run no new code.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 from capabilities import capabilities
 
-from generator.facts.kernels import cover, read_kernels
+from generator.kernel_log import cover, read_kernels
 from generator.recipe.family import all_families
 
-#: families per shard: building a tiny checkpoint takes ~0.35 CPU-second and a kernels-only collection ~1.3
-#: (bench/bench_suite.py), and about one family in five is in the cover, so a shard is well under a minute
-PER_SHARD = 65
+#: families per shard: a shard builds the checkpoints of about one family in five (16 of 129 cover the builds'
+#: kernels; ~0.15 CPU-second each) and collects about one in three (40 of 129 cover the collections'; ~1.3 each,
+#: bench/bench_suite.py), so a share of 130 is about a minute, and each of its two processes starts once
+PER_SHARD = 130
 
 
 def _names() -> list[str]:
@@ -41,6 +44,34 @@ def families_of(shard: str) -> list[str]:
     capability are disjoint and together every family)."""
     k = int(shard.rsplit("-", 1)[1])
     return _names()[k::count()]
+
+
+def checkpoint_kernels(names: list[str]) -> dict[str, list[str]]:
+    """Each family's kernels its tiny checkpoint's native build (and its variants') ran, from the build's manifest in
+    the machine's cache; an empty list (which :func:`cover` always takes) where a manifest records none."""
+    from generator.checkpoint.checkpoints import MANIFEST_FILE, cached_dir
+    from generator.recipe.family import get_family
+
+    out = {}
+    for name in names:
+        family = get_family(name)
+        ran: set[str] = set()
+        for built in [family, *(family.variant(spec["name"]) for spec in family.variants)]:
+            manifest = cached_dir(built) / MANIFEST_FILE
+            recorded = json.loads(manifest.read_text(encoding="utf-8")).get("kernels") if manifest.is_file() else None
+            if not recorded:
+                ran = set()
+                break
+            ran.update(recorded)
+        out[name] = sorted(ran)
+    return out
+
+
+def built(shard: str, facts_dir: Path) -> list[str]:
+    """The shard's families whose checkpoints (with their variants') it builds: those in the cover of every
+    checkpoint build's kernels, and those whose facts it collects (a collection builds its checkpoint)."""
+    chosen = set(cover(checkpoint_kernels(_names())))
+    return sorted({name for name in families_of(shard) if name in chosen} | set(compared(shard, facts_dir)))
 
 
 def compared(shard: str, facts_dir: Path) -> list[str]:

@@ -1,11 +1,11 @@
-"""The kernel log and the cover the capability comparison collects (generator/facts/kernels.py), checked on plain
+"""The kernel log and the cover the capability comparison collects (generator/kernel_log.py), checked on plain
 torch calls and small hand-made sets, not on the collection that uses them."""
 
 from __future__ import annotations
 
 import torch
 
-from generator.facts.kernels import cover, read_kernels, recording, write_kernels
+from generator.kernel_log import cover, read_kernels, recording, write_kernels
 
 
 def test_the_log_names_each_operator_with_its_dtypes_and_changes_no_result():

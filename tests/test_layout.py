@@ -13,9 +13,10 @@ from import_graph import REPO, circles, graph, modules
 STAGES = ("recipe", "checkpoint", "notes", "facts", "survey", "site")
 #: generator modules outside the stages: the command line, the whole build and ``new`` (contribute; factory, which
 #: starts from the survey and the Coverage page's closest-family match) run every stage; the
-#: directories' ownership and the shared caches' lock are utilities any stage that writes may use
+#: directories' ownership and the shared caches' lock are utilities any stage that writes may use, the kernel log one
+#: any stage that runs torch may
 ORCHESTRATORS = {"generator", "generator.__main__", "generator.build", "generator.contribute", "generator.factory"}
-UTILITIES = {"generator.ownership", "generator.shared_rows", "generator.disk"}
+UTILITIES = {"generator.ownership", "generator.shared_rows", "generator.disk", "generator.kernel_log"}
 
 
 def _stage(module: str) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from limits import HANG
+from renaming import renamed
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = "CHANGE ME (copied by new --like"
@@ -558,16 +559,6 @@ def test_a_read_point_that_does_not_resolve_is_one_claim_line(monkeypatch):
     assert "\n" not in str(caught.value)
 
 
-def _renamed(module, names: dict[str, str]) -> None:
-    """``module``'s children renamed (``names``: old -> new) as another modeling file would name them: the forward
-    still reaches each by its old attribute (a property of a subclass), but no module is called by it any more."""
-    cls = type(module)
-    for old, new in names.items():
-        module._modules[new] = module._modules.pop(old)
-    module.__class__ = type(f"Renamed{cls.__name__}", (cls,),
-                            {old: property(lambda self, new=new: self._modules[new]) for old, new in names.items()})
-
-
 def _measured(model):
     """Norm placement, each MLP's kind and each block norm's form, measured on one forward of ``model``."""
     import torch
@@ -621,10 +612,10 @@ def test_traits_are_measured_so_renaming_a_module_changes_nothing(model_type, ml
     assert before[:4] == ("pre-norm", ["gated", "gated"], ["RMSNorm"], qk), before
     for layer in model.model.layers:
         if qk and hasattr(layer, "self_attn"):  # LFM2's q_layernorm / k_layernorm, named as no other family's
-            _renamed(layer.self_attn, {"q_layernorm": "qa", "k_layernorm": "ka"})
-        _renamed(layer.feed_forward if hasattr(layer, "feed_forward") else layer.mlp,
+            renamed(layer.self_attn, {"q_layernorm": "qa", "k_layernorm": "ka"})
+        renamed(layer.feed_forward if hasattr(layer, "feed_forward") else layer.mlp,
                  dict(zip(mlp, ("a", "b", "c"))))
-        _renamed(layer, names)
+        renamed(layer, names)
         for new in names.values():  # and the norm's class renamed: no "Norm" left in its name
             norm = layer._modules[new]
             norm.__class__ = type("Scaler", (type(norm),), {})

@@ -3,7 +3,7 @@ collected under this machine's own kernels (the site's, ``native_facts``), ``ATE
 MKL's and oneDNN's generic branches) and ``avx2`` (``kernel_facts`` in tests/conftest.py, in shards of families:
 tests/kernel_shards.py), is byte-identical. Under the other capabilities the families of the kernel cover are
 collected: the fewest whose native collections together ran every kernel (ATen operator and dtypes) any family's
-ran (generator/facts/kernels.py), so every kernel any page's facts came from runs under every capability. The
+ran (generator/kernel_log.py), so every kernel any page's facts came from runs under every capability. The
 other kernels' collections leave out the facts no kernel can change (``KERNEL_FREE``: the config tables, read off
 meta-device models, and the edits, whose checks compare two forwards under the same kernels). The checkpoints' side
 of the same promise, for every family, is tests/test_portable_pins.py."""

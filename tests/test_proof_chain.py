@@ -107,3 +107,31 @@ def test_the_survey_row_of_differential_attention_says_which_link_broke():
                              "by side"] == "does not hold"
     assert diff["chain"] == JOIN
     assert plain["chain"] is None and all(why is None for why in plain["relations"].values())
+
+
+def test_a_diffllama_family_copied_from_llama_is_refused_naming_the_unjoined_values(monkeypatch):
+    """Issue 47's case as a contributor would make it: diffllama's own classes under llama's parts (its attention on
+    llama's ``Attention`` host), with the two relations that do not hold there taken out (the side-by-side link, which
+    differential attention breaks, and the weights' ``W_V`` relation, which once refused such a copy by chance). The
+    rest hold; the chain check refuses the family in one line naming the two values nothing joins."""
+    import importlib
+
+    import nncanon.parts.weights as weights
+    from generator.checkpoint.checkpoints import checkpoint_dir
+    from generator.facts.proof import RelationError
+    from generator.recipe.family import get_family
+    from nncanon.parts.attention.softmax import SIDE_BY_SIDE_RELATION, Attention
+
+    family = get_family("diffllama")
+    module = importlib.import_module(family.module)
+    native = next(cls for cls in module.ENVOYS if cls.__name__ == "DiffLlamaAttention")
+    copied = type("CopiedAttention", (Attention,), {
+        "RELATIONS": tuple(r for r in Attention.RELATIONS if r is not SIDE_BY_SIDE_RELATION)})
+    monkeypatch.setitem(module.ENVOYS, native, copied)
+    own = weights.relations
+    monkeypatch.setattr(weights, "relations", lambda host: [r for r in own(host) if " · W_V" not in r.text])
+    with pytest.raises(RelationError) as raised:
+        _prove((family, module, checkpoint_dir(family)))
+    message = str(raised.value)
+    assert "\n" not in message, message
+    assert "proof chain" in message and JOIN in message, message

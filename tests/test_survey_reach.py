@@ -217,3 +217,22 @@ def test_the_whole_surveys_rows_are_this_survey(model_type):
     live = survey(model_type)
     assert {k: live[k] for k in ("builds", "forwards", "wraps", "failure", "reason")} == \
         {k: row[k] for k in ("builds", "forwards", "wraps", "failure", "reason")}
+
+
+def test_the_coverage_pages_family_rows_are_the_families_index():
+    """issue 47: the Coverage page counts a family page for every model type a family serves, and for no other: the
+    whole survey's rows with today's families (survey.run.pages, as a live survey writes it into its index) link
+    exactly the families the families index lists whose model types the rows survey, one row per model type each
+    claims. (The fixture holds the 272 causal and image-text types; t5, mt5 and modernbert serve encoder kinds.)"""
+    from generator.recipe.family import all_families
+    from generator.site.coverage import coverage_context
+    from generator.survey.run import pages
+
+    index, rows = _whole()
+    surveyed = {row["model_type"] for row in rows}
+    served = {model_type: family for model_type, family in pages().items() if model_type in surveyed}
+    context = coverage_context({**index, "pages": served}, rows)
+    paged = [e for e in context["entries"] if e["kind"] == "family page"]
+    listed = {family.family for family in all_families()}
+    assert {e["page"] for e in paged} == set(served.values()) and len(listed - set(served.values())) <= 3
+    assert sorted(e["model_type"] for e in paged) == sorted(served) and context["totals"]["pages"] == len(served)

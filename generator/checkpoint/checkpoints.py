@@ -49,6 +49,7 @@ from generator.checkpoint.tiny_tokenizer import (
     transformers_class,
 )
 from generator.disk import CACHE, room
+from generator.kernel_log import recording
 from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT, FamilyYamlError, _display
 from generator.recipe.tokenizer_presets import CORPUS
@@ -290,18 +291,19 @@ def _build_into(fam: Family, directory: Path) -> tuple[str, dict[str, str]]:
     import transformers
 
     started = time.perf_counter()
-    model = build_model(fam)
-    with _no_progress_bars():
-        model.save_pretrained(directory)
-    derived_keys.check(fam, type(model.config), directory)
-    tokenizer = build_tokenizer(fam)
-    tokenizer.save_pretrained(directory)
-    if "processor" in fam.tiny:  # a vision-language family
-        build_processor(fam, tokenizer).save_pretrained(directory)
-    if "feature_extractor" in fam.tiny:  # a speech family: its log-mel features (generator/checkpoint/speech.py)
-        from generator.checkpoint.speech import whisper_feature_extractor
+    with recording() as ran:  # which kernels the capability comparison must build under (tests/kernel_shards.py)
+        model = build_model(fam)
+        with _no_progress_bars():
+            model.save_pretrained(directory)
+        derived_keys.check(fam, type(model.config), directory)
+        tokenizer = build_tokenizer(fam)
+        tokenizer.save_pretrained(directory)
+        if "processor" in fam.tiny:  # a vision-language family
+            build_processor(fam, tokenizer).save_pretrained(directory)
+        if "feature_extractor" in fam.tiny:  # a speech family: its log-mel features (generator/checkpoint/speech.py)
+            from generator.checkpoint.speech import whisper_feature_extractor
 
-        whisper_feature_extractor(fam).save_pretrained(directory)
+            whisper_feature_extractor(fam).save_pretrained(directory)
     files = checkpoint_files(directory, derived_keys.listed(fam))
     digest = files_digest(files)
     manifest = {
@@ -314,6 +316,7 @@ def _build_into(fam: Family, directory: Path) -> tuple[str, dict[str, str]]:
         "transformers": transformers.__version__,
         "cpu_capability": cpu_capability(),
         "build_seconds": round(time.perf_counter() - started, 2),
+        "kernels": sorted(ran),
     }
     (directory / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return digest, files

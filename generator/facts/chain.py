@@ -338,25 +338,40 @@ def survey_gap(model: Any, args: tuple, kwargs: dict, held: Callable[[str], bool
     return None if found is None else joined(found)
 
 
-def check_chain(family: Any, model: Any, label: str, fallback: Callable | None = None) -> None:
-    """Refuse, in one line, a load whose values do not lie on one chain of relations."""
-    found = gap(graph(model, fallback=fallback))
+def drawn(g: Graph) -> dict:
+    """The graph as a page draws it (the Mechanics page's chains): ``order``, each value by its standard name in the
+    order the forward first produced it, and ``edges``, each pair of values one relation ties directly (a tie to a
+    module call's tensor, which is no value, is left out), from the one produced first, by their standard names."""
+    order = list(dict.fromkeys(pattern(row) for row in sorted(g.values, key=lambda row: _block_order(g, row))))
+    at = {name: i for i, name in enumerate(order)}
+    edges = {(pattern(a), pattern(b)) for a in g.values for b in g.forward.get(a, ())
+             if b in g.values and at[pattern(a)] < at[pattern(b)]}
+    return {"order": order, "edges": sorted([list(e) for e in edges])}
+
+
+def check_chain(family: Any, model: Any, label: str, fallback: Callable | None = None) -> Graph:
+    """Refuse, in one line, a load whose values do not lie on one chain of relations; else its graph."""
+    g = graph(model, fallback=fallback)
+    found = gap(g)
     if found is None:
-        return
+        return g
     raise RelationError(family.family, "proof chain", f"{joined(found)} (under {label}): state the relation that "
                                                        f"computes one from the other")
 
 
-def check_family_chain(family: Any, models: Any) -> None:
+def check_family_chain(family: Any, models: Any) -> dict:
     """After the relations hold and every value has one (``proof.prove_family``): the chain under every load, each
     value placed where its load's forward produced it, else where the default load's did (the text blocks' order
-    does not change with the load; a model with a processor and no tokenizer cannot be measured on the prompt)."""
+    does not change with the load; a model with a processor and no tokenizer cannot be measured on the prompt).
+    Returns each load's graph as pages draw it (:func:`drawn`), by the load's label."""
     from nncanon.guards.order import positions
 
     default = models.loads[models.default]
     with default.within(models.get(models.default)):
         fallback = positions(models.get(models.default))
+    shown = {}
     for load in models.all:
         model = models.get(load.label)
         with load.within(model):
-            check_chain(family, model, load.label, fallback)
+            shown[load.label] = drawn(check_chain(family, model, load.label, fallback))
+    return shown

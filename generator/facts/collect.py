@@ -17,7 +17,6 @@ import json
 import os
 import re
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,11 @@ from generator.facts.dataflow import dataflow
 from generator.facts.hidden_states import hidden_states_map
 from generator.facts.host_dims import host_dims
 from generator.facts.identity import check_identity, check_markers, import_module
-from generator.facts.kernels import recording, write_kernels
 from generator.facts.loads import Models, resolve_loads
 from generator.facts.measure import full_size_notes, host_rows, run_inputs
 from generator.facts.tags import checkpoint_settings
-from generator.facts.traits import check_tags, norm_kinds, traits
+from generator.facts.traits import check_tags, traits, vision_norm
+from generator.kernel_log import KernelLog, write_kernels
 from generator.notes.notes_parse import parse_sources
 from generator.recipe.family import Family
 from generator.recipe.fields import REPO_ROOT
@@ -250,8 +249,8 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
     progress(f"{family.family}: checkpoint")
     checkpoint = checkpoint_dir(family)
     # what kernels the rest runs (not the checkpoint's build, once per machine): the capability comparison's choice
-    kernel_log = ExitStack()
-    ran = kernel_log.enter_context(recording()) if not kernels_only else set()
+    kernel_log = KernelLog(on=not kernels_only)
+    kernel_log.open()
     models = resolve_loads(family, family_module, checkpoint)
     try:
         progress(f"{family.family}: values under {', '.join(models.loads)}")
@@ -260,11 +259,12 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         check_value_claims(family, hosts)
         progress(f"{family.family}: relations on every block under every load")
         relations = prove_family(family, models, models.all, lambda m: run_inputs(m, family_module, prompts))
-        check_family_chain(family, models)  # and they join into one chain from the inputs to the logits
+        proof_chain = check_family_chain(family, models)  # and they join into one chain from the inputs to the logits
         edits = None
         if not kernels_only:
             progress(f"{family.family}: edits")
-            edits = prove_edits(family, models, family_module, prompts)
+            with kernel_log.paused():  # edits and the configs' meta models are KERNEL_FREE
+                edits = prove_edits(family, models, family_module, prompts)
         identities = check_identities(family, models, family_module, prompts)
         from generator.facts.variants import collect_variants
 
@@ -273,14 +273,15 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
         task = "image-text-to-text" if (family.get("page") or {}).get("vision") else "text-generation"
         tiny = models.get(models.default)
         causal_lm = type(tiny._module)
-        printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
-        configs, vision_configs, checkpoint_sizes = config_tables(family, family_module, task, causal_lm,
-                                                built={family.printout_checkpoint: printout_model}) \
-            if not kernels_only else (None, None, None)
+        with kernel_log.paused():
+            printout_model = full_size(family, family_module, family.printout_checkpoint, task, causal_lm)
+            configs, vision_configs, checkpoint_sizes = config_tables(family, family_module, task, causal_lm,
+                                                    built={family.printout_checkpoint: printout_model}) \
+                if not kernels_only else (None, None, None)
         family_traits = traits(family_module, tiny, printout_model)
         family_traits["checkpoints"] = checkpoint_settings(family)
         if "image" in models.loads:  # a tagline may name the vision block's norm
-            family_traits["vision_norm"] = norm_kinds(models.get("image").get("vision.layers.0")._module)
+            family_traits["vision_norm"] = vision_norm(models.get("image"), family_module, prompts)
         full_size_notes(hosts, printout_model, family.printout_checkpoint)
         facts = {
             "schema": SCHEMA, "family": family.family, "module": family.module, "lines": list(family.lines), "group": family.group,
@@ -297,6 +298,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             "vision": vision(family, family_module, models, identities, printout_model, relations),
             "hosts": hosts,
             "relations": relations,
+            "proof_chain": proof_chain,
             "edits": edits,
             # the full-size checkpoint's size of every layout dimension (the cheat sheet's numbers), read from its model
             "printout": {"checkpoint": family.printout_checkpoint, "text": repr(printout_model),
@@ -320,7 +322,7 @@ def collect(family: Family, prompts: list[str] | None = None, progress: Callable
             facts = {key: value for key, value in facts.items() if key not in KERNEL_FREE}
         else:
             kernel_log.close()
-            facts["kernels"] = sorted(ran)  # cached_facts keeps them apart from the page's facts
+            facts["kernels"] = sorted(kernel_log.ran)  # cached_facts keeps them apart from the page's facts
         return json.loads(json.dumps(facts, sort_keys=True, default=str))
     finally:
         kernel_log.close()
@@ -383,7 +385,7 @@ def fact_sources(family: Family) -> list[Path]:
                     if p.parent != library / "families" or p.name.startswith("_") or p == own)
     files += sorted(p for stage in FACT_STAGES for p in (REPO_ROOT / "generator" / stage).glob("*.py")
                     if p.name not in NOT_FACTS)
-    return files
+    return [*files, REPO_ROOT / "generator" / "kernel_log.py"]  # what the facts' kernel log records
 
 
 def cache_key(family: Family) -> str:

@@ -11,7 +11,6 @@ import re
 from typing import Any
 
 from generator.facts.claim_error import ClaimError
-from generator.facts.kernels import unrecorded
 from generator.facts.loads import Models
 from generator.facts.measure import nnsight_path, run_inputs
 from generator.facts.proof import unavailable
@@ -132,24 +131,22 @@ def _prove_one(family: Family, model: Any, host: Any, kind: Any, value: Any, lab
 def prove_edits(family: Family, models: Models, family_module: Any, prompts: list[str],
                 dtype: str = "float32") -> list[dict]:
     """For each writable value, under the first load that serves it, on the first module of its kind; ``dtype``,
-    the models' (the two paths' bound: :func:`_paths_agree`). The edits' facts hold no number, so their kernels go
-    unrecorded (generator/facts/kernels.py)."""
+    the models' (the two paths' bound: :func:`_paths_agree`)."""
 
     done: set[tuple[str, str, str]] = set()
     facts = []
     baselines: dict[tuple, Any] = {}
-    with unrecorded():
-        for load in models.all:
-            model = models.get(load.label)
-            with load.within(model):
-                args, kwargs = run_inputs(model, family_module, prompts)
-                for kind in model.host_kinds():
-                    host = model.get(nnsight_path(kind.paths[0])) if nnsight_path(kind.paths[0]) else model
-                    for value in kind.cls.values():
-                        key = (kind.host, kind.cls.__name__, value.name)
-                        if not value.writable or key in done or unavailable(model, host, value.name):
-                            continue
-                        done.add(key)
-                        facts.append(_prove_one(family, model, host, kind, value, load.label, args, kwargs,
-                                                baselines, dtype))
+    for load in models.all:
+        model = models.get(load.label)
+        with load.within(model):
+            args, kwargs = run_inputs(model, family_module, prompts)
+            for kind in model.host_kinds():
+                host = model.get(nnsight_path(kind.paths[0])) if nnsight_path(kind.paths[0]) else model
+                for value in kind.cls.values():
+                    key = (kind.host, kind.cls.__name__, value.name)
+                    if not value.writable or key in done or unavailable(model, host, value.name):
+                        continue
+                    done.add(key)
+                    facts.append(_prove_one(family, model, host, kind, value, load.label, args, kwargs,
+                                            baselines, dtype))
     return sorted(facts, key=lambda f: (f["host"], f["class"], f["value"]))

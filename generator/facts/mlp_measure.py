@@ -40,6 +40,16 @@ def dense_kind(scope: Any, exclude: set[int], seen: dict[int, list]) -> str:
     return "gated" if wide == 2 * read else "plain" if wide == read else "other"
 
 
+def fused_gate_up(mlp: Any, seen: dict[int, list]) -> bool:
+    """A gated MLP whose gate and up halves come from one projection of its input (phi3's gate_up_proj, glm4's): one
+    module reads the input, twice as wide as what the output projection reads."""
+    projections = _projections(mlp, set(), seen)
+    if len(projections) < 2 or dense_kind(mlp, set(), seen) != "gated":
+        return False
+    first = seen[id(projections[0])][0]
+    return sum(_same(seen[id(m)][0], first) for m in projections[:-1]) == 1
+
+
 def mlp_kind(block: Any, skip: list, mlp: Any, seen: dict[int, list], beside: Any = None) -> str | None:
     """The kind of a block's MLP, or None where the forward did not run it (mllama's cross-attention blocks on a text
     call). ``block`` is the standard block envoy; ``mlp`` its native MLP module (None where it has none) and ``skip``

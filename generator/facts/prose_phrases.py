@@ -71,7 +71,8 @@ _PLAIN_MLP = r"(?:MLP|feed[- ]?forward|FFN)"
 PHRASES = (
     Phrase(r"\bRMS[- ]?Norm\w*|\broot[- ]mean[- ]square\b", "an RMSNorm", lambda e, m: "RMSNorm" in e.norms(),
            negatable=True, contrast_only=True),
-    Phrase(r"(?<!RMS )(?<!RMS-)(?<!square )\blayer[- ]?norm\w*|\blayer\s+normali[sz]\w*", "a LayerNorm",
+    # a hyphen before it makes it part of a name of its own (HyperCLOVA X's Peri-Layer Normalization)
+    Phrase(r"(?<!RMS )(?<!RMS-)(?<!square )(?<!-)\blayer[- ]?norm\w*|(?<!-)\blayer\s+normali[sz]\w*", "a LayerNorm",
            lambda e, m: "LayerNorm" in e.norms(), negatable=True, contrast_only=True),
     Phrase(r"\bSwiGLU\b", "a gated MLP with silu", lambda e, m: "clamped_swiglu" in e.relations or (
         re.search("gated|mixture", e.traits["mlp"]) and "silu" in e.activations) or (
@@ -92,7 +93,7 @@ PHRASES = (
            "an untied head", lambda e, m: e.on(True, lambda c: not c["tie_word_embeddings"])),
     Phrase(r"\bsliding[- ](?:attention )?window|\bwindowed\s+attention|\blocal\s+attention\b|"
            r"\battends?\s+(?:only\s+)?(?:to|over)\s+(?:the\s+)?(?:last|previous)\s+[\d,]+",
-           "a sliding window", lambda e, m: e.on(True, e.windowed) or "window" in e.relations, negatable=True),
+           "a sliding window", lambda e, m: e.on(True, e.windowed) or "window" in e.text_relations, negatable=True),
     Phrase(r"\bgrouped-query\b", "fewer kv heads than heads", lambda e, m: "grouped-query" in e.traits["attention"]),
     Phrase(r"\bsandwich", "sandwich norms", lambda e, m: "sandwich norms" in e.traits["block"]),
     Phrase(r"\bmixture\b", "a mixture MLP", lambda e, m: "mixture" in e.traits["mlp"], negatable=True),
@@ -107,6 +108,8 @@ PHRASES = (
            r"((?:a\s+|one\s+)?(?:quarter|half|third|three\s+quarters)|\d+(?:\.\d+)?\s*%)\s+of\s+(?:each|every|the|its)\b",
            "that rotary fraction", lambda e, m: abs(_rotary_fraction(e) - _said_fraction(m[1])) < 0.01),
 )
+#: the norm kinds: what a sentence about the vision tower is held to (its blocks' norms, measured)
+NORM_PHRASES = PHRASES[:2]
 ROUTING_PHRASES = (
     # "renormalised", "re-normalized", "normalized to sum to one", "rescaled so they sum to 1" all claim the chosen
     # weights are renormalised
@@ -115,14 +118,27 @@ ROUTING_PHRASES = (
 )
 
 
+def _generic(text: str, found: re.Match) -> bool:
+    """The phrase names the kind itself, in a possessive no "the" or "its" points at this model ("which a SwiGLU's
+    neurons almost never are", "the sigmoid approximation of GELU's gain"): a statement about the kind, not this
+    family's."""
+    if not re.match(r"['’]s\b", text[found.end():found.end() + 3]):
+        return False
+    return not re.search(r"\b(?:the|its|this|each|every)\s+$", text[max(0, found.start() - 12):found.start()], re.I)
+
+
 def check_phrases(family: str, field: str, text: str, evidence: Any, phrases: tuple[Phrase, ...]) -> None:
     """Each phrase of ``text`` that names a checkable property holds (or, negated, does not)."""
     for phrase in phrases:
         for found in re.finditer(phrase.pattern, text, re.I):
             if phrase in ROUTING_PHRASES and evidence.renormalised() is None:
                 continue  # no routing relation on this family: nothing to hold the word to
+            if _generic(text, found):
+                continue
             negation = _CONTRAST if phrase.contrast_only else _NEGATION
             negated = phrase.negatable and negation.search(text[max(0, found.start() - 40):found.start()])
+            if negated and re.search(r"\bthe\b", negated[0], re.I):
+                negated = None  # "the block, not the mixture, calls it": the mixture is there, only not the subject
             holds = bool(phrase.holds(evidence, found))
             if holds == bool(negated):
                 start = max(0, found.start() - 30)

@@ -8,9 +8,9 @@ property holds on some of the family's checkpoints, not all.
 
 The tagline is scanned for phrases that name a checkable property, by meaning in every wording
 (generator/facts/prose_phrases.py); a phrase the facts contradict fails the build naming the phrase and
-what was measured. The notes' prose is held to the routing phrases (renormalised or not) and to the
-numbers it says of a named checkpoint; notes state other properties as checked expressions
-(``{{ True == text("...").norm_topk_prob }}``, docs_src/contributing.md).
+what was measured. The notes' prose is held to the same phrases, each sentence to what it describes
+(generator/facts/prose_scope.py: another family, a backend, the vision tower), and to the numbers it says of a
+named checkpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 
 from generator.facts.claim_error import ClaimError
 from generator.facts.prose_numbers import check_numbers
-from generator.facts.prose_phrases import PHRASES, ROUTING_PHRASES, _gelu, check_phrases
+from generator.facts.prose_phrases import NORM_PHRASES, PHRASES, ROUTING_PHRASES, _gelu, check_phrases
+from generator.facts.prose_scope import prose, scope, sentences
 from generator.recipe.family import Family
 
 #: the full-size config settings a tag may be checked against, per checkpoint (text config, defaults filled)
@@ -112,14 +113,27 @@ class Evidence:
             return True
         if "not renormalised" in text or "softmax over the chosen logits" in text:
             return "softmax over the chosen logits" in text  # a softmax over the chosen ones sums to one
-        if "renormalised when norm_topk_prob" in text:
-            return bool(self.traits.get("norm_topk_prob"))
+        if "renormalised when norm_topk_prob" in text:  # measured: the chosen weights sum to one on every token
+            return bool(self.traits.get("renormalised"))
         return None
+
+    @property
+    def text_relations(self) -> str:
+        """The proven relations of the text model's hosts (a vision encoder's windowed blocks are no text window)."""
+        return "\n".join(r["text"] for r in self.facts.get("relations") or []
+                         if not str(r.get("host", "")).startswith("model.vision"))
 
     def norms(self) -> str:
         """Every kind of norm measured in the blocks (q/k norms and a mixer's gated norm too) and the vision's."""
         t = self.traits
         return " / ".join(filter(None, (t.get("norm"), t.get("norm_kinds"), t.get("vision_norm"))))
+
+
+class VisionEvidence(Evidence):
+    """What a sentence about the vision tower is held to: the norm kind measured in its blocks."""
+
+    def norms(self) -> str:
+        return self.traits.get("vision_norm") or ""
 
 
 def _ratio(e: Evidence, q: bool, sliding: int, full: int) -> bool:
@@ -194,10 +208,10 @@ TAGS: dict[str, tuple[str, Check]] = {
     "Windowed attention": ("a windowed attention relation", lambda e, q, m: "window" in e.relations),
     "Scaled embedding": ("the embedding scaled", lambda e, q, m: "sqrt(hidden_size)" in e.relations),
     "Tied embeddings": ("tie_word_embeddings", lambda e, q, m: e.on(q, lambda c: c["tie_word_embeddings"])),
-    "Learned absolute positions": ("learned positions", lambda e, q, m: "learned positions" in e.traits["block"]),
-    "Fused (?:QKV|query_key_value).*": ("a fused qkv projection", lambda e, q, m: {
-        "qkv_proj", "query_key_value", "c_attn", "Wqkv"} & set(e.traits.get("fused", ()))),
-    "Fused gate/up projection": ("a fused gate_up_proj", lambda e, q, m: "gate_up_proj" in e.traits.get("fused", ())),
+    "Learned absolute positions": ("positions added to the residual", lambda e, q, m: "absolute positions" in
+                                   e.traits["block"]),
+    "Fused (?:QKV|query_key_value).*": ("a fused qkv projection", lambda e, q, m: "qkv" in e.traits.get("fused", ())),
+    "Fused gate/up projection": ("a fused gate/up projection", lambda e, q, m: "gate/up" in e.traits.get("fused", ())),
     "Parallel attention and MLP": ("a parallel block", lambda e, q, m: "parallel block" in e.traits["block"]),
     "Parallel attention and state-space mixer": ("attention and mixer added in one relation", lambda e, q, m: re.search(
         r"mamba\.attention_output.*self_attn\.attention_output", e.relations)),
@@ -321,8 +335,15 @@ def check_tags(family: Family, facts: dict) -> None:
                                                             f"{_shown(facts['traits'])} do not show")
     check_phrases(family.family, "tagline", " ".join(family.tagline.split()), evidence, PHRASES + ROUTING_PHRASES)
     check_numbers(family, "tagline", family.tagline)
+    vision = VisionEvidence(facts) if facts["traits"].get("vision_norm") else None
     for field, text in notes_prose(family):
-        check_phrases(family.family, field, text, evidence, ROUTING_PHRASES)
+        # each sentence held to what it describes (generator/facts/prose_scope.py)
+        for sentence in sentences(text):
+            where = scope(family.family, family.path.parent, field, sentence)
+            if where == "text":
+                check_phrases(family.family, field, sentence, evidence, PHRASES + ROUTING_PHRASES)
+            elif where == "vision" and vision is not None:
+                check_phrases(family.family, field, sentence, vision, NORM_PHRASES)
         check_numbers(family, field, text)
 
 
@@ -347,6 +368,5 @@ def notes_prose(family: Family) -> list[tuple[str, str]]:
         path = family.path.parent / name
         if not path.is_file():
             continue
-        text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
-        out.append((name, re.sub(r"\{\{.*?\}\}", "", text, flags=re.S)))
+        out.append((name, prose(path.read_text(encoding="utf-8"))))
     return out

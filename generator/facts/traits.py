@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from generator.facts.mlp_measure import fused_gate_up
 from generator.facts.mlp_measure import mlp_kind as measured_mlp
-from generator.facts.norm_placement import has_qk_norms, norm_form, norms_of
+from generator.facts.norm_placement import _is_norm, has_qk_norms, norm_form, norms_of, record
+from generator.facts.trait_probe import probe
 from generator.recipe.family import Family
 
 
@@ -15,9 +17,11 @@ def norm_gain(norm: Any) -> str:
 
     if getattr(norm, "weight", None) is None:
         return "none"  # a norm without a learned gain (OLMo's)
-    if isinstance(norm, torch.nn.LayerNorm):  # centred, its gain and bias as they are
-        return "weight + bias" if norm.bias is not None else "weight"
     x = torch.randn(3, norm.weight.shape[-1], generator=torch.Generator().manual_seed(0))
+    if norm_form(norm, x) == "LayerNorm":  # centred, measured: its gain as it is, and a bias where it adds one
+        with torch.no_grad():  # a constant row centres to zero, so what the norm gives for it is its bias
+            bias = norm(torch.full_like(x[:1], 3.0))
+        return "weight + bias" if bool(bias.abs().max() > 0) else "weight"
     with torch.no_grad():
         eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
         rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
@@ -25,12 +29,7 @@ def norm_gain(norm: Any) -> str:
         # the two candidates differ by rms * 1, of order 1; the norm's own rounding at this scale is far below 1e-4
         if torch.allclose(out, rms * (1 + norm.weight), atol=1e-4):
             return "1 + weight"
-        if torch.allclose(out, rms * norm.weight, atol=1e-4):
-            return "weight"
-        # a centred norm of its own class with a gain and no bias (Cohere's LayerNorm): the same measurement
-        centred = x - x.mean(-1, keepdim=True)
-        layer = centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps)
-        return "weight" if torch.allclose(out, layer * norm.weight, atol=1e-4) else "other"
+        return "weight" if torch.allclose(out, rms * norm.weight, atol=1e-4) else "other"
 
 
 def _child(envoy: Any, name: str) -> Any:
@@ -41,10 +40,10 @@ def _child(envoy: Any, name: str) -> Any:
         return None
 
 
-def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, placement: str | None) -> list[str]:
-    """What a block does beyond Llama's, read off the tiny modules (which exist) and the full-size config
-    (which it sets): softcaps, a parallel block, post- or sandwich norms, multipliers, fused projections,
-    learned positions."""
+def block_mechanics(tiny: Any, config: Any, placement: str | None, probed: dict) -> list[str]:
+    """What a block does beyond Llama's: softcaps and multipliers the full-size config sets, a parallel block its
+    proven relation shows, and, measured on the forward (generator/facts/trait_probe.py, :func:`fused`), post- or
+    sandwich norms, fused projections, positions added to the residual, an embedding narrower than the stream."""
     found = []
     if getattr(config, "attn_logit_softcapping", None):
         found.append("softcapped scores")
@@ -62,17 +61,13 @@ def block_mechanics(tiny: Any, layers: list, attentions: list, config: Any, plac
     if any(getattr(config, name, None) not in (None, 1, 1.0) for name in
            ("embedding_multiplier", "residual_multiplier", "logits_scaling", "attention_multiplier")):
         found.append("multipliers")
-    fused = ("qkv_proj", "query_key_value", "c_attn", "Wqkv", "gate_up_proj")  # Wqkv: MPT's
-    mlps = [layer.mlp for layer in layers if hasattr(layer, "mlp")]  # a state-space block (Mamba-2) has none
-    if any(hasattr(module, name) for module in (*attentions, *mlps) for name in fused):
+    if probed["fused"]:
         found.append("fused projections")
-    decoder = tiny._module.get_decoder()
-    # an encoder's table sits in its embeddings module (BERT's): the standard mount says it as well
-    if any(hasattr(decoder, name) for name in ("wpe", "embed_positions")) or _child(tiny, "embed_positions") is not None:
-        found.append("learned positions")
+    if probed["positions"]:
+        found.append("absolute positions")
     if getattr(config, "do_layer_norm_before", None) is False and "norm after each add" not in found:
         found.append("norm after each add")  # OPT-350m's full size, whose tiny checkpoint may be pre-norm
-    if getattr(decoder, "project_in", None) is not None:  # OPT-350m: an embedding narrower than the stream
+    if probed["projected"]:  # OPT-350m: an embedding narrower than the stream, projected into it
         found.append("projected embeddings")
     return found
 
@@ -131,16 +126,21 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     kinds = [measured_mlp(block, [mixer, _child(block, "cross_attn")], native, seen, _child(block, "shared_experts"))
              for block, (_, mixer, native) in zip(blocks, spec)]
     mlp = " then ".join(_in_order(kind for kind in kinds if kind is not None))
-    # a block's first norm that is one (ModernBERT's first block has an identity where its attention's norm goes)
+    # a block's first norm that is one, measured (ModernBERT's first block has an identity where its attention's norm
+    # goes: its output scales with its input)
     block_norms = [norm for block in blocks
                    if (norm := next((n for name in ("input_layernorm", "post_attention_layernorm")
-                                     if (n := _child(block, name)) is not None and type(n).__name__ != "Identity"),
+                                     if (n := _child(block, name)) is not None and id(n) in seen
+                                     and seen[id(n)][0] is not None and _is_norm(n, seen[id(n)][0])),
                                     None)) is not None]
     if not block_norms:  # norms at no standard name (BERT's, inside its attention and output modules): the block's own
         block_norms = [norm for layer in layers for norm in norms_of(layer, seen)]
     gain = " / ".join(_in_order(norm_gain(norm) for norm in block_norms))
     attentions = [attn for block in blocks if (attn := _child(block, "self_attn")) is not None]
     placement = norm_placement(spec, seen)
+    probed = probe(tiny, family_module, attentions)  # generator/facts/trait_probe.py: one traced forward
+    if any(native is not None and id(native) in seen and fused_gate_up(native, seen) for _, _, native in spec):
+        probed["fused"] = sorted([*probed["fused"], "gate/up"])
     quirks = []
     rope = dict(getattr(config, "rope_parameters", None) or {})
     # q/k norms measured (norm_placement.has_qk_norms): StableLM's per head q_layernorm, Hunyuan's query_layernorm,
@@ -149,11 +149,9 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
     widths = {tiny.head_dim * n for n in (1, tiny.num_heads, getattr(tiny, "num_kv_heads", None) or 1)}
     if any(has_qk_norms(attn, seen, widths) for attn in attentions):
         quirks.append("q/k norms")
-    # a latent attention (DeepSeek's) may have no q_proj at all: q_a_proj/q_b_proj in its place
-    if any(getattr(attn, "q_proj", None) is not None and attn.q_proj.out_features == 2 * tiny.num_heads * tiny.head_dim
-           for attn in attentions):
+    if probed["gated_output"]:  # the heads' outputs times a sigmoid gate before the output projection
         quirks.append("gated output")
-    if any(hasattr(attn, "kv_a_proj_with_mqa") for attn in attentions):
+    if probed["latent"]:  # the values rebuilt from a latent narrower than the stream
         quirks.append("latent attention")
     if rope.get("partial_rotary_factor", 1.0) < 1.0:
         quirks.append(f"partial rotary ({rope['partial_rotary_factor']:g})")
@@ -174,47 +172,27 @@ def traits(family_module: Any, tiny: Any, full: Any) -> dict:
         quirks.append("sliding window")
     # centred or not, measured on what each norm read in the forward (generator/facts/norm_placement.py)
     kind = " / ".join(_in_order(norm_form(n, seen[id(n)][0]) for n in block_norms if seen.get(id(n), [None])[0] is not None))
-    routers = [getattr(module, name) for block in blocks if (module := _child(block, "mlp")) is not None
-               for name in ("gate", "router") if hasattr(module, name)]
-    projections = [getattr(attn, name) for attn in attentions
-                   for name in ("q_proj", "qkv_proj", "query_key_value", "c_attn", "Wqkv") if hasattr(attn, name)]
-    # an encoder's attention holds its projections in its self-attention (BERT's attention.self.query)
-    projections += [attn.self.query for attn in attentions if hasattr(getattr(attn, "self", None), "query")]
-    fused = ("qkv_proj", "query_key_value", "c_attn", "Wqkv", "gate_up_proj")
-    mlps = [module for block in blocks if (module := _child(block, "mlp")) is not None]
     return {"mlp": mlp, "norm": kind, "norm_kinds": " / ".join(_in_order(norm_form(n, seen[id(n)][0]) for layer in layers
                                                                       for n in norms_of(layer, seen))),
-            "fused": sorted({name for module in (*attentions, *mlps) for name in fused if hasattr(module, name)}),
-            # the biases a tag may name, and whether the tiny router renormalises (what its relation checks)
-            "attention_bias": any(getattr(p, "bias", None) is not None for p in projections),
-            "norm_topk_prob": any(getattr(r, "norm_topk_prob", False) for r in routers) if any(
-                hasattr(r, "norm_topk_prob") for r in routers)
-            else bool(getattr(tiny._module.config.get_text_config(), "norm_topk_prob", False)),
+            "fused": probed["fused"],
+            # the biases a tag may name, and whether the tiny router's chosen weights sum to one (what a relation
+            # renormalising "when norm_topk_prob" is checked against)
+            "attention_bias": probed["attention_bias"], "renormalised": probed["renormalised"],
             "norm_gain": gain, "attention": quirks, "norm_placement": placement,
-            "block": block_mechanics(tiny, layers, attentions, config, placement),
+            "block": block_mechanics(tiny, config, placement, probed),
             "block_kinds": sorted(set(family_module.layer_types(full)))}
 
 
-def _norm_name(module: Any) -> str:
-    """The norm's class name, or "RMSNorm" for a class named a LayerNorm that is one (T5's: norm_forms.norm_kind)."""
-    from nncanon.research.norm_forms import norm_kind
+def vision_norm(model: Any, family_module: Any, prompts: list[str]) -> str:
+    """The kinds of norm the vision encoder's first block runs, measured as the text blocks' are (a norm is scale
+    invariant, a LayerNorm centres: generator/facts/norm_placement.py) in one forward of the image load."""
+    from generator.facts.measure import run_inputs
+    from generator.facts.proof import read_all
 
-    name = type(module).__name__
-    return "RMSNorm" if "RMSNorm" not in name and name.endswith("LayerNorm") and norm_kind(module) == "rmsnorm" \
-        else name
-
-
-def _is_norm_module(module: Any) -> bool:
-    """A norm by its class's name, and a leaf: RoBERTa-PreLayerNorm names every module of its own ...PreLayerNorm...,
-    its layers and attention wrappers too."""
-    return "Norm" in type(module).__name__ and next(module.children(), None) is None
-
-
-def norm_kinds(module: Any) -> str:
-    """The kinds of norm under a module (RMSNorm, LayerNorm, or the class's own name), in order."""
-    names = [_norm_name(m) for m in module.modules() if _is_norm_module(m)]
-    return " / ".join(_in_order("RMSNorm" if "RMSNorm" in n else "LayerNorm" if "LayerNorm" in n else n
-                                for n in names))
+    layer = model.get("vision.layers.0")._module
+    args, kwargs = run_inputs(model, family_module, prompts)
+    seen = record([(layer, None, None)], lambda: read_all(model, {}, args, kwargs))
+    return " / ".join(_in_order(norm_form(n, seen[id(n)][0]) for n in norms_of(layer, seen)))
 
 
 def check_tags(family: Family, facts: dict) -> None:

@@ -42,7 +42,8 @@ def interior(kind: dict, lookup: dict, links: Links, prefix: str, section: str =
                    module=host if links.module(host) else "", value_row=row if row in links.rows else "",
                    rows=rows, lines=lines, section=section)
         if not runs or runs[-1]["host"] != host:
-            label = host[len("model."):].replace("layers[i]", "block", 1).replace("vision.block", "vision block", 1)
+            label = (host[len("model."):] or "model").replace("layers[i]", "block", 1).replace(
+                "vision.block", "vision block", 1)  # the root's values (the Mechanics page's chains) under "model"
             runs.append({"host": host, "label": label, "chips": []})
         runs[-1]["chips"].append(chip)
     boxes = [c for r in runs for c in r["chips"]]

@@ -12,6 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from generator.site.diagrams import Links
+from generator.site.escaping import slug
+from generator.site.interiors import interior
+
 #: the kinds of mechanism, in the page's order, each with the folder of nncanon/parts/ its shared parts live in: the
 #: page and the library group mechanisms alike, so a new one's place is the same in both
 KINDS = {"Text blocks": "blocks", "Attention variants": "attention", "Recurrent mixers": "recurrent",
@@ -93,9 +97,9 @@ MECHANICS = (
 
 
 def mechanics_table(families: list[dict]) -> list[dict]:
-    """One entry per mechanic some family proves, kind by kind (KINDS' order): its name, what it is, its kind, and per
+    """One entry per mechanic some family proves, kind by kind (KINDS' order): its name, what it is, its kind, per
     family (sorted) the first relation of that family whose text states it, with the host and the loads it held
-    under."""
+    under, and ``chain``: its chain (:func:`chain`) in the first family whose block kinds hold it, else None."""
     rows = []
     for mechanic in MECHANICS:
         having = []
@@ -104,8 +108,74 @@ def mechanics_table(families: list[dict]) -> list[dict]:
             if proving:
                 first = proving[0]
                 having.append({"family": facts["family"], "host": first["host"], "text": first["text"],
-                               "loads": sorted(first.get("errors") or {})})
+                               "loads": sorted(first.get("errors") or {}), "facts": facts})
         if having:
-            rows.append({"name": mechanic.name, "what": mechanic.what, "kind": mechanic.kind, "families": having})
+            drawn = next(filter(None, (chain(f["facts"], f["host"], f["text"], f"nc-mech-{slug(mechanic.name)}")
+                                       for f in having)), None)
+            for f in having:
+                del f["facts"]
+            rows.append({"name": mechanic.name, "what": mechanic.what, "kind": mechanic.kind, "families": having,
+                         "chain": drawn})
     order = list(KINDS)
     return sorted(rows, key=lambda row: order.index(row["kind"]))  # stable: each kind's in MECHANICS order
+
+
+def _inside(row: str, host: str) -> bool:
+    return row.rpartition(".")[0] == host or row.startswith(host + ".")
+
+
+def chain(facts: dict, host: str, text: str, prefix: str) -> dict | None:
+    """The chain of the values a mechanic serves, in one family: every value of the host its relation holds on (and
+    of that host's children), in the order one forward of the first block kind that proves the relation produced
+    them (the facts' ``sequence``), a solid edge for each pair of them one of the block's relations ties (the facts'
+    ``dataflow``, collected from the relations the build proved, the ties generator/facts/chain.py joins), drawn
+    from the value produced first, and a dashed edge into a value no relation ties to an earlier one, from the value
+    produced just before it: the forward feeds it, nothing proves how. A relation no block kind holds (the root's,
+    the vision tower's) is drawn from the proof chain's graph (:func:`_outside_blocks`); None where the facts hold
+    none."""
+    kinds = facts.get("stack", {}).get("block_kinds", [])
+    kind = next((k for k in kinds if any(r["text"] == text for r in k.get("relations") or [])), None)
+    sequence = [row for row in (kind or {}).get("sequence") or [] if _inside(row, host)]
+    if not sequence:
+        return _outside_blocks(facts, host, prefix)
+    flow = [pair for pair in kind.get("dataflow") or [] if _inside(pair[0], host) and _inside(pair[1], host)]
+    where = f"{facts['family']}'s {kind.get('label') or kind['kind']} block"
+    return _drawn(sequence, flow, prefix, facts["family"], kind["kind"], where,
+                  f"every value of {host.removeprefix('model.')}")
+
+
+def _outside_blocks(facts: dict, host: str, prefix: str) -> dict | None:
+    """A mechanic of the root or the vision tower: its host's own values and the values one relation ties them to,
+    in the order the forward first produced them, and those ties: the proof chain's graph the build checked
+    (generator/facts/chain.py, the facts' ``proof_chain``, under the load that serves most of them)."""
+    graphs = (facts.get("proof_chain") or {}).values()
+    # the load serving most of the host's values (an image-text line's vision tower: its image load's)
+    graph = max(graphs, key=lambda g: sum(row.rpartition(".")[0] == host for row in g["order"]),
+                default={"order": [], "edges": []})
+    own = {row for row in graph["order"] if row.rpartition(".")[0] == host}
+    edges = [pair for pair in graph["edges"] if own & set(pair)]
+    near = {row for pair in edges for row in pair}
+    sequence = [row for row in graph["order"] if row in own | near]
+    if not own:
+        return None
+    name = "the root" if host == "model" else host.removeprefix("model.")
+    return _drawn(sequence, edges, prefix, facts["family"], None, facts["family"],
+                  f"every value of {name} and the values a relation ties them to")
+
+
+def _drawn(sequence: list[str], flow: list, prefix: str, family: str, kind: str | None, where: str,
+           what: str) -> dict:
+    lookup = {(row.rpartition(".")[0], row.rpartition(".")[2]): {} for row in sequence}
+    drawing = interior({"sequence": sequence, "dataflow": flow}, lookup, Links(), prefix)
+    path = {b.id: b.path.replace("layers[i]", "block", 1) for b in drawing["boxes"]}
+    edges = [{"source": path[a["from"]], "target": path[a["to"]], "how": a["how"],
+              "why": "a relation ties them" if a["how"] == "flow" else "the forward feeds it; no relation ties it to an "
+                                                                        "earlier value"} for a in drawing["arcs"]]
+    solid = sum(e["how"] == "flow" for e in edges)
+    return {"drawing": drawing, "edges": edges, "family": family, "kind": kind,
+            "title": f"The chain in {where}: {what}",
+            "head": f"Its chain in {where}: {what}, top to bottom in the order one forward produced them (measured)",
+            "desc": f"{len(drawing['boxes'])} values, {solid} edges a relation proves, {len(edges) - solid} the "
+                    "forward feeds with no relation: " + "; ".join(f"{e['source']} to {e['target']}"
+                                                                 + ("" if e["how"] == "flow" else " (fed)")
+                                                                 for e in edges)}

@@ -161,6 +161,21 @@ def _env() -> jinja2.Environment:
     return _ENV
 
 
+def _proven_rows(relation: dict, paths: set[str]) -> set[str]:
+    """The value rows (``model.layers[i].deepstack_output``) a relation proves. A term's list of blocks is a module
+    list of its host (``layers[*]``, a vision tower's ``global_layers[*]``) or, where the facts hold no host at that
+    path, a list the host computes of some of the stack's blocks (DeepStack's ``deepstack_layers``, the blocks a call
+    runs, ``running_layers``): a relation stated on a subset of the blocks means the value on those blocks."""
+    rows = set()
+    for term in relation["proves"]:
+        row = re.sub(r"\[(\*|-?\d+)\]", "[i]", f"{relation['host']}.{term}")
+        blocks, _, name = row.rpartition("[i].")
+        if blocks and f"{blocks}[i]" not in paths:
+            row = f"model.layers[i].{name}"
+        rows.add(row)
+    return rows
+
+
 def _meanings(f: dict) -> None:
     """Each value row learns the relations that state its meaning and how its edit was proven; a host
     kind that shares its path with another (a mixed stack) is named with its module class."""
@@ -169,6 +184,7 @@ def _meanings(f: dict) -> None:
     for h in f["hosts"]:
         by_path[h["path"]] = by_path.get(h["path"], 0) + 1
         by_class[h["path"], h["class"]] = by_class.get((h["path"], h["class"]), 0) + 1
+    proven = {id(r): _proven_rows(r, set(by_path)) for r in f["relations"]}
     for h in f["hosts"]:
         shared = by_path[h["path"]] > 1
         # one module class under two host kinds (mllama's MLP in self- and cross-attention blocks): the host's name
@@ -180,8 +196,7 @@ def _meanings(f: dict) -> None:
             term = f"{h['path']}.{v['name']}"
             v["meaning"] = list(dict.fromkeys(
                 r["text"] for r in f["relations"]
-                if (r["class"] == klass and v["name"] in r["proves"])
-                or any(term == re.sub(r"\[(\*|-?\d+)\]", "[i]", f"{r['host']}.{p}") for p in r["proves"])))
+                if (r["class"] == klass and v["name"] in r["proves"]) or term in proven[id(r)]))
             v["edit"] = next((e["reaches"] for e in f["edits"]
                               if e["host"] == h["path"] and e["class"] == klass and e["value"] == v["name"]), None)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from generator.survey.failures import one_line  # noqa: F401 (the rows' importers read it here)
 from generator.survey.shrink import BATCH, SEQ, VOCAB, tiny_config
+from generator.survey.structure import structure
 
 #: relations the survey does not check: the mask relation reads the tokenizer's pad token, and the survey
 #: runs on token ids with no tokenizer and no padding
@@ -238,20 +239,6 @@ def quiet_transformers():
         hf_logging.set_verbosity(level)
 
 
-def norms(tree: Any, model: Any, kwargs: dict) -> str:
-    """Where the blocks' norms sit, measured on a forward as a family page's are (pre-norm, post-norm, sandwich
-    norms): glm4's post_self_attn_layernorm is a sandwich whatever it is called."""
-    import torch
-
-    from generator.facts.norm_placement import block_placement, placements
-
-    def run() -> None:
-        with torch.no_grad():
-            model(**kwargs)
-
-    return block_placement(placements(tree.blocks, run)) or "none next to a sublayer"
-
-
 def survey(model_type: str) -> dict:
     """The facts of one model type: how far it got, and what holds on it."""
     import torch
@@ -289,7 +276,7 @@ def survey(model_type: str) -> dict:
                     model, args, kwargs = _one_key_head_per_query(model_type, model, first)
             facts["forwards"] = True
             tree = discover(model)
-            facts["shape"] = [*tree.shape, f"norms: {norms(tree, model, kwargs)}"]
+            facts["shape"] = structure(tree, model, kwargs)
             with missing_ops_unavailable(), quiet_transformers():
                 standard = wrap(family_module(model_type, tree), model, "text-generation")
             facts["wraps"] = True

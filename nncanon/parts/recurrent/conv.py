@@ -174,8 +174,11 @@ def _tap_fn(fn):
         edited = own is not columns or previous is not given or (
             given is not None and not torch.equal(given, call.previous[..., -kernel:]))
         window = own if previous is None else torch.cat([previous.to(own), own], dim=-1)
-        # unedited, the very call the forward makes (the cache's columns), so the output is transformers' to the bit
-        full = fn(window if edited else hidden_states, weight, bias=bias, activation=activation, **rest)
+        # unedited, the values of the very call the forward makes (the cache's columns), so the output is
+        # transformers' to the bit; built from the served columns, so the gradient reaches what was served
+        run = window if edited else own if length == call.seq else torch.cat(
+            [hidden_states[..., :length - call.seq], own], dim=-1)
+        full = fn(run, weight, bias=bias, activation=activation, **rest)
         out, state = interleaver.handle(f"{path}.{CONV}.output", (full[..., -call.seq:], _last(window, kernel)))
         before = 0 if previous is None else previous.shape[-1]
         _serve_windows(interleaver, path, lambda: _windows(window, before, own.shape[-1], kernel))
