@@ -97,6 +97,9 @@ def _verify_only_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--outcomes", metavar="FILE",
                         help="with --keep-going (implied): also write the table as JSON to FILE, with the transformers, "
                              "torch and nnsight releases it ran under (make release-watch reads it)")
+    parser.add_argument("--dtypes", action="store_true",
+                        help="also verify every relation and edit in bfloat16 and float16 (generator/facts/dtype_runs.py;"
+                             " make site does it for every family)")
     parser.add_argument("families", nargs="*", metavar="FAMILY", help="only these families (default: every one)")
 
 
@@ -123,9 +126,13 @@ def run_verify(args: argparse.Namespace) -> int:
     """Collect (verify every claim) without rendering; ``--keep-going``: past a failing family, then the table."""
     from generator.build import verify, verify_each
 
+    if args.dtypes and (args.kernels_only or args.keep_going or args.outcomes is not None):
+        print("error: --dtypes runs after a verify that stops at the first failure and keeps the page's facts; drop "
+              "--kernels-only, --keep-going and --outcomes, or --dtypes", file=sys.stderr)
+        return 1
     if not args.keep_going and args.outcomes is None:
         verify(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
-               kernels_only=args.kernels_only, jobs=args.jobs)
+               kernels_only=args.kernels_only, jobs=args.jobs, dtypes=args.dtypes)
         return 0
     outcomes = verify_each(progress=_progress, force=args.force, timeout=args.lock_timeout, names=args.families,
                            kernels_only=args.kernels_only, jobs=args.jobs)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.facts.collect import build_dir, cached_facts, facts_dir
+from generator.facts.dtype_runs import cached_dtypes
 from generator.notes.docs_run import run_pages
 from generator.notes.recipe_runs import cached_run
 from generator.ownership import NotOurDirectory, check_build_dir, check_leftover, check_site_dir, claim_site
@@ -129,12 +130,13 @@ class Outcome:
 
 def collect_each(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
                  force: bool = False, kernels_only: bool = False, keep_going: bool = False,
-                 jobs: int = 1) -> list[Outcome]:
+                 jobs: int = 1, dtypes: bool = False) -> list[Outcome]:
     """Facts for each family (collected only where their cache key changed), each family's outcome in order.
     ``keep_going``: a family that fails (any error but an interrupt; a family named whose YAML does not validate
     too) is recorded as failed and the next one runs; else every family is resolved first and the first failure
     ends the run. ``kernels_only``: only the facts a CPU's kernels compute (``generator.facts.collect.KERNEL_FREE``).
-    ``jobs`` > 1: the families to collect are collected by that many processes first (generator/facts/jobs.py)."""
+    ``jobs`` > 1: the families to collect are collected by that many processes first (generator/facts/jobs.py), each
+    worker then running the Recipes page (and with ``dtypes`` the half-dtype stage) on the family it collected."""
     import transformers
 
     if names and keep_going:
@@ -144,7 +146,7 @@ def collect_each(names: list[str | Family] | None = None, progress: Callable[[st
     if not families:
         raise FamilyYamlError(families_dir(), None, "no family YAML (*.yaml) in it: nothing to verify; add one "
                               "(python -m generator new NAME --like llama), or point NNCANON_FAMILIES at the families")
-    pooled = _collect_pooled(families, jobs, progress, force, kernels_only, keep_going) if jobs > 1 else {}
+    pooled = _collect_pooled(families, jobs, progress, force, kernels_only, keep_going, dtypes) if jobs > 1 else {}
     outcomes, left_out = [], []
     for item in families:
         name = item.family if isinstance(item, Family) else str(item)
@@ -181,7 +183,7 @@ def collect_each(names: list[str | Family] | None = None, progress: Callable[[st
 
 
 def _collect_pooled(families: list, jobs: int, progress: Callable[[str], None], force: bool, kernels_only: bool,
-                    keep_going: bool) -> dict[str, float]:
+                    keep_going: bool, dtypes: bool = False) -> dict[str, float]:
     """The families that resolve and are verified under the installed release, collected by ``jobs`` processes."""
     import transformers
 
@@ -195,14 +197,22 @@ def _collect_pooled(families: list, jobs: int, progress: Callable[[str], None], 
             continue
         if family.verified_under(transformers.__version__):
             resolved.append(family)
-    # the Recipes page on each family in the worker that collected it (run_recipes below then finds it kept)
+    # the Recipes page (unless the suite reads the runs kept) and the dtypes on each family in the worker that
+    # collected it: the runs below then find them kept
+    hook = _recipes_and_dtypes_of if dtypes else _recipes_of if recipes_run() else None
     return collect_in_parallel(resolved, jobs, progress, force, kernels_only, keep_going,
-                               then=None if kernels_only or keep_going or not recipes_run() else _recipes_of)
+                               then=None if kernels_only or keep_going else hook)
 
 
 def _recipes_of(family: Family) -> None:
     """In a collecting worker: the Recipes page on the family it just collected."""
     run_recipes([family], progress=lambda line: print(line, flush=True))
+
+
+def _recipes_and_dtypes_of(family: Family) -> None:
+    """In a collecting worker: the Recipes page and the half-dtype stage on the family it just collected."""
+    _recipes_of(family)
+    run_dtypes([family], progress=lambda line: print(line, flush=True))
 
 
 def run_recipes(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
@@ -217,26 +227,38 @@ def run_recipes(names: list[str | Family] | None = None, progress: Callable[[str
         cached_run(family, recipe_runs_dir(), cache_key(family), progress, force)
 
 
+def run_dtypes(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
+               force: bool = False) -> None:
+    """Every relation and edit of every family in bfloat16 and float16 (generator/facts/dtype_runs.py), kept beside
+    the facts under each family's facts key: a rerun with nothing changed runs nothing."""
+    for family in [get_family(n) if isinstance(n, str) else n for n in names] if names else all_families():
+        cached_dtypes(family, progress, force)
+
+
 def recipe_runs_dir() -> Path:
     return build_dir() / "docs_run" / "recipes"
 
 
 def collect_all(names: list[str | Family] | None = None, progress: Callable[[str], None] = print,
-                force: bool = False, kernels_only: bool = False, jobs: int = 1) -> list[str]:
+                force: bool = False, kernels_only: bool = False, jobs: int = 1, dtypes: bool = False) -> list[str]:
     """Facts for each family (collected only where their cache key changed); returns the names collected. The
     first family that fails ends it."""
-    outcomes = collect_each(names, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs)
+    outcomes = collect_each(names, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs, dtypes=dtypes)
     return [outcome.family for outcome in outcomes if outcome.result == "verified"]
 
 
 def verify(progress: Callable[[str], None] = print, force: bool = False, timeout: float | None = None,
-           names: list[str] | None = None, kernels_only: bool = False, jobs: int = 1) -> list[str]:
-    """Collect (checking every claim) without rendering, holding the build lock: every family, or ``names``."""
+           names: list[str] | None = None, kernels_only: bool = False, jobs: int = 1, dtypes: bool = False) -> list[str]:
+    """Collect (checking every claim) without rendering, holding the build lock: every family, or ``names``;
+    ``dtypes``: and the half-dtype stage on them (``verify --dtypes``; the build runs it on every family)."""
     with build_lock(progress, timeout):
         _clean_facts()
-        collected = collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs)
+        collected = collect_all(names or None, progress=progress, force=force, kernels_only=kernels_only, jobs=jobs,
+                                dtypes=dtypes and not kernels_only)
         if not kernels_only:
             run_recipes(names or None, progress=progress, force=force)  # the Recipes page on every family
+            if dtypes:
+                run_dtypes(names or None, progress=progress, force=force)
         return collected
 
 
@@ -263,6 +285,12 @@ def recipes_run() -> bool:
     return os.environ.get(RECIPES_ENV) != "cached"
 
 
+#: ``kept``: the family pages show the half-dtype results already kept and the build runs the stage on none. The
+#: suite's builds set it (tests/conftest.py): each would otherwise run every family in two dtypes again, which
+#: ``make site`` does; tests/test_dtypes.py runs the stage on a sample
+DTYPES_ENV = "NNCANON_DTYPES"
+
+
 def build(site: Path = SITE, progress: Callable[[str], None] = print, force: bool = False,
           timeout: float | None = None, jobs: int = 1) -> list[str]:
     """Build the whole site into ``site``; returns the families whose facts were collected anew (by ``jobs``
@@ -279,9 +307,12 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         # a family whose YAML narrows its releases is left out of a site built under another release
         families = [family for family in all_families() if family.verified_under(transformers.__version__)]
         names = [family.family for family in families]
-        collected = collect_all(families, progress=progress, force=force, jobs=jobs)
+        dtypes = os.environ.get(DTYPES_ENV) != "kept"
+        collected = collect_all(families, progress=progress, force=force, jobs=jobs, dtypes=dtypes)
         run_pages(build_dir() / "docs_run", progress=progress, force=force)  # the hand-written pages' code
         run_recipes(families, progress=progress, force=force)  # and the Recipes page on every family
+        if dtypes:  # and every family in bfloat16 and float16
+            run_dtypes(families, progress=progress, force=force)
         from generator.survey.run import survey_all, survey_dir
 
         if os.environ.get(SURVEY_ENV) != "cached":  # the Coverage page's rows; cached (also across build directories)

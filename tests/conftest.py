@@ -21,6 +21,8 @@ os.environ.setdefault("NNCANON_SURVEY", "cached")
 # and from the Recipes page's runs already kept, running none: make site runs it on every family,
 # tests/test_recipe_runs.py on a sample (generator/build.py)
 os.environ.setdefault("NNCANON_RECIPES", "cached")
+# the family pages from the half-dtype results kept, running the stage on none (make site runs every family)
+os.environ.setdefault("NNCANON_DTYPES", "kept")
 
 FAMILY = "qwen3_5_moe_text"
 #: two prompts of different lengths, so the batch is left-padded

@@ -7,6 +7,7 @@ wrong result in every steering or patching experiment; the build refuses it, nam
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from generator.facts.claim_error import ClaimError
@@ -14,7 +15,7 @@ from generator.facts.loads import Models
 from generator.facts.measure import nnsight_path, run_inputs
 from generator.facts.proof import unavailable
 from generator.recipe.family import Family
-from nncanon.core.precision import STEP
+from nncanon.core.precision import LEVELS, STEP, forward_bound
 
 
 def nudge(x: Any, host: Any) -> Any:
@@ -63,8 +64,44 @@ def _edit(model: Any, host: Any, name: str, how: str, last: bool) -> Any:
     return logits
 
 
+def forward_blocks(model: Any) -> tuple[int, str]:
+    """The blocks of every stack (an upper bound on those after an edited value, whichever it is) and the widest
+    level of the error model a block's relations recompute (a recurrence carries its state token by token)."""
+    blocks = {path for kind in model.host_kinds() for path in kind.paths if re.search(r"layers\[\d+\]$", path)}
+    levels = {relation.tolerance for kind in model.host_kinds() for relation in getattr(kind.cls, "RELATIONS", ())}
+    widest = max((name for name, (level, _) in LEVELS.items() if level in levels | {LEVELS["SUBBLOCK"][0]}),
+                 key=lambda name: LEVELS[name][0])
+    return len(blocks), widest
+
+
+def _paths_agree(family: Family, where: str, in_place: Any, assigned: Any, dtype: str, model: Any) -> None:
+    """The same edit by two paths (a write into the tensor, a replaced tensor copied back through the value's view)
+    runs the same ops after it, but the first op reading it may sum in another order (a strided slice, a contiguous
+    copy). In float32 that is one reordered step, and its difference only propagates: within STEP. In a half dtype
+    the step's float32 difference can flip the rounding of every store after it, so the two logits are two
+    evaluations of the rest of the forward: within the error model's bound for it (``forward_bound``), relative to
+    the logits' scale."""
+    import torch
+
+    from nncanon.core.relations import error
+
+    if dtype == "float32":
+        if not torch.allclose(in_place, assigned, rtol=STEP, atol=STEP, equal_nan=True):
+            gap = float((in_place - assigned).abs().nan_to_num().max())
+            raise ClaimError(family.family, where, f"an in-place edit and an assignment move the logits differently "
+                                                   f"(by {gap:.3g})")
+        return
+    blocks, level = forward_blocks(model)
+    limit = forward_bound(blocks, dtype, level)
+    gap = error(in_place, assigned)
+    if limit is not None and not gap <= limit:
+        raise ClaimError(family.family, where, f"an in-place edit and an assignment move the logits differently in "
+                                               f"{dtype} (by {gap:.3g} of the logits' scale; the error model bounds "
+                                               f"two evaluations of {blocks} blocks and the head by {limit:.3g})")
+
+
 def _prove_one(family: Family, model: Any, host: Any, kind: Any, value: Any, label: str, args: tuple,
-               kwargs: dict, baselines: dict) -> dict:
+               kwargs: dict, baselines: dict, dtype: str = "float32") -> dict:
     """One value's edit: on this call, or on the next decode step for a value that reaches only the next
     call or reads None on a prompt (a state entering the first call)."""
     import torch
@@ -86,18 +123,15 @@ def _prove_one(family: Family, model: Any, host: Any, kind: Any, value: Any, lab
         raise ClaimError(family.family, where, f"{how} does not reach the logits"
                          + (" of the next decode step" if step is not None else "")
                          + ": the value is writable but the write does not land")
-    # the same edit by two paths (a write into the tensor, a replaced tensor copied back through the value's
-    # view): the forward after it runs the same ops, with at most one step reordered by the copy's layout
-    if not torch.allclose(in_place, assigned, rtol=STEP, atol=STEP, equal_nan=True):
-        gap = float((in_place - assigned).abs().nan_to_num().max())
-        raise ClaimError(family.family, where, f"an in-place edit and an assignment move the logits differently "
-                                               f"(by {gap:.3g})")
+    _paths_agree(family, where, in_place, assigned, dtype, model)
     return {"host": kind.host, "class": kind.cls.__name__, "value": value.name, "load": label,
             "reaches": "this call" if step is None else ("the next call" if step == 0 else "a decode step")}
 
 
-def prove_edits(family: Family, models: Models, family_module: Any, prompts: list[str]) -> list[dict]:
-    """For each writable value, under the first load that serves it, on the first module of its kind."""
+def prove_edits(family: Family, models: Models, family_module: Any, prompts: list[str],
+                dtype: str = "float32") -> list[dict]:
+    """For each writable value, under the first load that serves it, on the first module of its kind; ``dtype``,
+    the models' (the two paths' bound: :func:`_paths_agree`)."""
 
     done: set[tuple[str, str, str]] = set()
     facts = []
@@ -113,5 +147,6 @@ def prove_edits(family: Family, models: Models, family_module: Any, prompts: lis
                     if not value.writable or key in done or unavailable(model, host, value.name):
                         continue
                     done.add(key)
-                    facts.append(_prove_one(family, model, host, kind, value, load.label, args, kwargs, baselines))
+                    facts.append(_prove_one(family, model, host, kind, value, load.label, args, kwargs,
+                                            baselines, dtype))
     return sorted(facts, key=lambda f: (f["host"], f["class"], f["value"]))

@@ -159,11 +159,11 @@ def _bound(error: float, tolerance: float) -> str:
     return "0" if error == 0.0 else f"≤ {tolerance:g}"
 
 
-def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
-          results: dict[tuple, Checked], proven: dict[tuple[str, str], set[str]],
-          served: dict[tuple[str, str], set[str]]) -> None:
-    """Check every relation on every envoy of ``model`` under the load ``label`` (already entered)."""
-    plan = []  # (envoy, relation, {term: (envoys, attr, many)})
+def planned(family: Family, model: Any, label: str, results: dict[tuple, Checked],
+            served: dict[tuple[str, str], set[str]]) -> tuple[list, dict]:
+    """Every relation of every envoy of ``model`` the load ``label`` serves the terms of, with its terms'
+    targets, and the reads they need (``read_all``'s ``wanted``); one it cannot serve is marked skipped."""
+    plan = []  # (envoy, relation, {term: (envoys, attr, many)}, checked)
     wanted: dict[tuple[str, str], Any] = {}
     for envoy in envoys(model):
         cls = type(envoy)
@@ -191,20 +191,38 @@ def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
             for found, attr, _ in terms.values():
                 for target in found:
                     wanted[(path_of(target), attr)] = target
-    read = read_all(model, wanted, args, kwargs)
+    return plan, wanted
+
+
+def measured(plan: list, read: dict[tuple[str, str], Any]) -> Any:
+    """Each planned relation with its largest error over its pairs, computed from ``read``; a relation whose
+    compute raises gives the exception in its place."""
     from nncanon.core.relations import error as relative_error
 
-    failed: dict[str, str] = {}  # every relation that does not hold, reported together
     for envoy, relation, terms, checked in plan:
         reads = {term: ([read[(path_of(t), attr)] for t in found] if many else read[(path_of(found[0]), attr)])
                  for term, (found, attr, many) in terms.items()}
         try:
             pairs = relation.compute(envoy, reads)
         except Exception as error:  # a relation that cannot be computed is a wrong claim
-            failed.setdefault(repr(relation.text), f"cannot be computed on {envoy._std_path} under {label}: "
-                                             f"{type(error).__name__}: {error}")
+            yield envoy, relation, terms, checked, error
             continue
-        worst = max((relative_error(computed, got) for computed, got in pairs), default=0.0)
+        yield envoy, relation, terms, checked, max((relative_error(computed, got) for computed, got in pairs),
+                                                   default=0.0)
+
+
+def prove(family: Family, model: Any, label: str, args: tuple, kwargs: dict,
+          results: dict[tuple, Checked], proven: dict[tuple[str, str], set[str]],
+          served: dict[tuple[str, str], set[str]]) -> None:
+    """Check every relation on every envoy of ``model`` under the load ``label`` (already entered)."""
+    plan, wanted = planned(family, model, label, results, served)
+    read = read_all(model, wanted, args, kwargs)
+    failed: dict[str, str] = {}  # every relation that does not hold, reported together
+    for envoy, relation, terms, checked, worst in measured(plan, read):
+        if isinstance(worst, Exception):
+            failed.setdefault(repr(relation.text), f"cannot be computed on {envoy._std_path} under {label}: "
+                                             f"{type(worst).__name__}: {worst}")
+            continue
         if not worst <= relation.tolerance:
             failed.setdefault(repr(relation.text), f"does not hold on {envoy._std_path} under {label}: off by {worst:.3g} "
                                              f"(tolerance {relation.tolerance:g}, relative to the value's scale)")

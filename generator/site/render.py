@@ -43,11 +43,12 @@ from generator.site.formats import fmt_error, show
 from generator.site.interiors import check_order, interior, undrawn
 from generator.site.mechanics import mechanics_table
 from generator.site.mkdocs_run import MkdocsBuildError, mkdocs_build
+from generator.site.page_facts import add_checks
 from generator.site.printout import printout_lines
 from generator.site.properties import render_properties
 from generator.site.recipes_page import write_recipes
 from generator.site.recurrent import mixers, summary
-from generator.site.releases_page import load_records, releases_page, verified_on
+from generator.site.releases_page import load_records, releases_page
 from generator.site.sae_index import index_rows, render_sae_index
 from generator.site.stacks import stacks_context
 from generator.site.weights_section import host_sizes, weights_section
@@ -402,16 +403,6 @@ def _check_out_dir(out_dir: Path) -> None:
         )
 
 
-def annotate(hosts: list[dict], found: dict[str, dict]) -> None:
-    """Put each checked value's TransformerLens hook and agreement (the check's JSON, keyed ``host::value`` by
-    generator/facts/tl_names.py) in the facts' value entries."""
-    for host in hosts:
-        for value in host["values"]:
-            entry = found.get(f"{host['path']}::{value['name']}")
-            if entry is not None:
-                value["transformer_lens"] = entry
-
-
 def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = None,
                 transformer_lens: dict[str, dict] | None = None, interiors: bool = True,
                 releases_dir: Path | None = None, survey: Path | None = None) -> None:
@@ -424,15 +415,8 @@ def render_site(facts_dir: Path, out_dir: Path, families: list[str] | None = Non
     """
     facts_dir, out_dir = Path(facts_dir), Path(out_dir)
     loaded = load_facts(facts_dir, families)
-    for facts in loaded:  # each value's TransformerLens hook and whether it agreed, where the build checked it
-        if transformer_lens and facts["family"] in transformer_lens:
-            annotate(facts["hosts"], transformer_lens[facts["family"]])
-        for variant in facts.get("variants") or []:  # the Layouts table's column: the check on each variant's own
-            variant["transformer_lens"] = (transformer_lens or {}).get(f"{facts['family']}.{variant['name']}")
     records = load_records(RELEASES if releases_dir is None else releases_dir)
-    on = verified_on(records)
-    for facts in loaded:  # the releases the family was verified on (the kept records; CI checks them)
-        facts["verified_on"] = on.get(facts["family"], [])
+    add_checks(loaded, facts_dir, transformer_lens, records)
     _check_out_dir(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))

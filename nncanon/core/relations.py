@@ -49,6 +49,10 @@ class Relation:
     #: an error of 0 on one CPU is rounding luck that another's vector kernels do not repeat: the page gives
     #: the tolerance, never "0"
     exact: bool = True
+    #: why the relation cannot hold when the model runs in bfloat16 or float16 (a discrete choice the dtype's
+    #: rounding decides, as a top-k over rounded scores): the page says so with the measured error
+    #: (generator/facts/dtypes.py); None, it holds within the bound the error model derives for the dtype
+    half: str | None = None
 
     def on(self, mixer: str | None) -> Relation:
         """This relation with ``{mixer}`` filled in (a block's sequence mixer)."""
@@ -57,7 +61,7 @@ class Relation:
         fill = lambda s: s.replace("{mixer}", mixer)  # noqa: E731
         return Relation(fill(self.text), tuple(map(fill, self.proves)), tuple(map(fill, self.reads)),
                         lambda host, r: self.compute(host, {k.replace(mixer, "{mixer}", 1): v for k, v in r.items()}),
-                        self.tolerance, tuple(map(fill, self.adds)) if self.adds else None, self.exact)
+                        self.tolerance, tuple(map(fill, self.adds)) if self.adds else None, self.exact, self.half)
 
 
 def pick(relations: tuple[Relation, ...], start: str) -> Relation:
@@ -67,11 +71,18 @@ def pick(relations: tuple[Relation, ...], start: str) -> Relation:
 
 
 def relation(text: str, proves: str, reads: str, tolerance: float = STEP, adds: tuple | None = None,
-             exact: bool = True):
+             exact: bool = True, half: str | None = None):
     """A decorator: ``@relation("a + b == c", proves="c", reads="a b c")`` over the compute function."""
     def wrap(compute):
-        return Relation(text, tuple(proves.split()), tuple(reads.split()), compute, tolerance, adds, exact)
+        return Relation(text, tuple(proves.split()), tuple(reads.split()), compute, tolerance, adds, exact, half)
     return wrap
+
+
+def called(module: Any, x: Any) -> Any:
+    """``module(x)`` as a forward calls it: on ``x`` in the module's weight dtype. A half-precision model whose
+    stream runs in float32 (Mamba's ``residual_in_fp32``, a norm computed in float32) casts there; in float32
+    the cast is nothing."""
+    return module(x.to(module.weight.dtype))
 
 
 def first(x: Any) -> Any:

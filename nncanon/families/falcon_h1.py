@@ -30,7 +30,7 @@ from ..core.layouts import Neurons, Residual
 from ..core.locators import FIRST, child, own
 from ..core.model import StandardModel
 from ..core.precision import SUBBLOCK
-from ..core.relations import first, pick, relation, rows
+from ..core.relations import called, first, pick, relation, rows
 from ..core.values import Condition, Value
 from ..parts.attention.softmax import ATTENTION_RELATIONS, Attention
 from ..parts.blocks.decoder import ROOT_RELATIONS, ROOT_VALUES, text_only
@@ -154,7 +154,7 @@ def _gated_out(host, r):
         y = module.norm(y, z)
     else:
         y = y * torch.nn.functional.silu(z)
-    return [(module.out_proj(y), r["attention_output"])]
+    return [(called(module.out_proj, y), r["attention_output"])]
 
 
 CONV_RELATIONS = conv.conv_relations(ssd.conv_input, "(in_proj(input · ssm_in_multiplier) · muP vector)'s x, B, "

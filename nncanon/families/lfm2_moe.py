@@ -55,8 +55,8 @@ def _sigmoid_routing(host, r):
     weights = weights * gate.routed_scaling_factor
     read_indices = rows(r["expert_indices"]).long()
     # equal scores may be ordered either way: compare sets of experts, and weights by expert
-    by_expert = torch.zeros_like(scores).scatter(-1, indices, weights)
-    read_by_expert = torch.zeros_like(scores).scatter(-1, read_indices, rows(r["expert_weights"]).float())
+    by_expert = torch.zeros_like(scores, dtype=torch.float64).scatter(-1, indices, weights.double())
+    read_by_expert = torch.zeros_like(by_expert).scatter(-1, read_indices, rows(r["expert_weights"]).double())
     return [(logits, rows(r["router_logits"])), (indices.sort(-1).values, read_indices.sort(-1).values),
             (by_expert, read_by_expert)]
 

@@ -26,7 +26,7 @@ from ..core.hosts import host
 from ..core.layouts import HeadOutputs, Keys, Pattern, Queries, Values
 from ..core.locators import op
 from ..core.model import StandardModel
-from ..core.values import IDENTITY, Value
+from ..core.values import IDENTITY, Condition, Value
 from ..parts.attention.softmax import ATTENTION_RELATIONS, EAGER, Attention
 from ..parts.blocks.decoder import Block, attention_layer_types, nothing_to_prepare, text_only
 from ..parts.blocks.positions import root_relations, root_values
@@ -49,6 +49,12 @@ RENAME = {
 
 XGLMBlock = host("XGLMBlock", Block, values=block_mlp_values(view=IDENTITY), RELATIONS=BLOCK_MLP_RELATIONS)
 
+#: XGLM's attention has a softmax of its own for float16 (upcast to float32 and back); the scores are read at the
+#: other branch's, which a float16 load never runs
+NOT_FLOAT16 = Condition(needs="a dtype other than float16", why="a float16 load runs XGLM's float16 softmax, a branch "
+                        "of its own the scores are not read at",
+                        holds=lambda model: str(getattr(model._module, "dtype", "")) != "torch.float16")
+
 #: the queries arrive scaled, and the scores are their product with the keys, unscaled
 XGLMAttention = host("XGLMAttention", Attention, values=[
     Value("attention_queries", Queries, "The queries entering attention, already scaled by head_dim^-0.5",
@@ -59,7 +65,7 @@ XGLMAttention = host("XGLMAttention", Attention, values=[
           view=_unflat(), conditions=(EAGER,)),
     # the float32 branch's softmax (the source's second: the first upcasts float16)
     Value("attention_scores", Pattern, "The attention scores entering the softmax, masked",
-          op("nn_functional_softmax_1", io="input"), view=_unflat(), conditions=(EAGER,)),
+          op("nn_functional_softmax_1", io="input"), view=_unflat(), conditions=(EAGER, NOT_FLOAT16)),
     Value("attention_probabilities", Pattern, "The attention pattern the values are mixed with",
           op("nn_functional_dropout_0"), view=_unflat(), conditions=(EAGER,)),
     Value("attention_head_outputs", HeadOutputs, "The per-head outputs before the output projection",

@@ -53,13 +53,17 @@ def dynamic_pattern(module: Any, queries: Any, keys: Any, values: Any, padding: 
 _BIAS = ("dynamic mask = exp(A · softplus(dt_proj(attention_values, the key/value heads side by side))) per key and "
          "key/value head where the causal mask allows the key (past keep_window_size keys, the row's keep_window_size "
          "largest), -inf elsewhere")
+#: the keys a row keeps are a top-k: a discrete choice, not a rounding a bound covers
+_HALF = ("each row keeps the keep_window_size keys whose dynamic mask is largest; in a half dtype the forward computes "
+         "that mask in rounded steps, and where two keys' masks lie within a rounding of each other it keeps another "
+         "key than the float64 recompute")
 
 
 @relation(f"attention_head_outputs == softmax(attention_queries · attention_keysᵀ · scaling + dynamic mask) · "
           f"attention_values, {_BIAS}",
           proves="attention_queries attention_keys attention_values attention_head_outputs",
           reads="model.attention_mask attention_queries attention_keys attention_values attention_head_outputs",
-          tolerance=SUBBLOCK)
+          tolerance=SUBBLOCK, half=_HALF)
 def _attention(host, r):
     padding = r["model.attention_mask"]
     _, probabilities = dynamic_pattern(host._module, r["attention_queries"], r["attention_keys"],
@@ -71,7 +75,7 @@ def _attention(host, r):
 @relation(f"attention_scores == attention_queries · attention_keysᵀ · scaling + dynamic mask; attention_probabilities "
           f"== softmax(attention_scores), {_BIAS}", proves="attention_scores attention_probabilities",
           reads="model.attention_mask attention_queries attention_keys attention_values attention_scores "
-                "attention_probabilities", tolerance=SUBBLOCK)
+                "attention_probabilities", tolerance=SUBBLOCK, half=_HALF)
 def _pattern(host, r):
     padding = r["model.attention_mask"]
     scores, probabilities = dynamic_pattern(host._module, r["attention_queries"], r["attention_keys"],

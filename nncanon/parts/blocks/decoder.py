@@ -15,7 +15,7 @@ import torch
 from ...core.hosts import host
 from ...core.layouts import Logits, NextTokenProbs, Residual, Scalar, Tokens
 from ...core.locators import FIRST, child, own
-from ...core.relations import first, relation
+from ...core.relations import called, first, relation
 from ...core.values import Value
 from ...core.views import READ_ONLY, derived
 
@@ -44,7 +44,7 @@ def _final_norm(host, r):
 @relation("lm_head_output == lm_head(final_norm_output)", proves="lm_head_output",
           reads="final_norm_output lm_head_output")
 def _head(host, r):
-    return [(host.lm_head._module(r["final_norm_output"]), r["lm_head_output"])]
+    return [(called(host.lm_head._module, r["final_norm_output"]), r["lm_head_output"])]
 
 
 @relation("logits == lm_head_output (nothing past the head)", proves="logits", reads="lm_head_output logits")

@@ -167,7 +167,10 @@ def biased_sigmoid_routing(bias: str, scale: str | None = None) -> Relation:
               reads="input router_logits expert_indices expert_weights")
     def check(host, r):
         router = _router(host)
-        logits = rows(first(r["input"])).float() @ router_weight(router).float().T
+        # the logits in the router's dtype, as its linear makes them, then float32: in a half dtype the top-k chooses
+        # among the rounded scores, so a recompute from unrounded ones would choose among others
+        weight = router_weight(router)
+        logits = (rows(first(r["input"])).to(weight.dtype) @ weight.T).float()
         scores = logits.sigmoid()
         indices = torch.topk(scores + getattr(host._module, bias).float(), router.top_k, dim=-1).indices
         top = scores.gather(-1, indices)

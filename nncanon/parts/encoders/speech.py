@@ -406,7 +406,8 @@ def speech_inputs(model: Any, texts: tuple[str, ...] = ("the river ran low", "a 
                                        return_tensors="pt")
     rows = [model.tokenizer(TRANSCRIPT_OPENING + text, add_special_tokens=False)["input_ids"] for text in texts]
     length = min(len(row) for row in rows)
-    return (), {"input_features": features["input_features"],
+    # in the model's dtype, as a caller of a bfloat16 or float16 load passes them (the extractor gives float32)
+    return (), {"input_features": features["input_features"].to(model._module.dtype),
                 "decoder_input_ids": torch.tensor([row[:length] for row in rows])}
 
 

@@ -37,7 +37,7 @@ from ...core.hosts import host
 from ...core.layouts import Gates, LinearQK, LinearV, MaybeState, Residual, State, States, layout
 from ...core.locators import child, own
 from ...core.precision import RECURRENCE, SUBBLOCK
-from ...core.relations import relation
+from ...core.relations import called, relation
 from ...core.values import Condition, Value, View
 from . import conv
 from .deltanet import TOKEN_ROUTE, TOKEN_STATE, TOKEN_STATES, PerHead, human_bytes, kernel_arg, kernel_out
@@ -385,7 +385,7 @@ def _out(host, r):
     module, heads = host._module, r["attention_head_outputs"]
     gate = r["norm.inputs"][0][1]
     normed = module.norm(heads.reshape(*heads.shape[:2], -1), gate)
-    return [(normed, r["gated_norm_output"]), (module.out_proj(normed), r["attention_output"])]
+    return [(normed, r["gated_norm_output"]), (called(module.out_proj, normed), r["attention_output"])]
 
 
 @relation("states[:, -1] == state_output; state (its first visit) == states[:, 0]; states[:, t] == the state of the "

@@ -61,10 +61,10 @@ def _pattern(host, r):
 
     scores, probabilities = _masked(host, r)
     read = r["attention_scores"].double()
-    # the module adds the dtype's lowest value where this writes -inf: compared where a key is real, and the
-    # masked keys' scores must sit at least that low
+    # the module adds its dtype's lowest value where this writes -inf: compared where a key is real, and the
+    # masked keys' scores must sit at least that low (float16's lowest is -65504, not float32's)
     keep = torch.isfinite(scores)
-    not_low = ~keep & (read > torch.finfo(torch.float32).min / 2)
+    not_low = ~keep & (read > torch.finfo(r["attention_scores"].dtype).min / 2)
     return [(torch.where(keep, scores, 0.0), torch.where(keep, read, 0.0)),
             (torch.zeros_like(read), not_low.double()), (probabilities, r["attention_probabilities"])]
 
