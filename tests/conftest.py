@@ -53,8 +53,8 @@ SHARED = {
                          "test_browser_coverage.py", "test_browser_mechanics.py"}),
 }
 #: modules that fill one lock-guarded cache of the machine's (the TransformerLens check of every family,
-#: generator/facts/tl_names.py: ~45 CPU-s in one process): one unit, so one worker fills it and then reads it, and the
-#: other goes on with other units instead of waiting on the lock
+#: generator/facts/tl_names.py: ~140 s on 129 families, which tests/test_transformer_lens.py runs in shares): one unit,
+#: so one worker fills it and then reads it, and the other goes on with other units instead of waiting on the lock
 TOGETHER = {"transformer_lens": {"test_build.py", "test_transformer_lens.py"}}
 UNITS = {name: unit for unit, files in [*SHARED.values(), *TOGETHER.items()] for name in files}
 #: the modules whose tests are parametrized by a kernel shard (``[default-0]``): one unit per shard
@@ -62,6 +62,8 @@ SHARDED = {"test_portable_facts.py", "test_portable_pins.py"}
 
 
 def pytest_collection_modifyitems(config, items):
+    # a unit's tests run in collection order: the TransformerLens check's shares before the site builds that read them
+    items.sort(key=lambda item: item.path.name != "test_transformer_lens.py")
     for item in items:
         parametrized = getattr(getattr(item, "callspec", None), "params", {})  # a test's own argument, no fixture
         for fixture, (_, files) in SHARED.items():

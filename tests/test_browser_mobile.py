@@ -82,36 +82,37 @@ def _problems_on(page, width: int, axe=None) -> list[str]:
     return out
 
 
-def test_every_page_on_a_phone_and_a_desktop(browser, crawl, base):
+@pytest.mark.parametrize("screen,scheme", [("375", "light"), ("375", "dark"), ("1440", "light")])
+def test_every_page_on_a_phone_and_a_desktop(browser, crawl, base, screen, scheme):
     """No horizontal overflow, no name broken mid-identifier, no text under 12 px and no serious or critical axe
-    violation on every page at 375 px (a touch screen), light and dark, and at 1440 px light. The family page is
-    measured with a part's card pinned and every folded host open. (axe at 1440 px dark is tests/test_browser.py's:
-    axe takes most of a minute on the family page, so each screen and scheme once.)"""
+    violation on every page at 375 px (a touch screen), light and dark, and at 1440 px light: one test per screen
+    and scheme. The family page is measured with a part's card pinned and every folded host open. (axe at 1440 px
+    dark is tests/test_browser.py's: axe takes most of a minute on the family page, so each screen and scheme
+    once.)"""
     from axe_playwright_python.sync_playwright import Axe
 
     axe = Axe()
     pages = html_pages(crawl, base)
     assert family_url(base) in pages and f"{base}/families/" in pages
     problems = []
-    for screen, opts, schemes in (("375", PHONE, ("light", "dark")), ("1440", DESKTOP, ("light",))):
-        width = opts["viewport"]["width"]
-        for scheme in schemes:
-            context = browser.new_context(color_scheme=scheme, **opts)
-            for url in pages:
-                t = Tab(context.new_page())
-                page = t.open(url)
-                if page.locator("#nc-data").count():
-                    part(page, "layers[i].mlp.router").click()
-                    # every folded host opened by its section's button, so its tables are measured too
-                    page.locator("button.nc-fold-all").evaluate_all("bs => bs.forEach(b => b.click())")
-                settled(page)  # the scroll boxes are made focusable after Material's layout, a frame later
-                # and once more now, however late a loaded machine laid the page out: the page's own pass, as on a resize
-                page.evaluate("() => window.__nncanonReachAll && window.__nncanonReachAll()")
-                where = f"{screen} px {scheme} {url}"
-                problems += [f"{where}: {p}" for p in _problems_on(page, width, axe)]
-                problems += [f"{where}: {e}" for e in t.errors]
-                page.close()
-            context.close()
+    opts = PHONE if screen == "375" else DESKTOP
+    width = opts["viewport"]["width"]
+    context = browser.new_context(color_scheme=scheme, **opts)
+    for url in pages:
+        t = Tab(context.new_page())
+        page = t.open(url)
+        if page.locator("#nc-data").count():
+            part(page, "layers[i].mlp.router").click()
+            # every folded host opened by its section's button, so its tables are measured too
+            page.locator("button.nc-fold-all").evaluate_all("bs => bs.forEach(b => b.click())")
+        settled(page)  # the scroll boxes are made focusable after Material's layout, a frame later
+        # and once more now, however late a loaded machine laid the page out: the page's own pass, as on a resize
+        page.evaluate("() => window.__nncanonReachAll && window.__nncanonReachAll()")
+        where = f"{screen} px {scheme} {url}"
+        problems += [f"{where}: {p}" for p in _problems_on(page, width, axe)]
+        problems += [f"{where}: {e}" for e in t.errors]
+        page.close()
+    context.close()
     assert not problems, "\n".join(problems)
 
 

@@ -35,15 +35,46 @@ KNOWN_TO_DIFFER = {("nemotron_h", "attention_probabilities"), ("recurrent_gemma"
 
 
 FAMILIES = sorted(f.family for f in all_families())
+#: each family's variants ("opt.350m": the Layouts table's TransformerLens column), checked as the build checks them
+VARIANTS = sorted(f"{f.family}.{v['name']}" for f in all_families() for v in f.variants)
+#: the families in this many shares, one check (one process booting each share's bridges) per share, so no test runs
+#: the whole check (~140 s on 129 families): the suite's unit runs this module before tests/test_build.py, whose site
+#: build then reads every result from the shared cache
+SHARES = 4
+_CHECKED: dict[int, dict[str, dict]] = {}
 
 
-@pytest.fixture(scope="module")
-def checked(tmp_path_factory) -> dict[str, dict]:
-    # the build's own check (tl_names.annotations): `check` run in one process for every family whose result is
-    # not saved under its key (the family's fact sources, the releases, tl_names' code, the CPU capability) in
-    # $NNCANON_CACHE/transformer_lens. A suite whose site build (tests/test_build.py) has checked a family, or that
-    # ran before on unchanged sources, does not boot every bridge a second time; a changed family is checked anew
-    return annotations([get_family(name) for name in FAMILIES], tmp_path_factory.mktemp("transformer_lens"), progress=lambda line: None)
+def _share(name: str) -> int:
+    return FAMILIES.index(name) * SHARES // len(FAMILIES) if name in FAMILIES else SHARES
+
+
+def _family(name: str):
+    family, _, variant = name.partition(".")
+    return get_family(family).variant(variant) if variant else get_family(family)
+
+
+@pytest.fixture
+def checked(tmp_path_factory, request) -> dict[str, dict]:
+    # the build's own check (tl_names.annotations): `check` run in one process for every family of the share whose
+    # result is not saved under its key (the family's fact sources, the releases, tl_names' code, the CPU capability)
+    # in $NNCANON_CACHE/transformer_lens. A suite that ran before on unchanged sources does not boot every bridge a
+    # second time; a changed family is checked anew
+    share = _share(request.node.callspec.params["family"])
+    if share not in _CHECKED:
+        names = [name for name in FAMILIES + VARIANTS if _share(name) == share]
+        _CHECKED[share] = annotations([_family(name) for name in names], tmp_path_factory.mktemp("transformer_lens"),
+                                      progress=lambda line: None)
+    return _CHECKED[share]
+
+
+@pytest.mark.parametrize("family", VARIANTS)
+def test_each_variant_is_checked_as_its_family(family, checked):
+    """A variant's rows (the Layouts table's column) are its family's mapped values, each checked: agreed, or a
+    bridge TransformerLens does not have, said as such."""
+    found = checked[family]
+    assert found, f"{family}: no value is mapped to a TransformerLens hook"
+    for key, entry in found.items():
+        assert entry["agreed"] is not None or entry["why"].startswith("TransformerLens does not bridge"), (key, entry)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
