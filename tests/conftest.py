@@ -53,7 +53,7 @@ SHARED = {
                          "test_browser_coverage.py", "test_browser_mechanics.py"}),
 }
 #: modules that fill one lock-guarded cache of the machine's (the TransformerLens check of every family,
-#: generator/facts/tl_names.py: ~140 s on 129 families, which tests/test_transformer_lens.py runs in shares): one unit,
+#: generator/facts/tl_names.py: ~45 CPU-s, which tests/test_transformer_lens.py runs in shares): one unit,
 #: so one worker fills it and then reads it, and the other goes on with other units instead of waiting on the lock
 TOGETHER = {"transformer_lens": {"test_build.py", "test_transformer_lens.py"}}
 UNITS = {name: unit for unit, files in [*SHARED.values(), *TOGETHER.items()] for name in files}

@@ -7,10 +7,12 @@ names (llama, qwen3, qwen3_moe) must be bridged and agree everywhere."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from generator.facts.tl_names import annotations, installed
-from generator.recipe.family import all_families, get_family
+from generator.recipe.family import all_families
 
 pytestmark = pytest.mark.skipif(not installed(), reason="needs the transformer-lens extra (pip install "
                                                         "nncanon[transformer-lens])")
@@ -34,52 +36,53 @@ KNOWN_TO_DIFFER = {("nemotron_h", "attention_probabilities"), ("recurrent_gemma"
                    ("roberta", "layer_mid"), ("openai_gpt", "layer_mid"), ("openai_gpt", "layer_output")}
 
 
-FAMILIES = sorted(f.family for f in all_families())
-#: each family's variants ("opt.350m": the Layouts table's TransformerLens column), checked as the build checks them
-VARIANTS = sorted(f"{f.family}.{v['name']}" for f in all_families() for v in f.variants)
+#: every family and each of its variants ("opt.350m": the Layouts table's TransformerLens column), as the build checks
+#: them (generator/build.py), by name
+FAMILIES = {f.family: f for f in all_families()}
+VARIANTS = {v.family: v for f in FAMILIES.values() for v in [f.variant(x["name"]) for x in f.variants]}
+CHECKED = FAMILIES | VARIANTS
 #: the families in this many shares, one check (one process booting each share's bridges) per share, so no test runs
 #: the whole check (~45 CPU-s, past 120 s beside the browser tests' Chromium): the suite's unit runs this module
 #: before tests/test_build.py, whose site build then reads every result from the shared cache
 SHARES = 2
-_CHECKED: dict[int, dict[str, dict]] = {}
 
 
 def _share(name: str) -> int:
-    """A family's share by its place in FAMILIES; a variant's is the last (a share is one process: its boot, ~8 s,
+    """A family's share by its place in the sorted names; a variant's is the last (a share is one process: its boot, ~8 s,
     is paid once per share)."""
-    return FAMILIES.index(name) * SHARES // len(FAMILIES) if name in FAMILIES else SHARES - 1
+    return sorted(FAMILIES).index(name) * SHARES // len(FAMILIES) if name in FAMILIES else SHARES - 1
 
 
-def _family(name: str):
-    family, _, variant = name.partition(".")
-    return get_family(family).variant(variant) if variant else get_family(family)
-
-
-@pytest.fixture
-def checked(tmp_path_factory, request) -> dict[str, dict]:
+@pytest.fixture(scope="module")
+def check_share(tmp_path_factory):
     # the build's own check (tl_names.annotations): `check` run in one process for every family of the share whose
     # result is not saved under its key (the family's fact sources, the releases, tl_names' code, the CPU capability)
     # in $NNCANON_CACHE/transformer_lens. A suite that ran before on unchanged sources does not boot every bridge a
     # second time; a changed family is checked anew
-    share = _share(request.node.callspec.params["family"])
-    if share not in _CHECKED:
-        names = [name for name in FAMILIES + VARIANTS if _share(name) == share]
-        _CHECKED[share] = annotations([_family(name) for name in names], tmp_path_factory.mktemp("transformer_lens"),
-                                      progress=lambda line: None)
-    return _CHECKED[share]
+    @functools.cache
+    def checked(share: int) -> dict[str, dict]:
+        return annotations([f for name, f in CHECKED.items() if _share(name) == share],
+                           tmp_path_factory.mktemp("transformer_lens"), progress=lambda line: None)
+
+    return checked
 
 
-@pytest.mark.parametrize("family", VARIANTS)
-def test_each_variant_is_checked_as_its_family(family, checked):
-    """A variant's rows (the Layouts table's column) are its family's mapped values, each checked: agreed, or a
-    bridge TransformerLens does not have, said as such."""
+@pytest.fixture
+def checked(check_share, family) -> dict[str, dict]:
+    return check_share(_share(family))
+
+
+@pytest.mark.parametrize("family", sorted(VARIANTS))
+def test_each_variant_is_checked(family, checked):
+    """A variant's rows (the Layouts table's column): every mapped value checked, agreeing or differing, or the
+    variant is one TransformerLens does not bridge, said as such."""
     found = checked[family]
     assert found, f"{family}: no value is mapped to a TransformerLens hook"
     for key, entry in found.items():
         assert entry["agreed"] is not None or entry["why"].startswith("TransformerLens does not bridge"), (key, entry)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_transformer_lens_hooks_hold_the_same_tensors(family, checked):
     found = checked[family]
     assert found, f"{family}: no value is mapped to a TransformerLens hook"
