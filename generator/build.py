@@ -318,11 +318,12 @@ def build(site: Path = SITE, progress: Callable[[str], None] = print, force: boo
         if os.environ.get(SURVEY_ENV) != "cached":  # the Coverage page's rows; cached (also across build directories)
             survey_all(progress=progress, jobs=jobs)
         docs, staged = build_dir() / "docs", _beside(site, "new")
-        from generator.facts.tl_names import annotations
+        from generator.facts.tl_agreement import for_the_site
 
-        # each family's and each variant's ("opt.350m": the Layouts table's TransformerLens column)
+        # each family's and each variant's ("opt.350m": the Layouts table's TransformerLens column), a
+        # disagreement refused
         variants = [family.variant(v["name"]) for family in families for v in family.variants]
-        transformer_lens = annotations(families + variants, build_dir() / "transformer_lens", progress)
+        transformer_lens = for_the_site(families + variants, build_dir() / "transformer_lens", progress)
         progress("render: pages from facts")
         render_site(facts_dir(), docs, families=names, transformer_lens=transformer_lens, survey=survey_dir())
         progress("mkdocs: build --strict")

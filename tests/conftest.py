@@ -23,6 +23,9 @@ os.environ.setdefault("NNCANON_SURVEY", "cached")
 os.environ.setdefault("NNCANON_RECIPES", "cached")
 # the family pages from the half-dtype results kept, running the stage on none (make site runs every family)
 os.environ.setdefault("NNCANON_DTYPES", "kept")
+# and from the TransformerLens results the build directory keeps, checking none (make site checks every family and
+# refuses a disagreement, tests/test_transformer_lens.py checks a sample; generator/facts/tl_agreement.py)
+os.environ.setdefault("NNCANON_TL", "kept")
 
 FAMILY = "qwen3_5_moe_text"
 #: two prompts of different lengths, so the batch is left-padded
@@ -52,18 +55,12 @@ SHARED = {
     "base": ("browser", {"test_browser.py", "test_browser_interiors.py", "test_browser_mobile.py",
                          "test_browser_coverage.py", "test_browser_mechanics.py"}),
 }
-#: modules that fill one lock-guarded cache of the machine's (the TransformerLens check of every family,
-#: generator/facts/tl_names.py: ~45 CPU-s, which tests/test_transformer_lens.py runs in shares): one unit,
-#: so one worker fills it and then reads it, and the other goes on with other units instead of waiting on the lock
-TOGETHER = {"transformer_lens": {"test_build.py", "test_transformer_lens.py"}}
-UNITS = {name: unit for unit, files in [*SHARED.values(), *TOGETHER.items()] for name in files}
+UNITS = {name: unit for unit, files in SHARED.values() for name in files}
 #: the modules whose tests are parametrized by a kernel shard (``[default-0]``): one unit per shard
 SHARDED = {"test_portable_facts.py", "test_portable_pins.py"}
 
 
 def pytest_collection_modifyitems(config, items):
-    # a unit's tests run in collection order: the TransformerLens check's shares before the site builds that read them
-    items.sort(key=lambda item: item.path.name != "test_transformer_lens.py")
     for item in items:
         parametrized = getattr(getattr(item, "callspec", None), "params", {})  # a test's own argument, no fixture
         for fixture, (_, files) in SHARED.items():
@@ -97,9 +94,10 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(nodeid)
 
         def _assign_work_unit(self, node) -> None:
-            # the longest units first (the browser's site and sweeps, the site built whole, the builds with the
-            # TransformerLens check, the shards), so none ends the run alone: each moved to the front in turn
-            for unit in [u for u in self.workqueue if u.startswith("kernels-")] + ["transformer_lens", "site", "browser"]:
+            # the longest units first (the browser's site and sweeps, the site built whole, the builds, the
+            # shards), so none ends the run alone: each moved to the front in turn
+            for unit in [u for u in self.workqueue if u.startswith("kernels-")] + ["tests/test_build.py", "site",
+                                                                                    "browser"]:
                 if unit in self.workqueue:
                     self.workqueue.move_to_end(unit, last=False)
             super()._assign_work_unit(node)

@@ -1,88 +1,65 @@
-"""TransformerLens names, checked: for every family, each value nncanon maps to a TransformerLens 4.3 hook
-(generator/facts/tl_names.py) equals what TransformerBridge's run_with_cache holds there, on the tiny checkpoint.
+"""TransformerLens names, checked: each value nncanon maps to a TransformerLens 4.3 hook (generator/facts/tl_names.py)
+equals what TransformerBridge's run_with_cache holds there, on the tiny checkpoint.
 
-An optional extra of the library (``pip install nncanon[transformer-lens]``), which `make setup` installs, so `make test` runs these as CI does; skipped without it. A family
-TransformerLens does not bridge (its adapter refuses the model) is reported as such; the families the issue
-names (llama, qwen3, qwen3_moe) must be bridged and agree everywhere."""
+``make site`` runs the check on every family and variant and refuses a disagreement (generator/facts/tl_agreement.py);
+here it runs on a sample chosen to reach every rule: the families checked by hand, each family with a core hook
+known to differ, each kind of model (an encoder-decoder's two stacks, an image-text model, a selective scan, a speech
+model, one the bridge refuses) and a variant the bridge runs and one it cannot. The rules are the build's; the
+assertions below restate them from the results, so a rule the build dropped still fails here.
+
+An optional extra of the library (``pip install nncanon[transformer-lens]``), which `make setup` installs, so
+`make test` runs these as CI does; skipped without it."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
+from generator.facts.tl_agreement import (
+    CORE,
+    EVERY_VALUE,
+    KNOWN_TO_DIFFER,
+    TransformerLensError,
+    require_agreement,
+)
 from generator.facts.tl_names import annotations, installed
-from generator.recipe.family import all_families
+from generator.recipe.family import get_family
 
 pytestmark = pytest.mark.skipif(not installed(), reason="needs the transformer-lens extra (pip install "
                                                         "nncanon[transformer-lens])")
-#: the families the issue checked by hand: every mapped value agrees
-EVERY_VALUE = {"llama", "qwen3", "qwen3_moe", "gpt2"}
-#: on every family TransformerLens bridges: the residual stream, the pattern and the logits agree. A hook that
-#: means something else on a family (gemma2's hook_mlp_out is after its post-feedforward norm) disagrees, and the
-#: facts say so on that row
-CORE = {"layer_input", "layer_mid", "layer_output", "attention_probabilities", "logits"}
-#: core hooks TransformerBridge 4.3 fills with another tensor on a family, measured (their rows say "differ"), not yet
-#: traced to the hook's placement: Nemotron-H's one-sublayer attention blocks (hook_pattern), RecurrentGemma's
-#: hook_resid_mid around the temporal block. Traced: BERT's hook_resid_mid is ln2.hook_in, the MLP's add before the
-#: block's second LayerNorm (mlp_input + mlp_output); layer_mid, the attention's add before its LayerNorm, is the
-#: bridge's ln1.hook_in (measured on the tiny checkpoint, every other core hook agreeing). RoBERTa's adapter is BERT's
-#: block under roberta.*, traced the same: its hook_resid_mid is ln2.hook_in (mlp_input + mlp_output), layer_mid its
-#: ln1.hook_in. GPT-1's (openai_gpt) post-norm block, traced the same way on its tiny checkpoint: the bridge's
-#: hook_resid_mid is mlp.hook_in, ln_1's output (mlp_norm_output), and layer_mid, the attention's add before ln_1, its
-#: ln1.hook_in; its blocks return a list, whose output the bridge does not hook (no hook_resid_post in the cache), and
-#: layer_output, ln_2's output, is its ln2.hook_out
-KNOWN_TO_DIFFER = {("nemotron_h", "attention_probabilities"), ("recurrent_gemma", "layer_mid"), ("bert", "layer_mid"),
-                   ("roberta", "layer_mid"), ("openai_gpt", "layer_mid"), ("openai_gpt", "layer_output")}
-
-
-#: every family and each of its variants ("opt.350m": the Layouts table's TransformerLens column), as the build checks
-#: them (generator/build.py), by name
-FAMILIES = {f.family: f for f in all_families()}
-VARIANTS = {v.family: v for f in FAMILIES.values() for v in [f.variant(x["name"]) for x in f.variants]}
-CHECKED = FAMILIES | VARIANTS
-#: the families in this many shares, one check (one process booting each share's bridges) per share, so no test runs
-#: the whole check (~45 CPU-s, past 120 s beside the browser tests' Chromium): the suite's unit runs this module
-#: before tests/test_build.py, whose site build then reads every result from the shared cache
-SHARES = 2
-
-
-def _share(name: str) -> int:
-    """A family's share by its place in the sorted names; a variant's is the last (a share is one process: its boot, ~8 s,
-    is paid once per share)."""
-    return sorted(FAMILIES).index(name) * SHARES // len(FAMILIES) if name in FAMILIES else SHARES - 1
+#: every rule's case: the hand-checked families, each core difference, and one family of each kind
+FAMILIES = sorted(EVERY_VALUE | {family for family, _ in KNOWN_TO_DIFFER}
+                  | {"t5", "llava", "mamba", "whisper", "qwen3_5_moe_text"})
+#: a variant the bridge runs (Falcon-RW's ALiBi) and one whose forward it cannot run (OPT-350m's projected embeddings)
+VARIANTS = ["falcon.rw", "opt.350m"]
 
 
 @pytest.fixture(scope="module")
-def check_share(tmp_path_factory):
-    # the build's own check (tl_names.annotations): `check` run in one process for every family of the share whose
-    # result is not saved under its key (the family's fact sources, the releases, tl_names' code, the CPU capability)
-    # in $NNCANON_CACHE/transformer_lens. A suite that ran before on unchanged sources does not boot every bridge a
-    # second time; a changed family is checked anew
-    @functools.cache
-    def checked(share: int) -> dict[str, dict]:
-        return annotations([f for name, f in CHECKED.items() if _share(name) == share],
-                           tmp_path_factory.mktemp("transformer_lens"), progress=lambda line: None)
-
-    return checked
+def checked(tmp_path_factory) -> dict[str, dict]:
+    # the build's own check (tl_names.annotations), in one process for the sample: results saved under their keys in
+    # $NNCANON_CACHE/transformer_lens are read, not checked again
+    chosen = [get_family(name) for name in FAMILIES]
+    chosen += [get_family(name.split(".")[0]).variant(name.split(".")[1]) for name in VARIANTS]
+    return annotations(chosen, tmp_path_factory.mktemp("transformer_lens"), progress=lambda line: None)
 
 
-@pytest.fixture
-def checked(check_share, family) -> dict[str, dict]:
-    return check_share(_share(family))
+def test_the_sample_holds_the_builds_rules(checked):
+    require_agreement(checked)
 
 
-@pytest.mark.parametrize("family", sorted(VARIANTS))
-def test_each_variant_is_checked(family, checked):
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_is_checked(variant, checked):
     """A variant's rows (the Layouts table's column): every mapped value checked, agreeing or differing, or the
     variant is one TransformerLens does not bridge, said as such."""
-    found = checked[family]
-    assert found, f"{family}: no value is mapped to a TransformerLens hook"
+    found = checked[variant]
+    assert found, f"{variant}: no value is mapped to a TransformerLens hook"
     for key, entry in found.items():
         assert entry["agreed"] is not None or entry["why"].startswith("TransformerLens does not bridge"), (key, entry)
+    bridged = {key: entry for key, entry in found.items() if entry["agreed"] is not None}
+    assert (variant == "falcon.rw") == bool(bridged), found
+    assert all(entry["agreed"] for key, entry in bridged.items() if key.split("::")[1] in CORE), bridged
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", FAMILIES)
 def test_transformer_lens_hooks_hold_the_same_tensors(family, checked):
     found = checked[family]
     assert found, f"{family}: no value is mapped to a TransformerLens hook"
@@ -93,14 +70,48 @@ def test_transformer_lens_hooks_hold_the_same_tensors(family, checked):
         assert not unbridged, unbridged
     if unbridged:
         assert len(unbridged) == len(found), "a family is bridged or not, not value by value"
+        assert family in {"whisper", "qwen3_5_moe_text"}, f"{family} is bridged on TransformerLens 4.3"
         return
     must = {key: entry for key, entry in found.items()
             if family in EVERY_VALUE or (key.split("::")[1] in CORE and (family, key.split("::")[1]) not in KNOWN_TO_DIFFER)}
     assert must, found
     wrong = {key: entry for key, entry in must.items() if not entry["agreed"]}
     assert not wrong, f"{family}: {wrong}"
+    # each known difference is measured as one: a hook the bridge now fills with our tensor leaves the set
+    differ = {name for (f, name) in KNOWN_TO_DIFFER if f == family}
+    assert differ == {key.split("::")[1] for key, entry in found.items() if key.split("::")[1] in CORE
+                      and not entry["agreed"]}, found
     # each stack's first block input (an encoder-decoder's two: encoder_blocks, decoder_blocks), and the logits
     hooks = {key: entry["hook"] for key, entry in found.items()}
     inputs = [hook for key, hook in hooks.items() if key.endswith("::layer_input")]
     assert inputs and all(hook.endswith("blocks.{i}.hook_resid_pre") for hook in inputs), inputs
+    assert len(inputs) == (2 if family == "t5" else 1), inputs
     assert hooks["model::logits"] == "logits"
+
+
+def _llama(agreed: bool | None, value: str = "layer_mid", why: str = "") -> dict[str, dict]:
+    entry = {"hook": "blocks.{i}.hook_resid_mid", "agreed": agreed, "error": None, **({"why": why} if why else {})}
+    return {"llama": {f"model.layers[i]::{value}": entry,
+                      "model::logits": {"hook": "logits", "agreed": True if agreed is not None else None,
+                                        "error": "0", **({"why": why} if why else {})}}}
+
+
+@pytest.mark.parametrize("results, says", [
+    (_llama(False), "llama: claim TransformerLens names: model.layers[i]::layer_mid: TransformerLens's "
+                    "blocks.{i}.hook_resid_mid holds another tensor"),
+    (_llama(None, why="TransformerLens does not bridge llama: ValueError: no"), "llama: claim TransformerLens names: "
+                                                                               "must be bridged"),
+    ({"opt": {"model.layers[i]::layer_mid": {"hook": "h", "agreed": None, "why": "TransformerLens does not bridge opt"},
+              "model::logits": {"hook": "logits", "agreed": True, "error": "0"}}}, "a family is bridged or not"),
+    ({"opt": {}}, "opt: claim TransformerLens names: no value is mapped"),
+])
+def test_a_disagreement_fails_the_build_in_one_line(results, says):
+    with pytest.raises(TransformerLensError) as raised:
+        require_agreement(results)
+    assert says in str(raised.value) and "\n" not in str(raised.value), str(raised.value)
+
+
+def test_a_known_difference_and_a_non_core_hook_may_differ():
+    require_agreement({"bert": _llama(False)["llama"],
+                       "gemma2": {"model.layers[i].mlp::mlp_output": {"hook": "blocks.{i}.hook_mlp_out",
+                                                                      "agreed": False, "error": None}}})

@@ -44,3 +44,35 @@ def test_a_damaged_shared_result_is_checked_again(fake_check, tmp_path):
     (tmp_path / "cache" / "transformer_lens" / "llama.json").write_text('{"key": ')  # a killed build's half file
     found = tl_names.annotations([get_family("llama")], tmp_path / "b" / "transformer_lens", progress=lambda line: None)
     assert fake_check == [["llama"], ["llama"]] and found["llama"]["model::logits"]["agreed"] is True
+
+
+def test_make_sites_build_checks_every_family_and_refuses_a_disagreement(fake_check, tmp_path, monkeypatch):
+    from generator.facts.tl_agreement import TransformerLensError, for_the_site
+
+    monkeypatch.delenv("NNCANON_TL", raising=False)  # as make site runs: nothing kept, every family checked
+    families = [get_family("llama"), get_family("gpt2")]
+    found = for_the_site(families, tmp_path / "a" / "transformer_lens", progress=lambda line: None)
+    assert fake_check == [["llama", "gpt2"]] and set(found) == {"llama", "gpt2"}
+
+    def wrong(names):
+        return {name: {"model.layers[i]::layer_output": {"hook": "blocks.{i}.hook_resid_post", "agreed": False,
+                                                         "error": None}} for name in names}
+
+    monkeypatch.setattr(tl_names, "check", wrong)
+    with pytest.raises(TransformerLensError, match=r"^mistral: claim TransformerLens names: "
+                                                   r"model.layers\[i\]::layer_output: TransformerLens's "
+                                                   r"blocks.\{i\}.hook_resid_post holds another tensor"):
+        for_the_site([get_family("mistral")], tmp_path / "b" / "transformer_lens", progress=lambda line: None)
+
+
+def test_the_suites_builds_show_what_their_directory_keeps_and_check_none(fake_check, tmp_path, monkeypatch):
+    from generator.facts.tl_agreement import for_the_site
+
+    tl_names.annotations([get_family("llama")], tmp_path / "a" / "transformer_lens", progress=lambda line: None)
+    monkeypatch.setenv("NNCANON_TL", "kept")
+    found = for_the_site([get_family("llama"), get_family("gpt2")], tmp_path / "a" / "transformer_lens",
+                         progress=lambda line: None)
+    assert fake_check == [["llama"]]  # gpt2, kept nowhere here, is not checked: its page has no column
+    assert set(found) == {"llama"}
+    # a directory that keeps nothing (a test's own build directory) shows none, whatever the machine's cache holds
+    assert for_the_site([get_family("llama")], tmp_path / "b" / "transformer_lens", progress=lambda line: None) == {}

@@ -197,6 +197,16 @@ def annotations(families: list[Family], directory: Path, progress: Any = print) 
     return {family: found[family] for family in families}
 
 
+def kept(families: list[Family], directory: Path) -> dict[str, dict[str, dict]] | None:
+    """The results ``directory`` keeps under each family's current key, checking none (None without the extra): a
+    family with none kept is left out, and its page shows no TransformerLens column."""
+    if not installed():
+        return None
+    keys = {family.family: _key_of(family) for family in families}
+    return {family: saved["found"] for family in keys
+            if (saved := _saved(directory / f"{family}.json")).get("key") == keys[family]}
+
+
 def _found(families: list[str], keys: dict[str, str], directories: tuple[Path, Path]) -> tuple[dict, list[str]]:
     """The results saved under their keys (copied into the build directory from the shared one), and the rest."""
     found, stale = {}, []
