@@ -7,6 +7,7 @@ one section per line group (facts/index.json's ``group``), groups and families s
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 
@@ -31,6 +32,87 @@ def on_config(config):
     return config
 
 
+# -- generated HTML skips Markdown, and what the search leaves out skips the search's parser -------------
+# The family pages are mostly HTML the renderer wrote (the diagrams, the support tables, the printout: a flagship
+# page is half a megabyte), which Markdown's HTML parser would read tag by tag only to pass it through unchanged,
+# and most of it the search leaves out (data-search-exclude) after its own parser read it tag by tag: together
+# nearly half of the whole site's mkdocs run. So each such block (a block-level element at the start of a line,
+# after a blank one or another such block, outside a code fence, with no `markdown` attribute, through its matching
+# close at a line's end) is set aside before Markdown and put back, verbatim, where Markdown left its stand-in:
+# before the search reads the page, or after it where the block's own element is left out of the search and holds
+# no heading (a heading starts a search section even there). tests/test_md_islands.py builds the site both ways and
+# finds every byte the same, the search index's too. NNCANON_MD_ISLANDS=off turns it off (that test).
+
+_BLOCK_START = re.compile(r"<(div|details|table|pre|figure|section|nav|p|ul|ol|dl|aside)[\s>]")
+_LATE = re.compile(r"<\w+(?:\s[^>]*)?\sdata-search-exclude[\s>=]")
+_HEADING = re.compile(r"<h[1-6][\s>]")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_STAND_IN = '<div data-nc-island="{}"></div>'
+_LATE_STAND_IN = '<div data-nc-late="{}"></div>'
+_islands: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def set_aside(markdown: str) -> tuple[str, list[str], list[str]]:
+    """The text with each generated HTML block replaced by a stand-in; the blocks put back before the search reads
+    the page, and those put back after, each in order."""
+    lines = markdown.split("\n")
+    out, early, late, fence, i, stand_in = [], [], [], None, 0, None
+    while i < len(lines):
+        line = lines[i]
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) \
+                    and not line.strip().strip(fence[0]):
+                fence = None
+        elif opened:
+            fence = opened.group(1)
+        elif (start := _BLOCK_START.match(line)) and (i == 0 or not lines[i - 1].strip() or out[-1] == stand_in):
+            end = _block_end(lines, i, start.group(1))
+            block = "\n".join(lines[i:end + 1]) if end is not None else ""
+            if block and "markdown=" not in block and "data-nc-island=" not in block and "data-nc-late=" not in block:
+                after = _LATE.match(line) and not _HEADING.search(block)
+                kept = late if after else early
+                stand_in = (_LATE_STAND_IN if after else _STAND_IN).format(len(kept))
+                out.append(stand_in)
+                kept.append(block)
+                i = end + 1
+                continue
+        out.append(line)
+        i += 1
+    return "\n".join(out), early, late
+
+
+def _block_end(lines: list[str], first: int, tag: str) -> int | None:
+    """The line whose end closes the block opened on ``first``, or None where Markdown would not read it as one
+    raw block (its close is not at a line's end)."""
+    opens, closes = re.compile(rf"<{tag}[\s>/]"), f"</{tag}>"
+    depth = 0
+    for j in range(first, len(lines)):
+        depth += len(opens.findall(lines[j])) - lines[j].count(closes)
+        if depth <= 0:
+            return j if depth == 0 and lines[j].rstrip().endswith(closes) else None
+    return None
+
+
+def put_back(content: str, blocks: list[str], stand_in: str = _STAND_IN) -> str:
+    for number, block in enumerate(blocks):
+        content = content.replace(stand_in.format(number), block, 1)
+    return content
+
+
+def on_page_markdown(markdown, page, config, files):
+    if os.environ.get("NNCANON_MD_ISLANDS") == "off":
+        return markdown
+    markdown, early, late = set_aside(markdown)
+    _islands[page.file.src_uri] = early, late
+    return markdown
+
+
+def on_post_page(output, page, config):
+    _, late = _islands.pop(page.file.src_uri, ((), ()))
+    return put_back(output, late, _LATE_STAND_IN)
+
+
 # -- search: one entry per value row ----------------------------------------------------------------
 # The family pages exclude their diagrams, printout and support tables from mkdocs' per-heading index
 # (data-search-exclude): those are thousands of words under three headings, so a search for a value
@@ -52,15 +134,21 @@ def _text(fragment: str) -> str:
 
 def on_pre_build(config):
     _rows.clear()
+    _islands.clear()
 
 
 def on_page_content(content, page, config, files):
+    early, late = _islands.get(page.file.src_uri, ((), ()))
+    content = put_back(content, early)
     if page.file.src_uri.startswith("families/") and page.file.src_uri != "families/index.md":
         # the notes' code is left out of the index: it repeats the value paths the rows index, and was a third of
         # the index's bytes; the prose around it says what it shows
         content = _CODE_BLOCK.sub(r"\1 data-search-exclude>", content)
+        if late:
+            late[:] = [_CODE_BLOCK.sub(r"\1 data-search-exclude>", block) for block in late]
+        whole = put_back(content, late, _LATE_STAND_IN)  # the rows as the page will hold them
         entries = []
-        for anchor, path, cells in _ROW.findall(content):
+        for anchor, path, cells in _ROW.findall(whole):
             # the layout and the description without its condition/meaning/edit notes: where it is read (the module
             # and argument, a third of the rows' bytes) is on the row a hit opens, and no search is after it
             parts = {kind: _text(cell.split('<span class="nc-', 1)[0] if kind == "desc" else cell.split("<br>", 1)[0])
@@ -72,7 +160,7 @@ def on_page_content(content, page, config, files):
         # a search for a checkpoint's name ("Qwen3-30B-A3B") is after the family that serves it: each full-size
         # config's column is an entry of its own, titled with the checkpoint and ranked as a value row is
         family = page.file.src_uri.split("/")[1]
-        for anchor, checkpoint in _CHECKPOINT.findall(content):
+        for anchor, checkpoint in _CHECKPOINT.findall(whole):
             name = html.unescape(checkpoint)
             entries.append({"location": f"{page.url}#{anchor}", "title": name, "boost": 10,
                             "text": f"{name}: a checkpoint of the {family} family, its full-size config."})

@@ -94,10 +94,9 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(nodeid)
 
         def _assign_work_unit(self, node) -> None:
-            # the longest units first (the browser's site and sweeps, the site built whole, the builds, the
-            # shards), so none ends the run alone: each moved to the front in turn
-            for unit in [u for u in self.workqueue if u.startswith("kernels-")] + ["tests/test_build.py", "site",
-                                                                                    "browser"]:
+            # the longest units first (the browser's site and sweeps, the site built whole, the shards), so none
+            # ends the run alone: each moved to the front in turn
+            for unit in [u for u in self.workqueue if u.startswith("kernels-")] + ["site", "browser"]:
                 if unit in self.workqueue:
                     self.workqueue.move_to_end(unit, last=False)
             super()._assign_work_unit(node)

@@ -79,6 +79,35 @@ def test_the_search_index_and_the_flagship_page_stay_inside_their_weight(site, a
                    for d in docs if d["location"].startswith("families/"))
 
 
+def test_a_vision_hosts_cheat_sheet_is_sized_by_the_encoder(site, all_facts):
+    """Under model.vision the layouts reuse the text's dimension names (Queries [batch num_heads seq qk_head_dim]):
+    the cheat sheet sizes them by the printout checkpoint's vision_config, as its YAML gives it, not by the text's."""
+    import html
+
+    built, _ = site
+    checked = []
+    for data in all_facts.values():
+        if not data.get("vision"):
+            continue
+        from generator.recipe.family import get_family
+
+        config = get_family(data["family"]).checkpoint_config(data["printout"]["checkpoint"])  # same_as resolved
+        vision = config.get("vision_config", {})
+        heads = vision.get("num_attention_heads") or vision.get("num_heads")
+        width = vision.get("embed_dim") or vision.get("hidden_size")  # Qwen2-VL: hidden_size is the merger's output
+        if not heads or not width:
+            continue  # a field its config.json leaves to the class's default: nothing typed to check against
+        if not any(h["path"] == "model.vision.layers[i].self_attn" for h in data["hosts"]):
+            continue  # a tower whose blocks are proven whole, not served one by one (GOT-OCR 2.0's windowed grid)
+        page = html.unescape((built / "families" / data["family"] / "index.html").read_text())
+        shown = re.search(r'#v-model-vision-layers-i-self_attn-attention_queries"><code>attention_queries</code></a> '
+                          r'<span class="nc-cheat-dims">Queries \[([^\]]*)\]', page)
+        assert shown, f"{data['family']}: no cheat-sheet row for the vision attention's queries"
+        assert shown[1].split()[1] == str(heads) and shown[1].split()[3] == str(width // heads), (data["family"], shown[1])
+        checked.append(data["family"])
+    assert {"llava", "gemma3"} <= set(checked), checked
+
+
 def test_the_stack_chain_draws_only_what_the_root_serves(site, all_facts):
     """A post-norm stack has no final norm (BERT's, BART's, GPT-1's blocks each end in their own LayerNorm): the chain
     of the stack drew a `norm` box there for a value no load serves. Every value a chain box names is served."""
