@@ -30,15 +30,20 @@ def recording(seen: set[str] | None = None) -> Iterator[set[str]]:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seen = set() if seen is None else seen
+    calls: set[tuple] = set()  # (operator, dtype, ...) as called: named once each when the block ends
+    tensor = torch.Tensor
 
     class KernelLog(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            dtypes = sorted({str(a.dtype).removeprefix("torch.") for a in args if isinstance(a, torch.Tensor)})
-            seen.add(f"{func}:{','.join(dtypes)}")
+            calls.add((func, *[a.dtype for a in args if isinstance(a, tensor)]))
             return func(*args, **(kwargs or {}))
 
-    with KernelLog():
-        yield seen
+    try:
+        with KernelLog():
+            yield seen
+    finally:
+        for func, *dtypes in calls:
+            seen.add(f"{func}:{','.join(sorted({str(d).removeprefix('torch.') for d in dtypes}))}")
 
 
 class KernelLog:

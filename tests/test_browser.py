@@ -491,8 +491,9 @@ def test_every_internal_link_and_anchor_resolves(crawl, base):
 
 
 def test_no_console_errors_and_no_serious_axe_violations_on_any_page(browser, crawl, base):
-    """Every page at 1440 px dark (tests/test_browser_mobile.py audits 375 px in both schemes and 1440 px light, with
-    its checks of overflow, broken names and small text: one visit per screen and scheme)."""
+    """Every page at 1440 px dark, the family page with a card pinned and every folded host open (axe audits each
+    scheme and each screen once: tests/test_browser_mobile.py's SWEEPS audits 375 px light, and checks overflow,
+    broken names and small text at 375 px in both schemes and 1440 px light)."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe = Axe()
@@ -509,6 +510,9 @@ def test_no_console_errors_and_no_serious_axe_violations_on_any_page(browser, cr
             page = t.open(url)
             if page.locator("#nc-data").count():
                 part(page, "layers[i].mlp.router").click()  # with a card open, too
+                # and every folded host opened by its section's button, so its tables are audited too
+                page.locator("button.nc-fold-all").evaluate_all("bs => bs.forEach(b => b.click())")
+                settled(page)
             problems += [f"{scheme} {url}: {v}" for v in serious_axe_violations(axe, page)]
             problems += [f"{scheme} {url}: {e}" for e in t.errors]
             audited.append((scheme, url))
