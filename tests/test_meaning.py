@@ -12,13 +12,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from limits import HANG
 from renaming import renamed
+from warm_generator import run_generator
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = "CHANGE ME (copied by new --like"
@@ -51,8 +50,7 @@ def run(copy: Path, command: str) -> subprocess.CompletedProcess:
     env.update(PYTHONPATH=str(copy), NNCANON_BUILD=str(copy / "build"), NNCANON_CACHE=str(copy / "checkpoints"))
     argv = command.split()
     assert argv[:3] == ["python", "-m", "generator"], command
-    return subprocess.run([sys.executable, *argv[1:]], cwd=copy, env=env, capture_output=True, text=True,
-                          timeout=HANG)
+    return run_generator(argv[3:], copy, env)
 
 
 def contributing_steps() -> list[str]:

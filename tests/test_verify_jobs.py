@@ -30,31 +30,35 @@ def _families(tmp_path: Path, wrong_tag: str | None = None) -> Path:
     return directory
 
 
-def test_two_processes_write_the_sequential_facts(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("NNCANON_FAMILIES", str(_families(tmp_path)))
-    facts = {}
+def _rows(out: str) -> dict[str, tuple[str, str]]:
+    """The outcome table's rows: family -> (result, error), without the seconds."""
+    lines = out[out.index("family "):].splitlines()[1:-1]
+    return {line.split()[0]: (line.split()[1], " ".join(line.split()[3:])) for line in lines}
+
+
+def test_two_processes_collect_as_one_does_and_a_failure_fails_as_without_jobs(tmp_path, monkeypatch, capsys):
+    """bert given a tag its facts refute, gpt2 and mamba as they are: with --keep-going, one process and two write the
+    same facts byte for byte and the same outcome table (bert failed, in a worker and again in the caller's process);
+    a second run finds the two current and starts no worker; without --keep-going, the error's one line and status
+    1, as without --jobs."""
+    monkeypatch.setenv("NNCANON_FAMILIES", str(_families(tmp_path, wrong_tag="bert")))
+    facts, rows = {}, {}
     for jobs in ("1", "2"):
         monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / f"build-{jobs}"))
-        assert main(["verify", "--keep-going", "--jobs", jobs]) == 0
+        assert main(["verify", "--keep-going", "--jobs", jobs]) == 1
         out = capsys.readouterr().out
-        assert out.rstrip().endswith("no family failed (3 verified)"), out
-        facts[jobs] = {name: (tmp_path / f"build-{jobs}" / "facts" / f"{name}.json").read_bytes() for name in FAMILIES}
-    assert facts["1"] == facts["2"]
-    # a second run finds every family current: no worker is started
-    assert main(["verify", "--jobs", "2"]) == 0
+        rows[jobs] = _rows(out)
+        assert out.rstrip().endswith("1 of 3 families failed: bert (1 failed, 2 verified)"), out
+        facts[jobs] = {name: (tmp_path / f"build-{jobs}" / "facts" / f"{name}.json").read_bytes()
+                       for name in FAMILIES if name != "bert"}
+    assert "bert: failed in a worker" in out and "collecting it again here" in out, out
+    assert rows["1"] == rows["2"] and facts["1"] == facts["2"]
+    assert "tag 'Mixture of experts': needs a mixture MLP" in rows["2"]["bert"][1]
+    # a second run finds gpt2 and mamba current: no worker is started
+    assert main(["verify", "--jobs", "2", "gpt2", "mamba"]) == 0
     assert "processes" not in capsys.readouterr().out
-
-
-def test_a_family_failing_in_a_worker_fails_as_without_jobs(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("NNCANON_FAMILIES", str(_families(tmp_path, wrong_tag="bert")))
-    monkeypatch.setenv("NNCANON_BUILD", str(tmp_path / "build"))
-    assert main(["verify", "--keep-going", "--jobs", "2"]) == 1
-    out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out[out.index("family "):].splitlines()[1:-1]}
-    assert [row.split()[1] for row in rows.values()] == ["failed", "verified", "verified"], out  # bert, gpt2, mamba
-    assert "tag 'Mixture of experts': needs a mixture MLP" in rows["bert"]
     # without --keep-going: the one line of the error, as without --jobs, and the exit status 1
-    assert main(["verify", "--jobs", "2", "--force"]) == 1
+    assert main(["verify", "--jobs", "2", "--force", "bert", "gpt2"]) == 1
     err = capsys.readouterr().err
     assert "tag 'Mixture of experts': needs a mixture MLP" in err and "Traceback" not in err
 
