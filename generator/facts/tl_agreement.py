@@ -53,7 +53,6 @@ def disagreements(family: str, found: dict[str, dict]) -> list[str]:
         return ["no value is mapped to a TransformerLens hook"]
     unbridged = [key for key, entry in found.items() if entry["agreed"] is None]
     if unbridged:
-        whys = {found[key].get("why", "") for key in unbridged}
         problems = [f"{key} was not checked: {found[key].get('why') or 'no reason given'}" for key in unbridged
                     if not found[key].get("why", "").startswith("TransformerLens does not bridge")]
         if problems:
@@ -62,7 +61,7 @@ def disagreements(family: str, found: dict[str, dict]) -> list[str]:
             return [f"bridged for some values only ({len(found) - len(unbridged)} of {len(found)}): a family is "
                     f"bridged or not"]
         if family in EVERY_VALUE:
-            return [f"must be bridged: {sorted(whys)[0]}"]
+            return [f"must be bridged: {min(found[key].get('why', '') for key in unbridged)}"]
         return []
     return [f"{key}: TransformerLens's {entry['hook']} holds another tensor ({entry.get('why') or 'outside ±1e-5'})"
             for key, entry in sorted(found.items())

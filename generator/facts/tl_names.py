@@ -203,12 +203,12 @@ def kept(families: list[Family], directory: Path) -> dict[str, dict[str, dict]] 
     if not installed():
         return None
     keys = {family.family: _key_of(family) for family in families}
-    return {family: saved["found"] for family in keys
-            if (saved := _saved(directory / f"{family}.json")).get("key") == keys[family]}
+    return _found(list(keys), keys, (directory,))[0]
 
 
-def _found(families: list[str], keys: dict[str, str], directories: tuple[Path, Path]) -> tuple[dict, list[str]]:
-    """The results saved under their keys (copied into the build directory from the shared one), and the rest."""
+def _found(families: list[str], keys: dict[str, str], directories: tuple[Path, ...]) -> tuple[dict, list[str]]:
+    """The results saved under their keys in the first of ``directories`` that holds them (copied into the first,
+    the build directory's, from the shared one), and the rest."""
     found, stale = {}, []
     for family in families:
         for place in directories:
