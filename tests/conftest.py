@@ -123,6 +123,15 @@ def native_facts() -> Path:
     return facts_dir()
 
 
+#: a shard's generator commands in one process: each step's argv (JSON, the first argument) to generator's main
+_STEPS = """import json, sys
+from generator.__main__ import main
+for argv in json.loads(sys.argv[1]):
+    if main(argv) != 0:
+        sys.exit(f"generator {argv[0]} failed (its error above)")
+"""
+
+
 @pytest.fixture(scope="session")
 def kernel_facts(tmp_path_factory, native_facts):
     """``kernel_facts(shard)``: the facts-kernels directory of one shard's work under the shard's capability: the
@@ -131,6 +140,7 @@ def kernel_facts(tmp_path_factory, native_facts):
     ``<build>/checkpoints``, which ``checkpoint_dir`` checks against the pins; then the kernels-only facts of the
     share's families in the kernel cover (``kernel_shards.compared``, from the kernels the native collection
     recorded). Done on first use; the scheduler keeps each shard's tests on one worker, so each is done once."""
+    import json
     import subprocess
     import sys
 
@@ -140,10 +150,12 @@ def kernel_facts(tmp_path_factory, native_facts):
     repo = Path(__file__).resolve().parent.parent
     done: dict[str, Path] = {}
 
-    def run(shard: str, env: dict, *args: str) -> None:
-        result = subprocess.run([sys.executable, "-m", "generator", *args], cwd=repo, env=env,
+    def run(shard: str, env: dict, *steps: list[str]) -> None:
+        """``python -m generator <step>`` for each step in turn, in one process (one start of torch, transformers
+        and nnsight a shard, not one a step); the first step that fails stops it, named with its error."""
+        result = subprocess.run([sys.executable, "-c", _STEPS, json.dumps(steps)], cwd=repo, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=HANG)
-        assert result.returncode == 0, f"shard {shard}: generator {args[0]}: {result.stderr[-3000:]}"
+        assert result.returncode == 0, f"shard {shard}: {result.stderr[-3000:]}"
 
     def collect(shard: str) -> Path:
         if shard not in done:
@@ -152,10 +164,9 @@ def kernel_facts(tmp_path_factory, native_facts):
             env = environment(capability, NNCANON_BUILD=str(build), NNCANON_CACHE=str(build / "checkpoints"),
                               OMP_NUM_THREADS="1")
             env.pop("NNCANON_FAMILIES", None)
-            run(shard, env, "checkpoint", "--variants", *built(shard, native_facts))
             chosen = compared(shard, native_facts)
-            if chosen:
-                run(shard, env, "verify", "--force", "--kernels-only", *chosen)
+            run(shard, env, ["checkpoint", "--variants", *built(shard, native_facts)],
+                *([["verify", "--force", "--kernels-only", *chosen]] if chosen else []))
             (build / "facts-kernels").mkdir(exist_ok=True)  # a share with no family of the cover compares none
             done[shard] = build / "facts-kernels"
         return done[shard]
