@@ -111,11 +111,13 @@
   window.__nncanonReveal = reveal;
 
   // A row just shown in an opened fold: scrolled into view again on the next frames while it is not in view
-  // (a scroll made before a busy machine laid the fold out lands short), until it has been in view, for at most
-  // 600 frames (counted in frames, not seconds: a loaded machine that lays the fold out late draws fewer frames
-  // too, where a one-second limit gave up before the layout came), and never after the reader has scrolled on
-  // their own (a wheel, a touch or a key). While it keeps a row, the row carries data-nc-keeping: the state a
-  // reader's script (or a test) can wait out.
+  // (a scroll made before a busy machine laid the fold out lands short), until it has stayed in view for SETTLE
+  // frames in a row (a busy machine's late layout, a table wrapped or a note shown above it, can move it after
+  // the first frame it was in view), for at most 600 frames (counted in frames, not seconds: a loaded machine
+  // that lays the fold out late draws fewer frames too, where a one-second limit gave up before the layout
+  // came), and never after the reader has scrolled on their own (a wheel, a touch or a key). While it keeps a
+  // row, the row carries data-nc-keeping: the state a reader's script (or a test) can wait out.
+  var SETTLE = 30;
   function keepInView(target) {
     var frames = 0;
     var stopped = false;
@@ -135,12 +137,17 @@
     ["pointerdown", "click"].forEach(function (type) {
       window.addEventListener(type, stop, { once: true, capture: true, passive: true });
     });
+    var settled = 0;
     function check() {
       if (stopped || frames++ > 600) return done();
       var r = target.getBoundingClientRect();
-      // once it has been in view, the job is done: a later scroll (the reader's or a script's) is not fought
-      if (r.height && r.top >= 0 && (r.bottom <= window.innerHeight || r.height > window.innerHeight)) return done();
-      if (r.height) target.scrollIntoView();
+      // once it has stayed in view, the job is done: a later scroll (the reader's or a script's) is not fought
+      if (r.height && r.top >= 0 && (r.bottom <= window.innerHeight || r.height > window.innerHeight)) {
+        if (++settled >= SETTLE) return done();
+      } else {
+        settled = 0;
+        if (r.height) target.scrollIntoView();
+      }
       requestAnimationFrame(check);
     }
     requestAnimationFrame(check);
