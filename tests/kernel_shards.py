@@ -23,7 +23,7 @@ from generator.recipe.family import all_families
 
 #: families per shard: a shard builds the checkpoints of about one family in five (16 of 129 cover the builds'
 #: kernels; ~0.15 CPU-second each) and collects about one in three (40 of 129 cover the collections'; ~1.3 each,
-#: bench/bench_suite.py), so a share of 65 is about 30 CPU-seconds; beside Chromium's sweeps on a busy machine a
+#: bench/bench_suite.py), so a share of 65 is 30-40 CPU-seconds (29 to 39 measured); beside Chromium's sweeps on a busy machine a
 #: share of 130 ran for 122 s under ATEN_CPU_CAPABILITY=avx2, past the suite's 120 s bound on one test
 PER_SHARD = 65
 

@@ -81,8 +81,10 @@ def _started() -> subprocess.Popen:
 def _reply(server: subprocess.Popen, timeout: float) -> dict:
     ready, _, _ = select.select([server.stdout], [], [], timeout)
     line = server.stdout.readline() if ready else ""
-    if not line:
-        raise RuntimeError("the warm generator server stopped answering" if ready else f"no answer in {timeout} s")
+    if not ready:
+        raise TimeoutError(f"no answer in {timeout} s")
+    if not line:  # the server died (not the command: a fork's death is its exit status)
+        raise RuntimeError(f"the warm generator server exited with status {server.wait()}")
     return json.loads(line)
 
 
@@ -100,7 +102,7 @@ def run_generator(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess
         pid = _reply(server, HANG)["pid"]
         try:
             code = _reply(server, HANG)["code"]
-        except RuntimeError:  # a hang: the command and its server go, the next command starts a new server
+        except TimeoutError:  # a hang: the command and its server go, the next command starts a new server
             os.kill(pid, signal.SIGKILL)
             server.kill()
             raise subprocess.TimeoutExpired(["python", "-m", "generator", *argv], HANG) from None
